@@ -1,0 +1,179 @@
+//! The storage I/O layer: the only way RangeDB's persistent code touches storage.
+//!
+//! Every engine takes an `Arc<dyn Fs>` so the same code runs on real files ([`OsFs`]), in memory ([`MemFs`]),
+//! under simulated power loss (`CrashFs`) and under injected I/O errors (`FaultFs`). What an engine may assume of
+//! the media is written down in `docs/vfs.md`; the short form:
+//!
+//! - `write_all_at` is not atomic and not durable; after a crash an unsynced write may be absent, present, or torn
+//!   at 512-byte sector granularity.
+//! - `sync_data` makes the file's contents (and its length) durable; it says nothing about the directory entry.
+//! - `create`, `rename` and `remove_file` are atomic but become durable only after `sync_dir` of the parent.
+//!
+//! Errors are `std::io::Error`: the engines wrap them as their own `Io` variant, keeping them separate from
+//! corruption. [`is_no_space`] and [`is_eio`] classify the two failures that fault injection produces.
+
+use std::fmt::Debug;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+mod mem;
+mod os;
+
+pub use mem::MemFs;
+pub use os::OsFs;
+
+/// The result type of every storage call.
+pub type Result<T> = io::Result<T>;
+
+/// How [`Fs::open`] treats an existing or missing file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OpenMode {
+    /// Open an existing file for reading only.
+    ReadOnly,
+    /// Open an existing file for reading and writing.
+    ReadWrite,
+    /// Create a new file; fails with `AlreadyExists` if the path exists.
+    CreateNew,
+    /// Open the file for reading and writing, creating it empty if missing.
+    CreateOrOpen,
+    /// Create the file, or truncate it to zero length if it exists.
+    CreateTruncate,
+}
+
+impl OpenMode {
+    /// Whether files opened in this mode accept writes.
+    pub fn writable(self) -> bool {
+        !matches!(self, OpenMode::ReadOnly)
+    }
+}
+
+/// An open file. All offsets are absolute; there is no cursor, so one file can serve many threads.
+pub trait File: Send + Sync + Debug {
+    /// Reads up to `buf.len()` bytes at `offset`; returns how many were read (0 at or past the end).
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> Result<usize>;
+
+    /// Writes all of `buf` at `offset`, extending the file if needed (a gap reads as zeros).
+    fn write_all_at(&self, buf: &[u8], offset: u64) -> Result<()>;
+
+    /// Makes the contents and length durable (`fdatasync`).
+    fn sync_data(&self) -> Result<()>;
+
+    /// The current length in bytes.
+    fn len(&self) -> Result<u64>;
+
+    /// Whether the file is empty.
+    fn is_empty(&self) -> Result<bool> {
+        Ok(self.len()? == 0)
+    }
+
+    /// Truncates or extends (with zeros) the file to `len` bytes.
+    fn set_len(&self, len: u64) -> Result<()>;
+
+    /// Reads exactly `buf.len()` bytes at `offset`; a short file gives `UnexpectedEof`.
+    fn read_exact_at(&self, mut buf: &mut [u8], mut offset: u64) -> Result<()> {
+        while !buf.is_empty() {
+            match self.read_at(buf, offset) {
+                Ok(0) => return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "read past end of file")),
+                Ok(n) => {
+                    buf = &mut buf[n..];
+                    offset += n as u64;
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
+
+    /// Shifts the bytes at `offset..` up by `len`, leaving a hole of `len` zero bytes at `offset`
+    /// (`FALLOC_FL_INSERT_RANGE`). Filesystems require block-aligned `offset` and `len`; where the file system
+    /// lacks the operation the error kind is `Unsupported`.
+    fn insert_range(&self, offset: u64, len: u64) -> Result<()> {
+        let _ = (offset, len);
+        Err(unsupported("insert_range"))
+    }
+
+    /// Removes the bytes `offset..offset + len`, shifting the rest down (`FALLOC_FL_COLLAPSE_RANGE`). Same
+    /// alignment rules and `Unsupported` error as [`File::insert_range`].
+    fn collapse_range(&self, offset: u64, len: u64) -> Result<()> {
+        let _ = (offset, len);
+        Err(unsupported("collapse_range"))
+    }
+}
+
+/// An advisory lock on a path, held until dropped. Two holders cannot exist at once, in one process or two.
+pub trait FileLock: Send + Sync + Debug {}
+
+/// A file system: a namespace of files and directories.
+pub trait Fs: Send + Sync + Debug {
+    /// Opens `path` as `mode` says.
+    fn open(&self, path: &Path, mode: OpenMode) -> Result<Arc<dyn File>>;
+
+    /// Removes a file. Durable only after [`Fs::sync_dir`] of its parent.
+    fn remove_file(&self, path: &Path) -> Result<()>;
+
+    /// Atomically renames `from` to `to`, replacing `to` if it exists. Durable only after [`Fs::sync_dir`] of
+    /// the parent(s).
+    fn rename(&self, from: &Path, to: &Path) -> Result<()>;
+
+    /// The names (not paths) of the entries of `dir`, sorted.
+    fn list_dir(&self, dir: &Path) -> Result<Vec<String>>;
+
+    /// Creates `dir` and its missing parents. Durable only after [`Fs::sync_dir`] of each parent.
+    fn create_dir_all(&self, dir: &Path) -> Result<()>;
+
+    /// Makes the entries of `dir` (creations, renames, removals) durable.
+    fn sync_dir(&self, dir: &Path) -> Result<()>;
+
+    /// Whether `path` names a file or directory.
+    fn exists(&self, path: &Path) -> Result<bool>;
+
+    /// Takes the advisory lock at `path` (creating the file if needed). A lock already held anywhere gives an
+    /// error of kind `WouldBlock`.
+    fn lock(&self, path: &Path) -> Result<Box<dyn FileLock>>;
+}
+
+/// The error an operation a file system lacks returns.
+pub fn unsupported(op: &str) -> io::Error {
+    io::Error::new(io::ErrorKind::Unsupported, format!("{op} is not supported by this file system"))
+}
+
+/// Whether `e` is "no space left on device" (ENOSPC).
+pub fn is_no_space(e: &io::Error) -> bool {
+    e.raw_os_error() == Some(libc::ENOSPC) || e.kind() == io::ErrorKind::StorageFull
+}
+
+/// Whether `e` is a device I/O error (EIO).
+pub fn is_eio(e: &io::Error) -> bool {
+    e.raw_os_error() == Some(libc::EIO)
+}
+
+/// Joins a file name onto a directory: the helper engines use to name their files.
+pub fn join(dir: &Path, name: &str) -> PathBuf {
+    dir.join(name)
+}
+
+/// Reads a whole file.
+pub fn read_all(fs: &dyn Fs, path: &Path) -> Result<Vec<u8>> {
+    let f = fs.open(path, OpenMode::ReadOnly)?;
+    let len = usize::try_from(f.len()?).map_err(|_| io::Error::other("file too large to read whole"))?;
+    let mut buf = vec![0u8; len];
+    f.read_exact_at(&mut buf, 0)?;
+    Ok(buf)
+}
+
+/// Writes `data` to a new file at `path` durably: write, `sync_data`, rename over `path`, `sync_dir`.
+/// Readers see either the old file or the new one, never a mix, also across a crash.
+pub fn write_atomic(fs: &dyn Fs, path: &Path, data: &[u8]) -> Result<()> {
+    let dir = path.parent().unwrap_or(Path::new(""));
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(".tmp");
+    let tmp = PathBuf::from(tmp);
+    let f = fs.open(&tmp, OpenMode::CreateTruncate)?;
+    f.write_all_at(data, 0)?;
+    f.sync_data()?;
+    drop(f);
+    fs.rename(&tmp, path)?;
+    fs.sync_dir(dir)
+}

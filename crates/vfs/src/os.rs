@@ -1,0 +1,199 @@
+//! The operating system's file system, through positional I/O.
+
+use std::fmt;
+use std::fs;
+use std::io;
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::FileExt;
+use std::path::Path;
+use std::sync::Arc;
+
+use crate::{File, FileLock, Fs, OpenMode, Result};
+
+/// The real file system. Paths are used as given.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct OsFs;
+
+impl OsFs {
+    /// The OS file system.
+    pub fn new() -> Self {
+        OsFs
+    }
+}
+
+impl Fs for OsFs {
+    fn open(&self, path: &Path, mode: OpenMode) -> Result<Arc<dyn File>> {
+        let mut o = fs::OpenOptions::new();
+        o.read(true);
+        match mode {
+            OpenMode::ReadOnly => {}
+            OpenMode::ReadWrite => {
+                o.write(true);
+            }
+            OpenMode::CreateNew => {
+                o.write(true).create_new(true);
+            }
+            OpenMode::CreateOrOpen => {
+                o.write(true).create(true);
+            }
+            OpenMode::CreateTruncate => {
+                o.write(true).create(true).truncate(true);
+            }
+        }
+        Ok(Arc::new(OsFile { file: o.open(path)? }))
+    }
+
+    fn remove_file(&self, path: &Path) -> Result<()> {
+        fs::remove_file(path)
+    }
+
+    fn rename(&self, from: &Path, to: &Path) -> Result<()> {
+        fs::rename(from, to)
+    }
+
+    fn list_dir(&self, dir: &Path) -> Result<Vec<String>> {
+        let mut names = Vec::new();
+        for entry in fs::read_dir(dir)? {
+            names.push(entry?.file_name().to_string_lossy().into_owned());
+        }
+        names.sort();
+        Ok(names)
+    }
+
+    fn create_dir_all(&self, dir: &Path) -> Result<()> {
+        fs::create_dir_all(dir)
+    }
+
+    fn sync_dir(&self, dir: &Path) -> Result<()> {
+        let dir = if dir.as_os_str().is_empty() { Path::new(".") } else { dir };
+        fs::File::open(dir)?.sync_all()
+    }
+
+    fn exists(&self, path: &Path) -> Result<bool> {
+        path.try_exists()
+    }
+
+    fn lock(&self, path: &Path) -> Result<Box<dyn FileLock>> {
+        let file = fs::OpenOptions::new().read(true).write(true).create(true).truncate(false).open(path)?;
+        // SAFETY: flock takes a file descriptor that `file` owns and keeps open for the call; no memory is shared.
+        let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+        if rc != 0 {
+            let e = io::Error::last_os_error();
+            if e.raw_os_error() == Some(libc::EWOULDBLOCK) {
+                return Err(io::Error::new(
+                    io::ErrorKind::WouldBlock,
+                    format!("{} is locked by another process or handle", path.display()),
+                ));
+            }
+            return Err(e);
+        }
+        Ok(Box::new(OsLock { _file: file }))
+    }
+}
+
+/// Holds the locked descriptor; closing it releases the `flock`.
+struct OsLock {
+    _file: fs::File,
+}
+
+impl fmt::Debug for OsLock {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("OsLock")
+    }
+}
+
+impl FileLock for OsLock {}
+
+/// An open OS file.
+#[derive(Debug)]
+struct OsFile {
+    file: fs::File,
+}
+
+impl OsFile {
+    fn fallocate(&self, mode: libc::c_int, offset: u64, len: u64) -> Result<()> {
+        let off = libc::off_t::try_from(offset).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+        let len = libc::off_t::try_from(len).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+        // SAFETY: fallocate reads only its integer arguments and the descriptor `self.file` keeps open.
+        let rc = unsafe { libc::fallocate(self.file.as_raw_fd(), mode, off, len) };
+        if rc == 0 {
+            return Ok(());
+        }
+        let e = io::Error::last_os_error();
+        if e.raw_os_error() == Some(libc::EOPNOTSUPP) {
+            return Err(crate::unsupported("fallocate insert/collapse range"));
+        }
+        Err(e)
+    }
+}
+
+impl File for OsFile {
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> Result<usize> {
+        FileExt::read_at(&self.file, buf, offset)
+    }
+
+    fn write_all_at(&self, buf: &[u8], offset: u64) -> Result<()> {
+        FileExt::write_all_at(&self.file, buf, offset)
+    }
+
+    fn sync_data(&self) -> Result<()> {
+        self.file.sync_data()
+    }
+
+    fn len(&self) -> Result<u64> {
+        Ok(self.file.metadata()?.len())
+    }
+
+    fn set_len(&self, len: u64) -> Result<()> {
+        self.file.set_len(len)
+    }
+
+    fn insert_range(&self, offset: u64, len: u64) -> Result<()> {
+        self.fallocate(libc::FALLOC_FL_INSERT_RANGE, offset, len)
+    }
+
+    fn collapse_range(&self, offset: u64, len: u64) -> Result<()> {
+        self.fallocate(libc::FALLOC_FL_COLLAPSE_RANGE, offset, len)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn positional_io_and_lock() {
+        let dir = tempfile::tempdir().unwrap();
+        let fs = OsFs::new();
+        let p = dir.path().join("f");
+        let f = fs.open(&p, OpenMode::CreateNew).unwrap();
+        f.write_all_at(b"xyz", 4096).unwrap();
+        f.sync_data().unwrap();
+        assert_eq!(f.len().unwrap(), 4099);
+        fs.sync_dir(dir.path()).unwrap();
+        let l = fs.lock(&dir.path().join("LOCK")).unwrap();
+        assert_eq!(fs.lock(&dir.path().join("LOCK")).unwrap_err().kind(), io::ErrorKind::WouldBlock);
+        drop(l);
+        assert!(fs.lock(&dir.path().join("LOCK")).is_ok());
+    }
+
+    #[test]
+    fn insert_range_shifts_blocks_where_supported() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = OsFs::new().open(&dir.path().join("f"), OpenMode::CreateNew).unwrap();
+        let block: Vec<u8> = (0..8192u32).map(|i| (i / 4096) as u8 + 1).collect();
+        f.write_all_at(&block, 0).unwrap();
+        match f.insert_range(4096, 4096) {
+            Ok(()) => {
+                let mut buf = vec![0u8; 3 * 4096];
+                f.read_exact_at(&mut buf, 0).unwrap();
+                assert!(buf[..4096].iter().all(|&b| b == 1));
+                assert!(buf[4096..8192].iter().all(|&b| b == 0));
+                assert!(buf[8192..].iter().all(|&b| b == 2));
+                f.collapse_range(4096, 4096).unwrap();
+                assert_eq!(f.len().unwrap(), 8192);
+            }
+            Err(e) => assert_eq!(e.kind(), io::ErrorKind::Unsupported, "{e}"),
+        }
+    }
+}
