@@ -1,0 +1,844 @@
+//! `CrashFs`: an in-memory file system that remembers what is durable, so tests can simulate power loss.
+//!
+//! # Model
+//!
+//! Contents and names are tracked separately, as a POSIX file system keeps them.
+//!
+//! *Contents* belong to an inode, shared by every name and handle of the file. Each inode holds its current
+//! bytes, its bytes as of the last `sync_data`, and the byte ranges changed since (writes, `set_len`, a
+//! truncating open, `insert_range`/`collapse_range`). Invariant: outside the dirty ranges the current and the
+//! durable bytes agree, both in value and in whether the byte exists. `sync_data` copies the dirty ranges and
+//! clears them.
+//!
+//! *Names* are two trees of paths: the current one, and the durable one as of the directory syncs. Every
+//! namespace change (create, mkdir, remove, rename) is applied to the current tree at once and appended to a log
+//! of pending operations. `sync_dir(d)` commits every pending operation with an entry in `d`, together with the
+//! earlier pending operations they depend on (those naming a common path), and applies them in log order to the
+//! durable tree. A rename is one operation, so it is atomic: it is either committed or pending as a whole.
+//! A directory created by `create_dir_all` is itself an entry of its parent; until that parent is synced a crash
+//! may drop the directory and with it everything beneath.
+//!
+//! # Crash
+//!
+//! [`CrashFs::crash`] builds the state a power loss would leave, chosen deterministically by a seed:
+//! - each pending namespace operation survives or not (a fair coin), except that an operation whose dependency
+//!   was dropped is dropped too, so the result is always a state some ordering of the operations reaches;
+//!   entries whose parent directory did not survive vanish;
+//! - each surviving file's unsynced changes are all dropped, all kept, or torn: the length is the old or the new
+//!   one and every dirty 512-byte sector is independently old or new (bytes with no old value read as zeros).
+//!
+//! The result is a fresh `CrashFs` in which everything is durable. The crashed file system is left untouched, so
+//! one pre-crash state can be crashed under many seeds. [`CrashFs::crash_drop_unsynced`] and
+//! [`CrashFs::crash_keep_unsynced`] give the two extremes (power loss losing every unsynced change, and a process
+//! crash in which the kernel wrote everything back).
+//!
+//! # Crash points
+//!
+//! [`CrashFs::set_op_budget`] lets the next `n` mutating operations (writes, length changes, syncs, creating
+//! opens, namespace changes) succeed; the one after and every later one fail without effect with an error for
+//! which [`is_crash_point`] holds, as if the process had died there. [`CrashFs::ops`] counts mutating operations,
+//! so a test runs a workload once to count them and then picks crash points in that range.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::fmt;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use crate::rng::SplitMix64;
+use crate::{File, FileLock, Fs, OpenMode, Result, normalize};
+
+/// The unit in which unsynced writes tear.
+pub const SECTOR_SIZE: u64 = 512;
+
+/// The error payload of an operation refused because the crash point was reached.
+#[derive(Debug)]
+pub struct CrashPoint;
+
+impl fmt::Display for CrashPoint {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("simulated crash: the process died at this operation")
+    }
+}
+
+impl std::error::Error for CrashPoint {}
+
+/// Whether `e` is the error a [`CrashFs`] returns once its crash point is reached.
+pub fn is_crash_point(e: &io::Error) -> bool {
+    e.get_ref().is_some_and(|inner| inner.is::<CrashPoint>())
+}
+
+/// Counters of a [`CrashFs`] since it was created (or since the crash that created it).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CrashStats {
+    /// Mutating operations that succeeded; the crash-point budget counts these.
+    pub ops: u64,
+    /// `write_all_at` calls that succeeded.
+    pub writes: u64,
+    /// Bytes written by those calls.
+    pub bytes_written: u64,
+    /// `sync_data` calls that succeeded.
+    pub syncs: u64,
+    /// `sync_dir` calls that succeeded.
+    pub dir_syncs: u64,
+    /// Operations refused because the crash point had been reached.
+    pub refused: u64,
+}
+
+/// Which unsynced state a crash keeps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CrashMode {
+    /// Power loss that drops every unsynced change.
+    DropUnsynced,
+    /// A process crash: every change survives, durable or not.
+    KeepUnsynced,
+    /// Power loss whose survivors (and torn sectors) the seed chooses.
+    Seeded(u64),
+}
+
+/// Byte ranges `start..end`, disjoint, non-adjacent, keyed by start.
+#[derive(Debug, Default, Clone)]
+struct Ranges(BTreeMap<u64, u64>);
+
+impl Ranges {
+    fn insert(&mut self, mut start: u64, mut end: u64) {
+        if start >= end {
+            return;
+        }
+        let touching: Vec<(u64, u64)> =
+            self.0.range(..=end).rev().take_while(|&(_, &e)| e >= start).map(|(&s, &e)| (s, e)).collect();
+        for (s, e) in touching {
+            self.0.remove(&s);
+            start = start.min(s);
+            end = end.max(e);
+        }
+        self.0.insert(start, end);
+    }
+
+    /// The dirty sectors, each once, ascending.
+    fn sectors(&self) -> impl Iterator<Item = u64> + '_ {
+        let mut next = 0u64;
+        self.0.iter().flat_map(move |(&s, &e)| {
+            let first = (s / SECTOR_SIZE).max(next);
+            let last = (e - 1) / SECTOR_SIZE;
+            next = last + 1;
+            first..=last
+        })
+    }
+}
+
+/// One file's bytes, current and durable. See the module comment for the invariant.
+#[derive(Debug, Default)]
+struct Inode {
+    cur: Vec<u8>,
+    durable: Vec<u8>,
+    dirty: Ranges,
+}
+
+impl Inode {
+    fn durable_only(bytes: Vec<u8>) -> Self {
+        Inode { cur: bytes.clone(), durable: bytes, dirty: Ranges::default() }
+    }
+
+    fn write(&mut self, buf: &[u8], off: usize) -> Result<()> {
+        let end = off.checked_add(buf.len()).ok_or_else(|| io::Error::other("write end overflows"))?;
+        self.dirty.insert(off.min(self.cur.len()) as u64, end as u64);
+        if self.cur.len() < end {
+            self.cur.resize(end, 0);
+        }
+        self.cur[off..end].copy_from_slice(buf);
+        Ok(())
+    }
+
+    fn set_len(&mut self, len: usize) {
+        let old = self.cur.len();
+        self.dirty.insert(old.min(len) as u64, old.max(len) as u64);
+        self.cur.resize(len, 0);
+    }
+
+    /// Marks `from..` (up to the longer of the old and new length) dirty around a change that shifts bytes.
+    fn shift(&mut self, from: usize, change: impl FnOnce(&mut Vec<u8>)) {
+        let old = self.cur.len();
+        change(&mut self.cur);
+        self.dirty.insert(from as u64, old.max(self.cur.len()) as u64);
+    }
+
+    fn sync(&mut self) {
+        self.durable.resize(self.cur.len(), 0);
+        for (&s, &e) in &self.dirty.0 {
+            let (s, e) = (s as usize, (e as usize).min(self.cur.len()));
+            if s < e {
+                self.durable[s..e].copy_from_slice(&self.cur[s..e]);
+            }
+        }
+        self.dirty = Ranges::default();
+    }
+
+    /// The bytes a crash leaves.
+    fn after_crash(&self, mode: CrashMode, rng: &mut SplitMix64) -> Vec<u8> {
+        let choice = match mode {
+            CrashMode::DropUnsynced => 0,
+            CrashMode::KeepUnsynced => 1,
+            CrashMode::Seeded(_) => rng.below(3),
+        };
+        match choice {
+            0 => self.durable.clone(),
+            1 => self.cur.clone(),
+            _ => {
+                let len = if rng.coin() { self.durable.len() } else { self.cur.len() };
+                let mut out = self.durable.clone();
+                out.resize(len, 0);
+                for sector in self.dirty.sectors() {
+                    let s = (sector * SECTOR_SIZE) as usize;
+                    if s >= len {
+                        break;
+                    }
+                    if rng.coin() {
+                        let e = (s + SECTOR_SIZE as usize).min(len);
+                        for (i, b) in out[s..e].iter_mut().enumerate() {
+                            *b = self.cur.get(s + i).copied().unwrap_or(0);
+                        }
+                    }
+                }
+                out
+            }
+        }
+    }
+}
+
+type InodeRef = Arc<Mutex<Inode>>;
+
+#[derive(Debug, Clone)]
+enum Node {
+    File(InodeRef),
+    Dir,
+}
+
+type Tree = BTreeMap<PathBuf, Node>;
+
+/// A namespace change not yet known durable.
+#[derive(Debug)]
+enum NsOp {
+    Create(PathBuf, InodeRef),
+    Mkdir(PathBuf),
+    Remove(PathBuf),
+    Rename(PathBuf, PathBuf),
+}
+
+impl NsOp {
+    fn names(&self) -> impl Iterator<Item = &Path> {
+        let (a, b) = match self {
+            NsOp::Create(p, _) | NsOp::Mkdir(p) | NsOp::Remove(p) => (p, None),
+            NsOp::Rename(from, to) => (from, Some(to)),
+        };
+        std::iter::once(a.as_path()).chain(b.map(PathBuf::as_path))
+    }
+
+    fn apply(&self, tree: &mut Tree) {
+        match self {
+            NsOp::Create(p, inode) => {
+                tree.insert(p.clone(), Node::File(inode.clone()));
+            }
+            NsOp::Mkdir(p) => {
+                tree.insert(p.clone(), Node::Dir);
+            }
+            NsOp::Remove(p) => {
+                tree.remove(p);
+            }
+            NsOp::Rename(from, to) => {
+                if let Some(node) = tree.remove(from) {
+                    tree.insert(to.clone(), node);
+                }
+            }
+        }
+    }
+}
+
+#[derive(Debug, Default)]
+struct Namespace {
+    cur: Tree,
+    durable: Tree,
+    pending: Vec<NsOp>,
+}
+
+fn is_root(p: &Path) -> bool {
+    p.as_os_str().is_empty() || p == Path::new("/")
+}
+
+fn parent(p: &Path) -> &Path {
+    p.parent().unwrap_or(Path::new(""))
+}
+
+fn dir_in(tree: &Tree, dir: &Path) -> bool {
+    is_root(dir) || matches!(tree.get(dir), Some(Node::Dir))
+}
+
+fn not_found(path: &Path) -> io::Error {
+    io::Error::new(io::ErrorKind::NotFound, format!("{} not found", path.display()))
+}
+
+fn poisoned() -> io::Error {
+    io::Error::other("crash file system lock poisoned")
+}
+
+fn lock<T>(m: &Mutex<T>) -> Result<MutexGuard<'_, T>> {
+    m.lock().map_err(|_| poisoned())
+}
+
+fn to_usize(v: u64) -> Result<usize> {
+    usize::try_from(v).map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "offset too large"))
+}
+
+#[derive(Debug, Default)]
+struct Counters {
+    ops: AtomicU64,
+    writes: AtomicU64,
+    bytes_written: AtomicU64,
+    syncs: AtomicU64,
+    dir_syncs: AtomicU64,
+    refused: AtomicU64,
+}
+
+#[derive(Debug)]
+struct Shared {
+    ns: Mutex<Namespace>,
+    locks: Mutex<HashSet<PathBuf>>,
+    /// Mutating operations still allowed; `u64::MAX` means no crash point.
+    budget: AtomicU64,
+    dead: AtomicBool,
+    counters: Counters,
+}
+
+impl Shared {
+    fn new(ns: Namespace) -> Self {
+        Shared {
+            ns: Mutex::new(ns),
+            locks: Mutex::default(),
+            budget: AtomicU64::new(u64::MAX),
+            dead: AtomicBool::new(false),
+            counters: Counters::default(),
+        }
+    }
+
+    /// Admits one mutating operation or refuses it at the crash point. Once refused, always refused.
+    fn admit(&self) -> Result<()> {
+        let ok = !self.dead.load(Ordering::SeqCst)
+            && self
+                .budget
+                .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |b| match b {
+                    0 => None,
+                    u64::MAX => Some(u64::MAX),
+                    b => Some(b - 1),
+                })
+                .is_ok();
+        if ok {
+            self.counters.ops.fetch_add(1, Ordering::Relaxed);
+            Ok(())
+        } else {
+            self.dead.store(true, Ordering::SeqCst);
+            self.counters.refused.fetch_add(1, Ordering::Relaxed);
+            Err(io::Error::other(CrashPoint))
+        }
+    }
+}
+
+/// A simulated file system that can lose power. Cloning gives another handle on the same state.
+#[derive(Clone)]
+pub struct CrashFs {
+    shared: Arc<Shared>,
+}
+
+impl fmt::Debug for CrashFs {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CrashFs").field("stats", &self.stats()).finish_non_exhaustive()
+    }
+}
+
+impl Default for CrashFs {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl CrashFs {
+    /// An empty file system. The roots `""` and `/` always exist and are durable.
+    pub fn new() -> Self {
+        CrashFs { shared: Arc::new(Shared::new(Namespace::default())) }
+    }
+
+    /// Lets the next `n` mutating operations succeed and refuses every one after them (see [`is_crash_point`]).
+    pub fn set_op_budget(&self, n: u64) {
+        self.shared.budget.store(n, Ordering::SeqCst);
+    }
+
+    /// Removes the crash point and revives a file system that reached it.
+    pub fn clear_op_budget(&self) {
+        self.shared.budget.store(u64::MAX, Ordering::SeqCst);
+        self.shared.dead.store(false, Ordering::SeqCst);
+    }
+
+    /// Whether the crash point has been reached.
+    pub fn reached_crash_point(&self) -> bool {
+        self.shared.dead.load(Ordering::SeqCst)
+    }
+
+    /// Mutating operations performed so far: the range from which tests pick crash points.
+    pub fn ops(&self) -> u64 {
+        self.shared.counters.ops.load(Ordering::Relaxed)
+    }
+
+    /// The counters.
+    pub fn stats(&self) -> CrashStats {
+        let c = &self.shared.counters;
+        CrashStats {
+            ops: c.ops.load(Ordering::Relaxed),
+            writes: c.writes.load(Ordering::Relaxed),
+            bytes_written: c.bytes_written.load(Ordering::Relaxed),
+            syncs: c.syncs.load(Ordering::Relaxed),
+            dir_syncs: c.dir_syncs.load(Ordering::Relaxed),
+            refused: c.refused.load(Ordering::Relaxed),
+        }
+    }
+
+    /// The state a power loss would leave, chosen by `seed` (see the module comment).
+    pub fn crash(&self, seed: u64) -> Result<CrashFs> {
+        self.crash_with(CrashMode::Seeded(seed))
+    }
+
+    /// The state a power loss dropping every unsynced change would leave.
+    pub fn crash_drop_unsynced(&self) -> Result<CrashFs> {
+        self.crash_with(CrashMode::DropUnsynced)
+    }
+
+    /// The state a process crash leaves: everything written survives.
+    pub fn crash_keep_unsynced(&self) -> Result<CrashFs> {
+        self.crash_with(CrashMode::KeepUnsynced)
+    }
+
+    /// The state after a crash of the given kind, as a new file system in which everything is durable. This
+    /// file system is not changed; handles opened on it keep working on it, not on the result.
+    pub fn crash_with(&self, mode: CrashMode) -> Result<CrashFs> {
+        let ns = lock(&self.shared.ns)?;
+        let mut rng = SplitMix64::new(match mode {
+            CrashMode::Seeded(seed) => seed,
+            _ => 0,
+        });
+        let mut tree = ns.durable.clone();
+        let mut dropped: HashSet<&Path> = HashSet::new();
+        for op in &ns.pending {
+            let keep = match mode {
+                CrashMode::DropUnsynced => false,
+                CrashMode::KeepUnsynced => true,
+                CrashMode::Seeded(_) => rng.coin(),
+            } && !op.names().any(|n| dropped.contains(n));
+            if keep {
+                op.apply(&mut tree);
+            } else {
+                dropped.extend(op.names());
+            }
+        }
+        // Parents sort before their children (paths compare by component), so one pass drops orphans.
+        let mut survived = Tree::new();
+        let mut fresh: HashMap<*const Mutex<Inode>, InodeRef> = HashMap::new();
+        for (path, node) in tree {
+            if !dir_in(&survived, parent(&path)) {
+                continue;
+            }
+            let node = match node {
+                Node::Dir => Node::Dir,
+                Node::File(inode) => {
+                    let new = match fresh.get(&Arc::as_ptr(&inode)) {
+                        Some(new) => new.clone(),
+                        None => {
+                            let bytes = lock(&inode)?.after_crash(mode, &mut rng);
+                            let new = Arc::new(Mutex::new(Inode::durable_only(bytes)));
+                            fresh.insert(Arc::as_ptr(&inode), new.clone());
+                            new
+                        }
+                    };
+                    Node::File(new)
+                }
+            };
+            survived.insert(path, node);
+        }
+        let ns = Namespace { cur: survived.clone(), durable: survived, pending: Vec::new() };
+        Ok(CrashFs { shared: Arc::new(Shared::new(ns)) })
+    }
+
+    /// The current bytes of every file, by path: for tests comparing a file system with a model.
+    pub fn snapshot(&self) -> Result<BTreeMap<PathBuf, Vec<u8>>> {
+        let ns = lock(&self.shared.ns)?;
+        let mut out = BTreeMap::new();
+        for (path, node) in &ns.cur {
+            if let Node::File(inode) = node {
+                out.insert(path.clone(), lock(inode)?.cur.clone());
+            }
+        }
+        Ok(out)
+    }
+
+    /// Namespace operations not yet made durable by a directory sync.
+    pub fn pending_dir_ops(&self) -> Result<usize> {
+        Ok(lock(&self.shared.ns)?.pending.len())
+    }
+
+    fn file(&self, inode: InodeRef, writable: bool) -> Arc<dyn File> {
+        Arc::new(CrashFile { inode, writable, shared: self.shared.clone() })
+    }
+}
+
+impl Fs for CrashFs {
+    fn open(&self, path: &Path, mode: OpenMode) -> Result<Arc<dyn File>> {
+        let path = normalize(path);
+        if matches!(mode, OpenMode::CreateNew | OpenMode::CreateOrOpen | OpenMode::CreateTruncate) {
+            self.shared.admit()?;
+        }
+        let mut ns = lock(&self.shared.ns)?;
+        let inode = match (mode, ns.cur.get(&path)) {
+            (_, Some(Node::Dir)) => {
+                return Err(io::Error::new(
+                    io::ErrorKind::IsADirectory,
+                    format!("{} is a directory", path.display()),
+                ));
+            }
+            (OpenMode::ReadOnly | OpenMode::ReadWrite, None) => return Err(not_found(&path)),
+            (OpenMode::CreateNew, Some(_)) => {
+                return Err(io::Error::new(
+                    io::ErrorKind::AlreadyExists,
+                    format!("{} exists", path.display()),
+                ));
+            }
+            (OpenMode::CreateTruncate, Some(Node::File(inode))) => {
+                lock(inode)?.set_len(0);
+                inode.clone()
+            }
+            (_, Some(Node::File(inode))) => inode.clone(),
+            (_, None) => {
+                if !dir_in(&ns.cur, parent(&path)) {
+                    return Err(not_found(parent(&path)));
+                }
+                let inode = InodeRef::default();
+                ns.cur.insert(path.clone(), Node::File(inode.clone()));
+                ns.pending.push(NsOp::Create(path, inode.clone()));
+                inode
+            }
+        };
+        Ok(self.file(inode, mode.writable()))
+    }
+
+    fn remove_file(&self, path: &Path) -> Result<()> {
+        let path = normalize(path);
+        self.shared.admit()?;
+        let mut ns = lock(&self.shared.ns)?;
+        match ns.cur.get(&path) {
+            Some(Node::File(_)) => {}
+            Some(Node::Dir) => {
+                return Err(io::Error::new(
+                    io::ErrorKind::IsADirectory,
+                    format!("{} is a directory", path.display()),
+                ));
+            }
+            None => return Err(not_found(&path)),
+        }
+        ns.cur.remove(&path);
+        ns.pending.push(NsOp::Remove(path));
+        Ok(())
+    }
+
+    fn rename(&self, from: &Path, to: &Path) -> Result<()> {
+        let (from, to) = (normalize(from), normalize(to));
+        self.shared.admit()?;
+        let mut ns = lock(&self.shared.ns)?;
+        if !matches!(ns.cur.get(&from), Some(Node::File(_))) {
+            return Err(not_found(&from));
+        }
+        if !dir_in(&ns.cur, parent(&to)) {
+            return Err(not_found(parent(&to)));
+        }
+        if matches!(ns.cur.get(&to), Some(Node::Dir)) {
+            return Err(io::Error::new(
+                io::ErrorKind::IsADirectory,
+                format!("{} is a directory", to.display()),
+            ));
+        }
+        if from == to {
+            return Ok(());
+        }
+        let op = NsOp::Rename(from, to);
+        op.apply(&mut ns.cur);
+        ns.pending.push(op);
+        Ok(())
+    }
+
+    fn list_dir(&self, dir: &Path) -> Result<Vec<String>> {
+        let dir = normalize(dir);
+        let ns = lock(&self.shared.ns)?;
+        if !dir_in(&ns.cur, &dir) {
+            return Err(not_found(&dir));
+        }
+        let mut names: Vec<String> = ns
+            .cur
+            .keys()
+            .filter(|p| p.parent() == Some(dir.as_path()))
+            .filter_map(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
+            .collect();
+        names.sort();
+        Ok(names)
+    }
+
+    fn create_dir_all(&self, dir: &Path) -> Result<()> {
+        let dir = normalize(dir);
+        self.shared.admit()?;
+        let mut ns = lock(&self.shared.ns)?;
+        let mut missing = Vec::new();
+        for d in dir.ancestors().take_while(|d| !is_root(d)) {
+            match ns.cur.get(d) {
+                Some(Node::Dir) => break,
+                Some(Node::File(_)) => {
+                    return Err(io::Error::new(
+                        io::ErrorKind::NotADirectory,
+                        format!("{} is a file", d.display()),
+                    ));
+                }
+                None => missing.push(d.to_path_buf()),
+            }
+        }
+        for d in missing.into_iter().rev() {
+            let op = NsOp::Mkdir(d);
+            op.apply(&mut ns.cur);
+            ns.pending.push(op);
+        }
+        Ok(())
+    }
+
+    fn sync_dir(&self, dir: &Path) -> Result<()> {
+        let dir = normalize(dir);
+        self.shared.admit()?;
+        let mut ns = lock(&self.shared.ns)?;
+        if !dir_in(&ns.cur, &dir) {
+            return Err(not_found(&dir));
+        }
+        // Walk the log backwards: an operation is committed if it has an entry in `dir` or names a path that a
+        // later committed operation names (it is a dependency of that one).
+        let mut needed: HashSet<PathBuf> = HashSet::new();
+        let mut commit = vec![false; ns.pending.len()];
+        for (i, op) in ns.pending.iter().enumerate().rev() {
+            if op.names().any(|n| parent(n) == dir || needed.contains(n)) {
+                commit[i] = true;
+                needed.extend(op.names().map(Path::to_path_buf));
+            }
+        }
+        let pending = std::mem::take(&mut ns.pending);
+        for (op, commit) in pending.into_iter().zip(commit) {
+            if commit {
+                op.apply(&mut ns.durable);
+            } else {
+                ns.pending.push(op);
+            }
+        }
+        self.shared.counters.dir_syncs.fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    }
+
+    fn exists(&self, path: &Path) -> Result<bool> {
+        let path = normalize(path);
+        let ns = lock(&self.shared.ns)?;
+        Ok(is_root(&path) || ns.cur.contains_key(&path))
+    }
+
+    fn lock(&self, path: &Path) -> Result<Box<dyn FileLock>> {
+        let path = normalize(path);
+        self.open(&path, OpenMode::CreateOrOpen)?;
+        let mut held = lock(&self.shared.locks)?;
+        if !held.insert(path.clone()) {
+            return Err(io::Error::new(io::ErrorKind::WouldBlock, format!("{} is locked", path.display())));
+        }
+        Ok(Box::new(CrashLock { path, shared: self.shared.clone() }))
+    }
+}
+
+struct CrashLock {
+    path: PathBuf,
+    shared: Arc<Shared>,
+}
+
+impl fmt::Debug for CrashLock {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CrashLock").field("path", &self.path).finish()
+    }
+}
+
+impl FileLock for CrashLock {}
+
+impl Drop for CrashLock {
+    fn drop(&mut self) {
+        if let Ok(mut held) = self.shared.locks.lock() {
+            held.remove(&self.path);
+        }
+    }
+}
+
+/// A handle on a `CrashFs` file: it follows the inode, not the name, across renames and removal.
+struct CrashFile {
+    inode: InodeRef,
+    writable: bool,
+    shared: Arc<Shared>,
+}
+
+impl fmt::Debug for CrashFile {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CrashFile").field("writable", &self.writable).finish_non_exhaustive()
+    }
+}
+
+impl CrashFile {
+    /// Checks the handle may write and admits one mutating operation.
+    fn mutate(&self) -> Result<MutexGuard<'_, Inode>> {
+        if !self.writable {
+            return Err(io::Error::new(io::ErrorKind::PermissionDenied, "file opened read-only"));
+        }
+        self.shared.admit()?;
+        lock(&self.inode)
+    }
+}
+
+impl File for CrashFile {
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> Result<usize> {
+        let inode = lock(&self.inode)?;
+        let off = to_usize(offset)?;
+        if off >= inode.cur.len() {
+            return Ok(0);
+        }
+        let n = buf.len().min(inode.cur.len() - off);
+        buf[..n].copy_from_slice(&inode.cur[off..off + n]);
+        Ok(n)
+    }
+
+    fn write_all_at(&self, buf: &[u8], offset: u64) -> Result<()> {
+        let off = to_usize(offset)?;
+        let mut inode = self.mutate()?;
+        if buf.is_empty() {
+            return Ok(());
+        }
+        inode.write(buf, off)?;
+        let c = &self.shared.counters;
+        c.writes.fetch_add(1, Ordering::Relaxed);
+        c.bytes_written.fetch_add(buf.len() as u64, Ordering::Relaxed);
+        Ok(())
+    }
+
+    fn sync_data(&self) -> Result<()> {
+        self.shared.admit()?;
+        lock(&self.inode)?.sync();
+        self.shared.counters.syncs.fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    }
+
+    fn len(&self) -> Result<u64> {
+        Ok(lock(&self.inode)?.cur.len() as u64)
+    }
+
+    fn set_len(&self, len: u64) -> Result<()> {
+        let len = to_usize(len)?;
+        self.mutate()?.set_len(len);
+        Ok(())
+    }
+
+    fn insert_range(&self, offset: u64, len: u64) -> Result<()> {
+        let (off, len) = (to_usize(offset)?, to_usize(len)?);
+        let mut inode = self.mutate()?;
+        if off >= inode.cur.len() {
+            return Err(io::Error::new(io::ErrorKind::InvalidInput, "insert_range at or past the end"));
+        }
+        inode.shift(off, |data| {
+            data.splice(off..off, std::iter::repeat_n(0u8, len));
+        });
+        Ok(())
+    }
+
+    fn collapse_range(&self, offset: u64, len: u64) -> Result<()> {
+        let (off, len) = (to_usize(offset)?, to_usize(len)?);
+        let mut inode = self.mutate()?;
+        let end = off.checked_add(len).ok_or_else(|| io::Error::other("range end overflows"))?;
+        if end >= inode.cur.len() {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "collapse_range reaches the end of the file",
+            ));
+        }
+        inode.shift(off, |data| {
+            data.drain(off..end);
+        });
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ranges_merge_overlapping_and_adjacent() {
+        let mut r = Ranges::default();
+        r.insert(10, 20);
+        r.insert(30, 40);
+        r.insert(20, 30);
+        assert_eq!(r.0.iter().map(|(&s, &e)| (s, e)).collect::<Vec<_>>(), vec![(10, 40)]);
+        r.insert(100, 110);
+        r.insert(5, 12);
+        r.insert(7, 7);
+        assert_eq!(r.0.iter().map(|(&s, &e)| (s, e)).collect::<Vec<_>>(), vec![(5, 40), (100, 110)]);
+        r.insert(0, 1000);
+        assert_eq!(r.0.len(), 1);
+    }
+
+    #[test]
+    fn dirty_sectors_are_listed_once() {
+        let mut r = Ranges::default();
+        r.insert(0, 10);
+        r.insert(100, 600);
+        r.insert(1023, 1025);
+        assert_eq!(r.sectors().collect::<Vec<_>>(), vec![0, 1, 2]);
+    }
+
+    #[test]
+    fn sync_copies_only_what_changed_and_keeps_the_invariant() {
+        let mut ino = Inode::default();
+        ino.write(b"abc", 1000).unwrap();
+        ino.sync();
+        assert_eq!(ino.durable, ino.cur);
+        ino.set_len(10);
+        ino.write(b"z", 20).unwrap();
+        assert_eq!(ino.cur.len(), 21);
+        // Shrinking then re-extending must not resurrect old bytes on either side of the dirty set.
+        let mut rng = SplitMix64::new(1);
+        for _ in 0..50 {
+            let out = ino.after_crash(CrashMode::Seeded(rng.next_u64()), &mut rng);
+            assert!(out.len() == 21 || out.len() == 1003);
+            if out.len() == 21 {
+                assert!(out[10..20].iter().all(|&b| b == 0));
+            }
+        }
+        ino.sync();
+        assert_eq!(ino.durable, ino.cur);
+    }
+
+    #[test]
+    fn sync_dir_commits_dependencies_in_other_directories() {
+        let fs = CrashFs::new();
+        fs.create_dir_all(Path::new("a")).unwrap();
+        fs.create_dir_all(Path::new("b")).unwrap();
+        fs.sync_dir(Path::new("")).unwrap();
+        fs.open(Path::new("a/x"), OpenMode::CreateNew).unwrap();
+        fs.rename(Path::new("a/x"), Path::new("b/x")).unwrap();
+        fs.remove_file(Path::new("b/x")).unwrap();
+        // Syncing `b` commits the remove, hence the rename it depends on, hence the create.
+        fs.sync_dir(Path::new("b")).unwrap();
+        assert_eq!(fs.pending_dir_ops().unwrap(), 0);
+        for seed in 0..16 {
+            let c = fs.crash(seed).unwrap();
+            assert!(!c.exists(Path::new("a/x")).unwrap() && !c.exists(Path::new("b/x")).unwrap());
+        }
+    }
+}
