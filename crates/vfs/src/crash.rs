@@ -286,6 +286,12 @@ fn lock<T>(m: &Mutex<T>) -> Result<MutexGuard<'_, T>> {
     m.lock().map_err(|_| poisoned())
 }
 
+/// Locks for the test-facing calls (`crash`, `snapshot`) that must not fail: a poisoned lock means a thread
+/// panicked mid-operation, which the simulated power loss then simply follows.
+fn lock_anyway<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 fn to_usize(v: u64) -> Result<usize> {
     usize::try_from(v).map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "offset too large"))
 }
@@ -402,24 +408,24 @@ impl CrashFs {
     }
 
     /// The state a power loss would leave, chosen by `seed` (see the module comment).
-    pub fn crash(&self, seed: u64) -> Result<CrashFs> {
+    pub fn crash(&self, seed: u64) -> CrashFs {
         self.crash_with(CrashMode::Seeded(seed))
     }
 
     /// The state a power loss dropping every unsynced change would leave.
-    pub fn crash_drop_unsynced(&self) -> Result<CrashFs> {
+    pub fn crash_drop_unsynced(&self) -> CrashFs {
         self.crash_with(CrashMode::DropUnsynced)
     }
 
     /// The state a process crash leaves: everything written survives.
-    pub fn crash_keep_unsynced(&self) -> Result<CrashFs> {
+    pub fn crash_keep_unsynced(&self) -> CrashFs {
         self.crash_with(CrashMode::KeepUnsynced)
     }
 
     /// The state after a crash of the given kind, as a new file system in which everything is durable. This
     /// file system is not changed; handles opened on it keep working on it, not on the result.
-    pub fn crash_with(&self, mode: CrashMode) -> Result<CrashFs> {
-        let ns = lock(&self.shared.ns)?;
+    pub fn crash_with(&self, mode: CrashMode) -> CrashFs {
+        let ns = lock_anyway(&self.shared.ns);
         let mut rng = SplitMix64::new(match mode {
             CrashMode::Seeded(seed) => seed,
             _ => 0,
@@ -451,7 +457,7 @@ impl CrashFs {
                     let new = match fresh.get(&Arc::as_ptr(&inode)) {
                         Some(new) => new.clone(),
                         None => {
-                            let bytes = lock(&inode)?.after_crash(mode, &mut rng);
+                            let bytes = lock_anyway(&inode).after_crash(mode, &mut rng);
                             let new = Arc::new(Mutex::new(Inode::durable_only(bytes)));
                             fresh.insert(Arc::as_ptr(&inode), new.clone());
                             new
@@ -463,24 +469,24 @@ impl CrashFs {
             survived.insert(path, node);
         }
         let ns = Namespace { cur: survived.clone(), durable: survived, pending: Vec::new() };
-        Ok(CrashFs { shared: Arc::new(Shared::new(ns)) })
+        CrashFs { shared: Arc::new(Shared::new(ns)) }
     }
 
     /// The current bytes of every file, by path: for tests comparing a file system with a model.
-    pub fn snapshot(&self) -> Result<BTreeMap<PathBuf, Vec<u8>>> {
-        let ns = lock(&self.shared.ns)?;
+    pub fn snapshot(&self) -> BTreeMap<PathBuf, Vec<u8>> {
+        let ns = lock_anyway(&self.shared.ns);
         let mut out = BTreeMap::new();
         for (path, node) in &ns.cur {
             if let Node::File(inode) = node {
-                out.insert(path.clone(), lock(inode)?.cur.clone());
+                out.insert(path.clone(), lock_anyway(inode).cur.clone());
             }
         }
-        Ok(out)
+        out
     }
 
     /// Namespace operations not yet made durable by a directory sync.
-    pub fn pending_dir_ops(&self) -> Result<usize> {
-        Ok(lock(&self.shared.ns)?.pending.len())
+    pub fn pending_dir_ops(&self) -> usize {
+        lock_anyway(&self.shared.ns).pending.len()
     }
 
     fn file(&self, inode: InodeRef, writable: bool) -> Arc<dyn File> {
@@ -835,9 +841,9 @@ mod tests {
         fs.remove_file(Path::new("b/x")).unwrap();
         // Syncing `b` commits the remove, hence the rename it depends on, hence the create.
         fs.sync_dir(Path::new("b")).unwrap();
-        assert_eq!(fs.pending_dir_ops().unwrap(), 0);
+        assert_eq!(fs.pending_dir_ops(), 0);
         for seed in 0..16 {
-            let c = fs.crash(seed).unwrap();
+            let c = fs.crash(seed);
             assert!(!c.exists(Path::new("a/x")).unwrap() && !c.exists(Path::new("b/x")).unwrap());
         }
     }

@@ -36,7 +36,7 @@ fn unsynced_write_is_lost_kept_or_torn_at_sectors_and_synced_survives() {
 
     let mut seen = BTreeSet::new();
     for seed in 0..SEEDS {
-        let c = fs.crash(seed).unwrap();
+        let c = fs.crash(seed);
         assert_eq!(read_all(&c, p("synced")).unwrap(), b"DURABLE bytes", "seed {seed}");
         let got = read_all(&c, p("data")).unwrap();
         assert_eq!(got.len(), 8 * S, "seed {seed}");
@@ -52,8 +52,8 @@ fn unsynced_write_is_lost_kept_or_torn_at_sectors_and_synced_survives() {
         });
     }
     assert_eq!(seen, BTreeSet::from(["kept", "lost", "torn"]), "64 seeds should show every outcome");
-    assert_eq!(read_all(&fs.crash_drop_unsynced().unwrap(), p("data")).unwrap(), old);
-    assert_eq!(read_all(&fs.crash_keep_unsynced().unwrap(), p("data")).unwrap(), vec![b'n'; 8 * S]);
+    assert_eq!(read_all(&fs.crash_drop_unsynced(), p("data")).unwrap(), old);
+    assert_eq!(read_all(&fs.crash_keep_unsynced(), p("data")).unwrap(), vec![b'n'; 8 * S]);
 }
 
 #[test]
@@ -62,7 +62,7 @@ fn unsynced_append_tears_only_within_old_or_new_length() {
     let f = durable_file(&fs, "log", &[1u8; 100]);
     f.write_all_at(&[2u8; 3 * S], 100).unwrap();
     for seed in 0..SEEDS {
-        let got = read_all(&fs.crash(seed).unwrap(), p("log")).unwrap();
+        let got = read_all(&fs.crash(seed), p("log")).unwrap();
         assert!(got.len() == 100 || got.len() == 100 + 3 * S, "seed {seed}: length {}", got.len());
         assert_eq!(&got[..100], &[1u8; 100][..], "seed {seed}: synced prefix damaged");
         // A torn tail holds the new bytes or zeros (never-written space), sector by sector.
@@ -81,7 +81,7 @@ fn set_len_unsynced_is_undone_or_kept() {
     f.set_len(10).unwrap();
     let mut lens = BTreeSet::new();
     for seed in 0..SEEDS {
-        let got = read_all(&fs.crash(seed).unwrap(), p("f")).unwrap();
+        let got = read_all(&fs.crash(seed), p("f")).unwrap();
         lens.insert(got.len());
         // Bytes past the new length may read as old or as zeros (the truncated tail of a sector), nothing else.
         assert_eq!(&got[..10], &[7u8; 10][..], "seed {seed}");
@@ -89,7 +89,7 @@ fn set_len_unsynced_is_undone_or_kept() {
     }
     assert_eq!(lens, BTreeSet::from([10, 2 * S]));
     f.sync_data().unwrap();
-    assert_eq!(read_all(&fs.crash(1).unwrap(), p("f")).unwrap().len(), 10);
+    assert_eq!(read_all(&fs.crash(1), p("f")).unwrap().len(), 10);
 }
 
 #[test]
@@ -102,7 +102,7 @@ fn rename_is_durable_only_after_dir_sync_and_always_atomic() {
 
     let mut names = BTreeSet::new();
     for seed in 0..SEEDS {
-        let c = fs.crash(seed).unwrap();
+        let c = fs.crash(seed);
         let listing = c.list_dir(p("db")).unwrap();
         assert_eq!(listing.len(), 1, "seed {seed}: rename not atomic: {listing:?}");
         assert_eq!(read_all(&c, &Path::new("db").join(&listing[0])).unwrap(), b"contents");
@@ -110,11 +110,11 @@ fn rename_is_durable_only_after_dir_sync_and_always_atomic() {
     }
     assert_eq!(names, BTreeSet::from(["a".to_string(), "b".to_string()]));
     // A synced file renamed without a directory sync comes back under its old name, contents intact.
-    assert_eq!(fs.crash_drop_unsynced().unwrap().list_dir(p("db")).unwrap(), vec!["a"]);
+    assert_eq!(fs.crash_drop_unsynced().list_dir(p("db")).unwrap(), vec!["a"]);
 
     fs.sync_dir(p("db")).unwrap();
     for seed in 0..SEEDS {
-        assert_eq!(fs.crash(seed).unwrap().list_dir(p("db")).unwrap(), vec!["b"], "seed {seed}");
+        assert_eq!(fs.crash(seed).list_dir(p("db")).unwrap(), vec!["b"], "seed {seed}");
     }
 }
 
@@ -126,7 +126,7 @@ fn rename_over_an_existing_file_keeps_one_of_the_two_versions() {
     fs.rename(p("CURRENT.tmp"), p("CURRENT")).unwrap();
     let mut seen = BTreeSet::new();
     for seed in 0..SEEDS {
-        let c = fs.crash(seed).unwrap();
+        let c = fs.crash(seed);
         let cur = read_all(&c, p("CURRENT")).unwrap();
         let tmp_exists = c.exists(p("CURRENT.tmp")).unwrap();
         assert_eq!(tmp_exists, cur == b"old", "seed {seed}: rename half applied");
@@ -143,7 +143,7 @@ fn file_created_without_dir_sync_can_vanish() {
     f.sync_data().unwrap();
     let (mut present, mut absent) = (0, 0);
     for seed in 0..SEEDS {
-        let c = fs.crash(seed).unwrap();
+        let c = fs.crash(seed);
         if c.exists(p("new")).unwrap() {
             present += 1;
             assert_eq!(read_all(&c, p("new")).unwrap(), b"synced but unnamed");
@@ -152,9 +152,9 @@ fn file_created_without_dir_sync_can_vanish() {
         }
     }
     assert!(present > 0 && absent > 0, "present {present} absent {absent}");
-    assert!(!fs.crash_drop_unsynced().unwrap().exists(p("new")).unwrap());
+    assert!(!fs.crash_drop_unsynced().exists(p("new")).unwrap());
     fs.sync_dir(p("")).unwrap();
-    assert!((0..SEEDS).all(|seed| fs.crash(seed).unwrap().exists(p("new")).unwrap()));
+    assert!((0..SEEDS).all(|seed| fs.crash(seed).exists(p("new")).unwrap()));
 }
 
 #[test]
@@ -162,11 +162,11 @@ fn unsynced_remove_may_be_undone() {
     let fs = CrashFs::new();
     durable_file(&fs, "f", b"still here");
     fs.remove_file(p("f")).unwrap();
-    let outcomes: BTreeSet<bool> = (0..SEEDS).map(|s| fs.crash(s).unwrap().exists(p("f")).unwrap()).collect();
+    let outcomes: BTreeSet<bool> = (0..SEEDS).map(|s| fs.crash(s).exists(p("f")).unwrap()).collect();
     assert_eq!(outcomes, BTreeSet::from([false, true]));
-    assert_eq!(read_all(&fs.crash_drop_unsynced().unwrap(), p("f")).unwrap(), b"still here");
+    assert_eq!(read_all(&fs.crash_drop_unsynced(), p("f")).unwrap(), b"still here");
     fs.sync_dir(p("")).unwrap();
-    assert!((0..SEEDS).all(|s| !fs.crash(s).unwrap().exists(p("f")).unwrap()));
+    assert!((0..SEEDS).all(|s| !fs.crash(s).exists(p("f")).unwrap()));
 }
 
 #[test]
@@ -175,12 +175,12 @@ fn directory_needs_its_parent_synced() {
     fs.create_dir_all(p("db/wal")).unwrap();
     durable_file(&fs, "db/wal/000001.log", b"x");
     // `db/wal` is synced (so the file is its durable entry) but neither `db` nor the root is.
-    let c = fs.crash_drop_unsynced().unwrap();
+    let c = fs.crash_drop_unsynced();
     assert!(!c.exists(p("db")).unwrap() && !c.exists(p("db/wal/000001.log")).unwrap());
     fs.sync_dir(p("")).unwrap();
     fs.sync_dir(p("db")).unwrap();
     for seed in 0..SEEDS {
-        assert_eq!(read_all(&fs.crash(seed).unwrap(), p("db/wal/000001.log")).unwrap(), b"x");
+        assert_eq!(read_all(&fs.crash(seed), p("db/wal/000001.log")).unwrap(), b"x");
     }
 }
 
@@ -210,11 +210,11 @@ fn same_seed_same_crash_state() {
     let fs = busy_state();
     let mut distinct = BTreeSet::new();
     for seed in 0..16 {
-        let a = fs.crash(seed).unwrap().snapshot().unwrap();
-        let b = fs.crash(seed).unwrap().snapshot().unwrap();
+        let a = fs.crash(seed).snapshot();
+        let b = fs.crash(seed).snapshot();
         assert_eq!(a, b, "seed {seed}");
         // Rebuilding the same history gives the same crash too.
-        assert_eq!(busy_state().crash(seed).unwrap().snapshot().unwrap(), a, "seed {seed}");
+        assert_eq!(busy_state().crash(seed).snapshot(), a, "seed {seed}");
         distinct.insert(format!("{a:?}"));
     }
     assert!(distinct.len() > 8, "seeds should differ: {} distinct states", distinct.len());
@@ -223,13 +223,13 @@ fn same_seed_same_crash_state() {
 #[test]
 fn crash_leaves_the_crashed_fs_alone_and_can_repeat() {
     let fs = busy_state();
-    let before = fs.snapshot().unwrap();
-    let c1 = fs.crash(3).unwrap();
-    assert_eq!(fs.snapshot().unwrap(), before);
+    let before = fs.snapshot();
+    let c1 = fs.crash(3);
+    assert_eq!(fs.snapshot(), before);
     // Everything in a crashed state is durable: crashing it again changes nothing.
-    let snap = c1.snapshot().unwrap();
-    assert_eq!(c1.crash(99).unwrap().snapshot().unwrap(), snap);
-    assert_eq!(c1.pending_dir_ops().unwrap(), 0);
+    let snap = c1.snapshot();
+    assert_eq!(c1.crash(99).snapshot(), snap);
+    assert_eq!(c1.pending_dir_ops(), 0);
 }
 
 #[test]
@@ -253,7 +253,7 @@ fn crash_point_refuses_every_later_mutation() {
     assert_eq!((st.ops, st.writes, st.syncs, st.refused), (3, 1, 1, 4));
     // The file's entry was never synced: the crash may drop it, and can only show the synced contents.
     for seed in 0..SEEDS {
-        let c = fs.crash(seed).unwrap();
+        let c = fs.crash(seed);
         if c.exists(p("f")).unwrap() {
             assert_eq!(read_all(&c, p("f")).unwrap(), b"one");
         }
@@ -284,7 +284,7 @@ fn write_atomic_gives_old_or_new_never_a_mix_at_every_crash_point() {
         let done = write_atomic(&fs, p("db/MANIFEST"), &new);
         assert_eq!(done.is_ok(), point == total, "crash point {point}");
         for seed in 0..32 {
-            let got = read_all(&fs.crash(seed).unwrap(), p("db/MANIFEST")).unwrap();
+            let got = read_all(&fs.crash(seed), p("db/MANIFEST")).unwrap();
             assert!(
                 got == old || got == new,
                 "crash point {point} seed {seed}: mixed file of {} bytes",
@@ -306,7 +306,7 @@ fn insert_and_collapse_range_are_undone_or_kept_by_sector() {
     let cur = read_all(&fs, p("f")).unwrap();
     assert_eq!(cur.len(), 5 * S);
     for seed in 0..SEEDS {
-        let got = read_all(&fs.crash(seed).unwrap(), p("f")).unwrap();
+        let got = read_all(&fs.crash(seed), p("f")).unwrap();
         assert!(got.len() == 4 * S || got.len() == 5 * S);
         for (i, sector) in got.chunks(S).enumerate() {
             let old = data.get(i * S..(i + 1) * S).unwrap_or(&[0; S][..]);
@@ -315,7 +315,7 @@ fn insert_and_collapse_range_are_undone_or_kept_by_sector() {
     }
     f.collapse_range(S as u64, S as u64).unwrap();
     f.sync_data().unwrap();
-    assert_eq!(read_all(&fs.crash(5).unwrap(), p("f")).unwrap(), data);
+    assert_eq!(read_all(&fs.crash(5), p("f")).unwrap(), data);
 }
 
 #[test]
@@ -324,7 +324,7 @@ fn truncating_open_is_an_unsynced_set_len() {
     durable_file(&fs, "f", b"durable");
     fs.open(p("f"), OpenMode::CreateTruncate).unwrap();
     assert_eq!(read_all(&fs, p("f")).unwrap(), b"");
-    assert_eq!(read_all(&fs.crash_drop_unsynced().unwrap(), p("f")).unwrap(), b"durable");
+    assert_eq!(read_all(&fs.crash_drop_unsynced(), p("f")).unwrap(), b"durable");
 }
 
 #[test]
