@@ -8,6 +8,8 @@
 //!   at 512-byte sector granularity.
 //! - `sync_data` makes the file's contents (and its length) durable; it says nothing about the directory entry.
 //! - `create`, `rename` and `remove_file` are atomic but become durable only after `sync_dir` of the parent.
+//! - Nothing orders unsynced writes; only a completed `sync_data` does.
+//! - A failed `sync_data` or `sync_dir` is never retried: the engine treats the file's unsynced writes as lost.
 //!
 //! Errors are `std::io::Error`: the engines wrap them as their own `Io` variant, keeping them separate from
 //! corruption. [`is_no_space`] and [`is_eio`] classify the two failures that fault injection produces.
