@@ -148,6 +148,7 @@ impl Inode {
             self.cur.resize(end, 0);
         }
         self.cur[off..end].copy_from_slice(buf);
+        self.check();
         Ok(())
     }
 
@@ -155,6 +156,7 @@ impl Inode {
         let old = self.cur.len();
         self.dirty.insert(old.min(len) as u64, old.max(len) as u64);
         self.cur.resize(len, 0);
+        self.check();
     }
 
     /// Marks `from..` (up to the longer of the old and new length) dirty around a change that shifts bytes.
@@ -162,6 +164,7 @@ impl Inode {
         let old = self.cur.len();
         change(&mut self.cur);
         self.dirty.insert(from as u64, old.max(self.cur.len()) as u64);
+        self.check();
     }
 
     fn sync(&mut self) {
@@ -173,7 +176,31 @@ impl Inode {
             }
         }
         self.dirty = Ranges::default();
+        self.check();
     }
+
+    /// Checks the invariant: outside the dirty ranges, current and durable bytes agree in value and existence.
+    /// Costs a pass over the file, so it runs only with the `invariants` feature (on in this crate's tests).
+    #[cfg(any(test, feature = "invariants"))]
+    fn check(&self) {
+        let end = self.cur.len().max(self.durable.len());
+        let mut at = 0usize;
+        let gaps =
+            self.dirty.0.iter().map(|(&s, &e)| (s as usize, e as usize)).chain(std::iter::once((end, end)));
+        for (s, e) in gaps {
+            let gap = at..s.min(end);
+            if !gap.is_empty() {
+                assert!(
+                    self.cur.get(gap.clone()) == self.durable.get(gap.clone()),
+                    "CrashFs invariant: clean bytes {gap:?} differ between current and durable state"
+                );
+            }
+            at = at.max(e);
+        }
+    }
+
+    #[cfg(not(any(test, feature = "invariants")))]
+    fn check(&self) {}
 
     /// The bytes a crash leaves.
     fn after_crash(&self, mode: CrashMode, rng: &mut SplitMix64) -> Vec<u8> {

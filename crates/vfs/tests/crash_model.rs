@@ -91,7 +91,7 @@ fn random_path(rng: &mut Rng) -> PathBuf {
 fn step(fs: &CrashFs, m: &mut Model, rng: &mut Rng) -> bool {
     let existing: Vec<PathBuf> = m.names.keys().cloned().collect();
     let pick = |rng: &mut Rng| existing.get(rng.below(existing.len().max(1) as u64) as usize).cloned();
-    let res = match rng.below(10) {
+    let res = match rng.below(12) {
         0 | 1 => {
             let path = random_path(rng);
             if m.names.contains_key(&path) {
@@ -156,6 +156,36 @@ fn step(fs: &CrashFs, m: &mut Model, rng: &mut Rng) -> bool {
                 m.names.remove(&path);
                 m.touch_dir(&path);
             })
+        }
+        8 => {
+            let Some(path) = pick(rng) else { return true };
+            fs.open(&path, OpenMode::CreateTruncate).map(|_| {
+                let f = &mut m.files[m.names[&path]];
+                f.cur.clear();
+                f.clean = false;
+            })
+        }
+        9 => {
+            let Some(path) = pick(rng) else { return true };
+            let f = &mut m.files[m.names[&path]];
+            let (off, len) = (rng.below(4 * S as u64) as usize, 1 + rng.below(S as u64) as usize);
+            if rng.below(2) == 0 {
+                if off >= f.cur.len() {
+                    return true;
+                }
+                f.handle.insert_range(off as u64, len as u64).map(|()| {
+                    f.cur.splice(off..off, std::iter::repeat_n(0, len));
+                    f.clean = false;
+                })
+            } else {
+                if off + len >= f.cur.len() {
+                    return true;
+                }
+                f.handle.collapse_range(off as u64, len as u64).map(|()| {
+                    f.cur.drain(off..off + len);
+                    f.clean = false;
+                })
+            }
         }
         _ => {
             let dir = DIRS[rng.below(3) as usize];
