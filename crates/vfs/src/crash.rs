@@ -6,9 +6,13 @@
 //!
 //! *Contents* belong to an inode, shared by every name and handle of the file. Each inode holds its current
 //! bytes, its bytes as of the last `sync_data`, and the byte ranges changed since (writes, `set_len`, a
-//! truncating open, `insert_range`/`collapse_range`). Invariant: outside the dirty ranges the current and the
-//! durable bytes agree, both in value and in whether the byte exists. `sync_data` copies the dirty ranges and
-//! clears them.
+//! truncating open, `insert_range`/`collapse_range`). `sync_data` copies the dirty ranges and clears them.
+//!
+//! A sync that fails ([`CrashFs::fail_next_syncs`]) behaves as Linux does after a writeback error ("fsyncgate"):
+//! the dirty ranges are marked clean without reaching the media. They move to a *lost* set, which no later sync
+//! copies; a crash may show their sectors old or new. So an engine that retries a failed sync and trusts its `Ok`
+//! loses acknowledged data in crash tests, as it would on real hardware. Invariant: outside the dirty and lost
+//! ranges the current and the durable bytes agree, both in value and in whether the byte exists.
 //!
 //! *Names* are two trees of paths: the current one, and the durable one as of the directory syncs. Every
 //! namespace change (create, mkdir, remove, rename) is applied to the current tree at once and appended to a log
@@ -84,6 +88,8 @@ pub struct CrashStats {
     pub dir_syncs: u64,
     /// Operations refused because the crash point had been reached.
     pub refused: u64,
+    /// `sync_data` calls failed by [`CrashFs::fail_next_syncs`].
+    pub failed_syncs: u64,
 }
 
 /// Which unsynced state a crash keeps.
@@ -134,11 +140,30 @@ struct Inode {
     cur: Vec<u8>,
     durable: Vec<u8>,
     dirty: Ranges,
+    /// Ranges whose writeback failed: marked clean, never made durable by a later sync.
+    lost: Ranges,
 }
 
 impl Inode {
     fn durable_only(bytes: Vec<u8>) -> Self {
-        Inode { cur: bytes.clone(), durable: bytes, dirty: Ranges::default() }
+        Inode { cur: bytes.clone(), durable: bytes, ..Inode::default() }
+    }
+
+    /// A failed sync: the dirty ranges are dropped from writeback, not written.
+    fn lose_writeback(&mut self) {
+        for (s, e) in std::mem::take(&mut self.dirty.0) {
+            self.lost.insert(s, e);
+        }
+        self.check();
+    }
+
+    /// Dirty and lost ranges together: where current and durable bytes may differ.
+    fn unsettled(&self) -> Ranges {
+        let mut all = self.dirty.clone();
+        for (&s, &e) in &self.lost.0 {
+            all.insert(s, e);
+        }
+        all
     }
 
     fn write(&mut self, buf: &[u8], off: usize) -> Result<()> {
@@ -179,14 +204,16 @@ impl Inode {
         self.check();
     }
 
-    /// Checks the invariant: outside the dirty ranges, current and durable bytes agree in value and existence.
+    /// Checks the invariant: outside the dirty and lost ranges, current and durable bytes agree in value and
+    /// existence.
     /// Costs a pass over the file, so it runs only with the `invariants` feature (on in this crate's tests).
     #[cfg(any(test, feature = "invariants"))]
     fn check(&self) {
         let end = self.cur.len().max(self.durable.len());
         let mut at = 0usize;
+        let unsettled = self.unsettled();
         let gaps =
-            self.dirty.0.iter().map(|(&s, &e)| (s as usize, e as usize)).chain(std::iter::once((end, end)));
+            unsettled.0.iter().map(|(&s, &e)| (s as usize, e as usize)).chain(std::iter::once((end, end)));
         for (s, e) in gaps {
             let gap = at..s.min(end);
             if !gap.is_empty() {
@@ -216,7 +243,7 @@ impl Inode {
                 let len = if rng.coin() { self.durable.len() } else { self.cur.len() };
                 let mut out = self.durable.clone();
                 out.resize(len, 0);
-                for sector in self.dirty.sectors() {
+                for sector in self.unsettled().sectors() {
                     let s = (sector * SECTOR_SIZE) as usize;
                     if s >= len {
                         break;
@@ -331,6 +358,7 @@ struct Counters {
     syncs: AtomicU64,
     dir_syncs: AtomicU64,
     refused: AtomicU64,
+    failed_syncs: AtomicU64,
 }
 
 #[derive(Debug)]
@@ -340,6 +368,8 @@ struct Shared {
     /// Mutating operations still allowed; `u64::MAX` means no crash point.
     budget: AtomicU64,
     dead: AtomicBool,
+    /// `sync_data` calls still to fail with lost writeback.
+    failing_syncs: AtomicU64,
     counters: Counters,
 }
 
@@ -350,6 +380,7 @@ impl Shared {
             locks: Mutex::default(),
             budget: AtomicU64::new(u64::MAX),
             dead: AtomicBool::new(false),
+            failing_syncs: AtomicU64::new(0),
             counters: Counters::default(),
         }
     }
@@ -416,6 +447,13 @@ impl CrashFs {
         self.shared.dead.load(Ordering::SeqCst)
     }
 
+    /// Makes the next `n` `sync_data` calls fail with `EIO` the way Linux fails them after a writeback error: the
+    /// file's unsynced changes are marked clean without reaching the media, so a retried sync returns `Ok` and
+    /// still does not make them durable (see the module comment). The failed calls count as mutating operations.
+    pub fn fail_next_syncs(&self, n: u64) {
+        self.shared.failing_syncs.store(n, Ordering::SeqCst);
+    }
+
     /// Mutating operations performed so far: the range from which tests pick crash points.
     pub fn ops(&self) -> u64 {
         self.shared.counters.ops.load(Ordering::Relaxed)
@@ -431,6 +469,7 @@ impl CrashFs {
             syncs: c.syncs.load(Ordering::Relaxed),
             dir_syncs: c.dir_syncs.load(Ordering::Relaxed),
             refused: c.refused.load(Ordering::Relaxed),
+            failed_syncs: c.failed_syncs.load(Ordering::Relaxed),
         }
     }
 
@@ -763,6 +802,13 @@ impl File for CrashFile {
 
     fn sync_data(&self) -> Result<()> {
         self.shared.admit()?;
+        let fail =
+            self.shared.failing_syncs.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1));
+        if fail.is_ok() {
+            lock(&self.inode)?.lose_writeback();
+            self.shared.counters.failed_syncs.fetch_add(1, Ordering::Relaxed);
+            return Err(io::Error::from_raw_os_error(libc::EIO));
+        }
         lock(&self.inode)?.sync();
         self.shared.counters.syncs.fetch_add(1, Ordering::Relaxed);
         Ok(())

@@ -348,3 +348,33 @@ fn handles_are_send_sync_and_cheap_to_share() {
     assert_eq!(fs.stats().writes, 400);
     assert_eq!(fs.list_dir(p("")).unwrap(), vec!["t0", "t1", "t2", "t3"]);
 }
+
+#[test]
+fn failed_sync_loses_writeback_and_a_retry_does_not_bring_it_back() {
+    let fs = CrashFs::new();
+    let f = durable_file(&fs, "wal", &[1u8; S]);
+    f.write_all_at(&[2u8; 2 * S], S as u64).unwrap();
+    fs.fail_next_syncs(1);
+    assert!(vfs::is_eio(&f.sync_data().unwrap_err()));
+    // The retry "succeeds", as on Linux after a writeback error, but the pages were already marked clean.
+    f.sync_data().unwrap();
+    assert_eq!(fs.stats().failed_syncs, 1);
+    assert_eq!(read_all(&fs, p("wal")).unwrap().len(), 3 * S, "the page cache still shows the data");
+    let after = read_all(&fs.crash_drop_unsynced(), p("wal")).unwrap();
+    assert_eq!(&after[..S], &[1u8; S][..]);
+    assert!(after[S..].iter().all(|&b| b == 0), "lost writeback must not become durable");
+    // Data written after the failure is durable after its own sync; the lost sectors stay at risk.
+    f.write_all_at(&[3u8; S], 3 * S as u64).unwrap();
+    f.sync_data().unwrap();
+    let mut lost_seen = false;
+    for seed in 0..SEEDS {
+        let got = read_all(&fs.crash(seed), p("wal")).unwrap();
+        assert_eq!(got.len(), 4 * S, "seed {seed}");
+        assert_eq!(&got[3 * S..], &[3u8; S][..], "seed {seed}");
+        for sector in got[S..3 * S].chunks(S) {
+            assert!(sector == [0u8; S] || sector == [2u8; S], "seed {seed}");
+            lost_seen |= sector == [0u8; S];
+        }
+    }
+    assert!(lost_seen);
+}
