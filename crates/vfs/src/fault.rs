@@ -8,12 +8,15 @@
 //! that (a real failed write may have written part, a real failed `fsync` may have dropped the dirty pages; see
 //! `docs/vfs.md`), which is why the error is all they see.
 //!
+//! A fault can be limited to paths containing a string ([`Fault::on_paths`]), so a test can fail the manifest's
+//! sync but not the log's; a file operation matches by the path the file was opened with, a rename by either path.
+//!
 //! Faults can be armed and cleared while the wrapped engine runs; files opened through a `FaultFs` check the
 //! current rules on every call. Counters of calls and injected faults per kind are public.
 
 use std::fmt;
 use std::io;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -108,7 +111,7 @@ pub enum Trigger {
 }
 
 /// A fault to arm on one operation kind.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Fault {
     /// The operation kind that fails.
     pub op: Op,
@@ -118,22 +121,30 @@ pub struct Fault {
     pub trigger: Trigger,
     /// Disarm after firing once (`true`), or keep failing (`false`).
     pub once: bool,
+    /// Only operations on a path containing this string are counted and failed; `None` matches all.
+    pub path_contains: Option<String>,
 }
 
 impl Fault {
     /// Fails the operation after `n` successful ones of its kind, once.
     pub fn after(op: Op, n: u64, kind: FaultKind) -> Self {
-        Fault { op, kind, trigger: Trigger::After(n), once: true }
+        Fault { op, kind, trigger: Trigger::After(n), once: true, path_contains: None }
     }
 
     /// Fails each operation of the kind with probability `p`, seeded; stays armed.
     pub fn random(op: Op, p: f64, seed: u64, kind: FaultKind) -> Self {
-        Fault { op, kind, trigger: Trigger::Probability { p, seed }, once: false }
+        Fault { op, kind, trigger: Trigger::Probability { p, seed }, once: false, path_contains: None }
     }
 
     /// The same fault, staying armed after it fires.
     pub fn persistent(mut self) -> Self {
         self.once = false;
+        self
+    }
+
+    /// The same fault, limited to operations on paths containing `part` (e.g. `"MANIFEST"`, `".log"`).
+    pub fn on_paths(mut self, part: &str) -> Self {
+        self.path_contains = Some(part.to_string());
         self
     }
 
@@ -152,6 +163,13 @@ struct Armed {
 }
 
 impl Armed {
+    fn matches(&self, paths: &[&Path]) -> bool {
+        match &self.fault.path_contains {
+            None => true,
+            Some(part) => paths.iter().any(|p| p.to_string_lossy().contains(part.as_str())),
+        }
+    }
+
     fn fires(&mut self) -> bool {
         match self.fault.trigger {
             Trigger::After(n) => {
@@ -176,13 +194,13 @@ struct Shared {
 }
 
 impl Shared {
-    /// Counts one call of kind `op` and fails it if an armed fault fires.
-    fn check(&self, op: Op) -> Result<()> {
+    /// Counts one call of kind `op` on `paths` and fails it if an armed fault fires.
+    fn check(&self, op: Op, paths: &[&Path]) -> Result<()> {
         let i = op.index();
         self.calls[i].fetch_add(1, Ordering::Relaxed);
         let mut rules = self.rules.lock().map_err(|_| io::Error::other("fault rules lock poisoned"))?;
         let Some(armed) = rules[i].as_mut() else { return Ok(()) };
-        if !armed.fires() {
+        if !armed.matches(paths) || !armed.fires() {
             return Ok(());
         }
         let err = armed.fault.kind.error();
@@ -228,9 +246,10 @@ impl FaultFs {
             }
             Trigger::After(_) => 0,
         };
+        let i = fault.op.index();
         let armed = Armed { fault, passed: 0, rng: SplitMix64::new(seed) };
         if let Ok(mut rules) = self.shared.rules.lock() {
-            rules[fault.op.index()] = Some(armed);
+            rules[i] = Some(armed);
         }
     }
 
@@ -271,43 +290,43 @@ impl FaultFs {
 
 impl Fs for FaultFs {
     fn open(&self, path: &Path, mode: OpenMode) -> Result<Arc<dyn File>> {
-        self.shared.check(Op::Open)?;
+        self.shared.check(Op::Open, &[path])?;
         let inner = self.inner.open(path, mode)?;
-        Ok(Arc::new(FaultFile { inner, shared: self.shared.clone() }))
+        Ok(Arc::new(FaultFile { inner, path: path.to_path_buf(), shared: self.shared.clone() }))
     }
 
     fn remove_file(&self, path: &Path) -> Result<()> {
-        self.shared.check(Op::Remove)?;
+        self.shared.check(Op::Remove, &[path])?;
         self.inner.remove_file(path)
     }
 
     fn rename(&self, from: &Path, to: &Path) -> Result<()> {
-        self.shared.check(Op::Rename)?;
+        self.shared.check(Op::Rename, &[from, to])?;
         self.inner.rename(from, to)
     }
 
     fn list_dir(&self, dir: &Path) -> Result<Vec<String>> {
-        self.shared.check(Op::List)?;
+        self.shared.check(Op::List, &[dir])?;
         self.inner.list_dir(dir)
     }
 
     fn create_dir_all(&self, dir: &Path) -> Result<()> {
-        self.shared.check(Op::CreateDir)?;
+        self.shared.check(Op::CreateDir, &[dir])?;
         self.inner.create_dir_all(dir)
     }
 
     fn sync_dir(&self, dir: &Path) -> Result<()> {
-        self.shared.check(Op::SyncDir)?;
+        self.shared.check(Op::SyncDir, &[dir])?;
         self.inner.sync_dir(dir)
     }
 
     fn exists(&self, path: &Path) -> Result<bool> {
-        self.shared.check(Op::Stat)?;
+        self.shared.check(Op::Stat, &[path])?;
         self.inner.exists(path)
     }
 
     fn lock(&self, path: &Path) -> Result<Box<dyn FileLock>> {
-        self.shared.check(Op::Lock)?;
+        self.shared.check(Op::Lock, &[path])?;
         self.inner.lock(path)
     }
 }
@@ -315,48 +334,49 @@ impl Fs for FaultFs {
 /// A file opened through a [`FaultFs`]: every call first consults the current rules.
 struct FaultFile {
     inner: Arc<dyn File>,
+    path: PathBuf,
     shared: Arc<Shared>,
 }
 
 impl fmt::Debug for FaultFile {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("FaultFile").field("inner", &self.inner).finish()
+        f.debug_struct("FaultFile").field("path", &self.path).field("inner", &self.inner).finish()
     }
 }
 
 impl File for FaultFile {
     fn read_at(&self, buf: &mut [u8], offset: u64) -> Result<usize> {
-        self.shared.check(Op::Read)?;
+        self.shared.check(Op::Read, &[&self.path])?;
         self.inner.read_at(buf, offset)
     }
 
     fn write_all_at(&self, buf: &[u8], offset: u64) -> Result<()> {
-        self.shared.check(Op::Write)?;
+        self.shared.check(Op::Write, &[&self.path])?;
         self.inner.write_all_at(buf, offset)
     }
 
     fn sync_data(&self) -> Result<()> {
-        self.shared.check(Op::Sync)?;
+        self.shared.check(Op::Sync, &[&self.path])?;
         self.inner.sync_data()
     }
 
     fn len(&self) -> Result<u64> {
-        self.shared.check(Op::Stat)?;
+        self.shared.check(Op::Stat, &[&self.path])?;
         self.inner.len()
     }
 
     fn set_len(&self, len: u64) -> Result<()> {
-        self.shared.check(Op::SetLen)?;
+        self.shared.check(Op::SetLen, &[&self.path])?;
         self.inner.set_len(len)
     }
 
     fn insert_range(&self, offset: u64, len: u64) -> Result<()> {
-        self.shared.check(Op::FallocateRange)?;
+        self.shared.check(Op::FallocateRange, &[&self.path])?;
         self.inner.insert_range(offset, len)
     }
 
     fn collapse_range(&self, offset: u64, len: u64) -> Result<()> {
-        self.shared.check(Op::FallocateRange)?;
+        self.shared.check(Op::FallocateRange, &[&self.path])?;
         self.inner.collapse_range(offset, len)
     }
 }

@@ -164,3 +164,22 @@ fn out_of_range_probability_is_clamped() {
     fs.inject(Fault::random(Op::Stat, f64::NAN, 0, FaultKind::Eio));
     assert!(f.len().is_ok());
 }
+
+#[test]
+fn path_filter_fails_only_matching_files_and_counts_only_them() {
+    let fs = FaultFs::new(Arc::new(MemFs::new()));
+    let wal = fs.open(p("000001.log"), OpenMode::CreateNew).unwrap();
+    let manifest = fs.open(p("MANIFEST-000002"), OpenMode::CreateNew).unwrap();
+    fs.inject(Fault::after(Op::Sync, 1, FaultKind::Eio).on_paths("MANIFEST").persistent());
+    for _ in 0..3 {
+        wal.sync_data().unwrap();
+    }
+    manifest.sync_data().unwrap();
+    assert!(is_eio(&manifest.sync_data().unwrap_err()));
+    wal.sync_data().unwrap();
+    assert_eq!((fs.calls(Op::Sync), fs.injected_on(Op::Sync)), (6, 1));
+    // A rename matches by either path.
+    fs.inject(Fault::after(Op::Rename, 0, FaultKind::NoSpace).on_paths("CURRENT"));
+    fs.rename(p("000001.log"), p("000003.log")).unwrap();
+    assert!(is_no_space(&fs.rename(p("000003.log"), p("CURRENT")).unwrap_err()));
+}
