@@ -58,7 +58,7 @@ pub const SECTOR_SIZE: u64 = 512;
 
 /// Files longer than this skip the per-change invariant check.
 #[cfg(any(test, feature = "invariants"))]
-const INVARIANT_CHECK_MAX_LEN: usize = 1 << 20;
+const INVARIANT_CHECK_MAX_LEN: usize = 64 << 10;
 
 /// The error payload of an operation refused because the crash point was reached.
 #[derive(Debug)]
