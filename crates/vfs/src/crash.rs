@@ -577,7 +577,8 @@ impl Fs for CrashFs {
             self.shared.admit()?;
         }
         let mut ns = lock(&self.shared.ns)?;
-        let inode = match (mode, ns.cur.get(&path)) {
+        let node = if is_root(&path) { Some(&Node::Dir) } else { ns.cur.get(&path) };
+        let inode = match (mode, node) {
             (_, Some(Node::Dir)) => {
                 return Err(io::Error::new(
                     io::ErrorKind::IsADirectory,
@@ -638,7 +639,7 @@ impl Fs for CrashFs {
         if !dir_in(&ns.cur, parent(&to)) {
             return Err(not_found(parent(&to)));
         }
-        if matches!(ns.cur.get(&to), Some(Node::Dir)) {
+        if is_root(&to) || matches!(ns.cur.get(&to), Some(Node::Dir)) {
             return Err(io::Error::new(
                 io::ErrorKind::IsADirectory,
                 format!("{} is a directory", to.display()),
@@ -911,6 +912,18 @@ mod tests {
         }
         ino.sync();
         assert_eq!(ino.durable, ino.cur);
+    }
+
+    #[test]
+    fn regression_the_root_cannot_be_opened_as_a_file() {
+        let fs = CrashFs::new();
+        for root in ["", "/", "."] {
+            let e = fs.open(Path::new(root), OpenMode::CreateOrOpen).unwrap_err();
+            assert_eq!(e.kind(), io::ErrorKind::IsADirectory, "{root:?}");
+        }
+        assert!(fs.snapshot().is_empty());
+        fs.open(Path::new("f"), OpenMode::CreateNew).unwrap();
+        assert_eq!(fs.rename(Path::new("f"), Path::new("")).unwrap_err().kind(), io::ErrorKind::IsADirectory);
     }
 
     #[test]

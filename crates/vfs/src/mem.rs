@@ -65,7 +65,7 @@ impl Fs for MemFs {
     fn open(&self, path: &Path, mode: OpenMode) -> Result<Arc<dyn File>> {
         let path = &normalize(path);
         let mut st = self.state()?;
-        if st.dirs.contains(path) {
+        if Self::dir_exists(&st, path) {
             return Err(io::Error::new(
                 io::ErrorKind::IsADirectory,
                 format!("{} is a directory", path.display()),
@@ -108,7 +108,7 @@ impl Fs for MemFs {
         if !Self::dir_exists(&st, &parent(to)) {
             return Err(not_found(&parent(to)));
         }
-        if st.dirs.contains(to) {
+        if Self::dir_exists(&st, to) {
             return Err(io::Error::new(
                 io::ErrorKind::IsADirectory,
                 format!("{} is a directory", to.display()),
@@ -333,6 +333,18 @@ mod tests {
         assert_eq!(fs.create_dir_all(Path::new("f/x/y")).unwrap_err().kind(), io::ErrorKind::NotADirectory);
         assert!(!fs.exists(Path::new("f/x")).unwrap());
         assert!(!fs.exists(Path::new("f/x/y")).unwrap());
+    }
+
+    #[test]
+    fn regression_the_root_cannot_be_opened_as_a_file() {
+        let fs = MemFs::new();
+        for root in ["", "/", "."] {
+            let e = fs.open(Path::new(root), OpenMode::CreateOrOpen).unwrap_err();
+            assert_eq!(e.kind(), io::ErrorKind::IsADirectory, "{root:?}");
+        }
+        assert!(fs.list_dir(Path::new("")).unwrap().is_empty());
+        fs.open(Path::new("f"), OpenMode::CreateNew).unwrap();
+        assert_eq!(fs.rename(Path::new("f"), Path::new("")).unwrap_err().kind(), io::ErrorKind::IsADirectory);
     }
 
     #[test]
