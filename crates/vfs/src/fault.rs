@@ -4,8 +4,9 @@
 //! operations of its kind succeeded ([`Trigger::After`]) or with a probability drawn from a seeded generator
 //! ([`Trigger::Probability`]); it fires once and disarms, or stays armed (every later operation after the count,
 //! or each operation with the probability, fails). A failing operation does not reach the wrapped file system, so
-//! it has no effect: a failed write wrote nothing, a failed sync made nothing durable. Engines must not rely on
-//! that (a real failed write may have written part, a real failed `fsync` may have dropped the dirty pages; see
+//! it has no effect: a failed write wrote nothing, a failed sync made nothing durable; except that a write fault
+//! made with [`Fault::partial`] first writes the front half of the buffer, as a short write followed by the error
+//! does on a real file system. Engines must not rely on either (a real failed write may have written part, a real failed `fsync` may have dropped the dirty pages; see
 //! `docs/vfs.md`), which is why the error is all they see.
 //!
 //! A fault can be limited to paths containing a string ([`Fault::on_paths`]), so a test can fail the manifest's
@@ -123,17 +124,26 @@ pub struct Fault {
     pub once: bool,
     /// Only operations on a path containing this string are counted and failed; `None` matches all.
     pub path_contains: Option<String>,
+    /// A failing [`Op::Write`] first writes the front half of its buffer (a short write, then the error).
+    pub partial: bool,
 }
 
 impl Fault {
     /// Fails the operation after `n` successful ones of its kind, once.
     pub fn after(op: Op, n: u64, kind: FaultKind) -> Self {
-        Fault { op, kind, trigger: Trigger::After(n), once: true, path_contains: None }
+        Fault { op, kind, trigger: Trigger::After(n), once: true, path_contains: None, partial: false }
     }
 
     /// Fails each operation of the kind with probability `p`, seeded; stays armed.
     pub fn random(op: Op, p: f64, seed: u64, kind: FaultKind) -> Self {
-        Fault { op, kind, trigger: Trigger::Probability { p, seed }, once: false, path_contains: None }
+        Fault {
+            op,
+            kind,
+            trigger: Trigger::Probability { p, seed },
+            once: false,
+            path_contains: None,
+            partial: false,
+        }
     }
 
     /// The same fault, staying armed after it fires.
@@ -145,6 +155,12 @@ impl Fault {
     /// The same fault, limited to operations on paths containing `part` (e.g. `"MANIFEST"`, `".log"`).
     pub fn on_paths(mut self, part: &str) -> Self {
         self.path_contains = Some(part.to_string());
+        self
+    }
+
+    /// The same fault, writing the front half of the buffer before failing (meaningful for [`Op::Write`]).
+    pub fn partial(mut self) -> Self {
+        self.partial = true;
         self
     }
 
@@ -196,19 +212,25 @@ struct Shared {
 impl Shared {
     /// Counts one call of kind `op` on `paths` and fails it if an armed fault fires.
     fn check(&self, op: Op, paths: &[&Path]) -> Result<()> {
+        self.check_partial(op, paths).map_err(|(e, _)| e)
+    }
+
+    /// Like `check`; a failure also says whether the fault asks for a partial effect.
+    fn check_partial(&self, op: Op, paths: &[&Path]) -> std::result::Result<(), (io::Error, bool)> {
         let i = op.index();
         self.calls[i].fetch_add(1, Ordering::Relaxed);
-        let mut rules = self.rules.lock().map_err(|_| io::Error::other("fault rules lock poisoned"))?;
+        let mut rules =
+            self.rules.lock().map_err(|_| (io::Error::other("fault rules lock poisoned"), false))?;
         let Some(armed) = rules[i].as_mut() else { return Ok(()) };
         if !armed.matches(paths) || !armed.fires() {
             return Ok(());
         }
-        let err = armed.fault.kind.error();
+        let (err, partial) = (armed.fault.kind.error(), armed.fault.partial);
         if armed.fault.once {
             rules[i] = None;
         }
         self.injected[i].fetch_add(1, Ordering::Relaxed);
-        Err(err)
+        Err((err, partial))
     }
 }
 
@@ -351,7 +373,12 @@ impl File for FaultFile {
     }
 
     fn write_all_at(&self, buf: &[u8], offset: u64) -> Result<()> {
-        self.shared.check(Op::Write, &[&self.path])?;
+        if let Err((e, partial)) = self.shared.check_partial(Op::Write, &[&self.path]) {
+            if partial {
+                self.inner.write_all_at(&buf[..buf.len() / 2], offset)?;
+            }
+            return Err(e);
+        }
         self.inner.write_all_at(buf, offset)
     }
 

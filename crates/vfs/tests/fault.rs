@@ -183,3 +183,15 @@ fn path_filter_fails_only_matching_files_and_counts_only_them() {
     fs.rename(p("000001.log"), p("000003.log")).unwrap();
     assert!(is_no_space(&fs.rename(p("000003.log"), p("CURRENT")).unwrap_err()));
 }
+
+#[test]
+fn partial_write_fault_leaves_a_short_write_behind() {
+    let mem = MemFs::new();
+    let fs = FaultFs::new(Arc::new(mem.clone()));
+    let f = fs.open(p("f"), OpenMode::CreateNew).unwrap();
+    fs.inject(Fault::after(Op::Write, 0, FaultKind::NoSpace).partial());
+    assert!(is_no_space(&f.write_all_at(&[9u8; 100], 10).unwrap_err()));
+    let mut want = vec![0u8; 10];
+    want.extend([9u8; 50]);
+    assert_eq!(read_all(&mem, p("f")).unwrap(), want);
+}
