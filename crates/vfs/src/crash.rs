@@ -43,6 +43,9 @@
 //! which [`is_crash_point`] holds, as if the process had died there. [`CrashFs::ops`] counts mutating operations,
 //! so a test runs a workload once to count them and then picks crash points in that range.
 
+mod inode;
+mod names;
+
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt;
 use std::io;
@@ -52,13 +55,9 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::rng::SplitMix64;
 use crate::{File, FileLock, Fs, OpenMode, Result, normalize};
-
-/// The unit in which unsynced writes tear.
-pub const SECTOR_SIZE: u64 = 512;
-
-/// Files longer than this skip the per-change invariant check.
-#[cfg(any(test, feature = "invariants"))]
-const INVARIANT_CHECK_MAX_LEN: usize = 64 << 10;
+use inode::Inode;
+pub use inode::SECTOR_SIZE;
+use names::{InodeRef, Namespace, Node, NsOp, dir_in, is_root, parent};
 
 /// The error payload of an operation refused because the crash point was reached.
 #[derive(Debug)]
@@ -105,235 +104,6 @@ pub enum CrashMode {
     KeepUnsynced,
     /// Power loss whose survivors (and torn sectors) the seed chooses.
     Seeded(u64),
-}
-
-/// Byte ranges `start..end`, disjoint, non-adjacent, keyed by start.
-#[derive(Debug, Default, Clone)]
-struct Ranges(BTreeMap<u64, u64>);
-
-impl Ranges {
-    fn insert(&mut self, mut start: u64, mut end: u64) {
-        if start >= end {
-            return;
-        }
-        let touching: Vec<(u64, u64)> =
-            self.0.range(..=end).rev().take_while(|&(_, &e)| e >= start).map(|(&s, &e)| (s, e)).collect();
-        for (s, e) in touching {
-            self.0.remove(&s);
-            start = start.min(s);
-            end = end.max(e);
-        }
-        self.0.insert(start, end);
-    }
-
-    /// The sectors the ranges touch, each once, ascending.
-    fn sectors(&self) -> impl Iterator<Item = u64> + '_ {
-        let mut next = 0u64;
-        self.0.iter().flat_map(move |(&s, &e)| {
-            let first = (s / SECTOR_SIZE).max(next);
-            let last = (e - 1) / SECTOR_SIZE;
-            next = last + 1;
-            first..=last
-        })
-    }
-}
-
-/// One file's bytes, current and durable. See the module comment for the invariant.
-#[derive(Debug, Default)]
-struct Inode {
-    cur: Vec<u8>,
-    durable: Vec<u8>,
-    dirty: Ranges,
-    /// Ranges whose writeback failed: marked clean, never made durable by a later sync.
-    lost: Ranges,
-}
-
-impl Inode {
-    fn durable_only(bytes: Vec<u8>) -> Self {
-        Inode { cur: bytes.clone(), durable: bytes, ..Inode::default() }
-    }
-
-    /// A failed sync: the dirty ranges are dropped from writeback, not written.
-    fn lose_writeback(&mut self) {
-        for (s, e) in std::mem::take(&mut self.dirty.0) {
-            self.lost.insert(s, e);
-        }
-        self.check();
-    }
-
-    /// Dirty and lost ranges together: where current and durable bytes may differ.
-    fn unsettled(&self) -> Ranges {
-        let mut all = self.dirty.clone();
-        for (&s, &e) in &self.lost.0 {
-            all.insert(s, e);
-        }
-        all
-    }
-
-    fn write(&mut self, buf: &[u8], off: usize) -> Result<()> {
-        let end = off.checked_add(buf.len()).ok_or_else(|| io::Error::other("write end overflows"))?;
-        self.dirty.insert(off.min(self.cur.len()) as u64, end as u64);
-        if self.cur.len() < end {
-            self.cur.resize(end, 0);
-        }
-        self.cur[off..end].copy_from_slice(buf);
-        self.check();
-        Ok(())
-    }
-
-    fn set_len(&mut self, len: usize) {
-        let old = self.cur.len();
-        self.dirty.insert(old.min(len) as u64, old.max(len) as u64);
-        self.cur.resize(len, 0);
-        self.check();
-    }
-
-    /// Marks `from..` (up to the longer of the old and new length) dirty around a change that shifts bytes.
-    fn shift(&mut self, from: usize, change: impl FnOnce(&mut Vec<u8>)) {
-        let old = self.cur.len();
-        change(&mut self.cur);
-        self.dirty.insert(from as u64, old.max(self.cur.len()) as u64);
-        self.check();
-    }
-
-    fn sync(&mut self) {
-        self.durable.resize(self.cur.len(), 0);
-        for (&s, &e) in &self.dirty.0 {
-            let (s, e) = (s as usize, (e as usize).min(self.cur.len()));
-            if s < e {
-                self.durable[s..e].copy_from_slice(&self.cur[s..e]);
-            }
-        }
-        self.dirty = Ranges::default();
-        self.check();
-    }
-
-    /// Checks the invariant: outside the dirty and lost ranges, current and durable bytes agree in value and
-    /// existence. Costs a pass over the file, so it runs only with the `invariants` feature, and only on files
-    /// up to [`INVARIANT_CHECK_MAX_LEN`] (the feature unifies across a workspace test build, and engine crash
-    /// tests must not turn quadratic).
-    #[cfg(any(test, feature = "invariants"))]
-    fn check(&self) {
-        let end = self.cur.len().max(self.durable.len());
-        if end > INVARIANT_CHECK_MAX_LEN {
-            return;
-        }
-        let mut at = 0usize;
-        let unsettled = self.unsettled();
-        let gaps =
-            unsettled.0.iter().map(|(&s, &e)| (s as usize, e as usize)).chain(std::iter::once((end, end)));
-        for (s, e) in gaps {
-            let gap = at..s.min(end);
-            if !gap.is_empty() {
-                assert!(
-                    self.cur.get(gap.clone()) == self.durable.get(gap.clone()),
-                    "CrashFs invariant: clean bytes {gap:?} differ between current and durable state"
-                );
-            }
-            at = at.max(e);
-        }
-    }
-
-    #[cfg(not(any(test, feature = "invariants")))]
-    fn check(&self) {}
-
-    /// The bytes a crash leaves.
-    fn after_crash(&self, mode: CrashMode, rng: &mut SplitMix64) -> Vec<u8> {
-        let choice = match mode {
-            CrashMode::DropUnsynced => 0,
-            CrashMode::KeepUnsynced => 1,
-            CrashMode::Seeded(_) => rng.below(3),
-        };
-        match choice {
-            0 => self.durable.clone(),
-            1 => self.cur.clone(),
-            _ => {
-                let len = if rng.coin() { self.durable.len() } else { self.cur.len() };
-                let mut out = self.durable.clone();
-                out.resize(len, 0);
-                for sector in self.unsettled().sectors() {
-                    let s = (sector * SECTOR_SIZE) as usize;
-                    if s >= len {
-                        break;
-                    }
-                    if rng.coin() {
-                        let e = (s + SECTOR_SIZE as usize).min(len);
-                        for (i, b) in out[s..e].iter_mut().enumerate() {
-                            *b = self.cur.get(s + i).copied().unwrap_or(0);
-                        }
-                    }
-                }
-                out
-            }
-        }
-    }
-}
-
-type InodeRef = Arc<Mutex<Inode>>;
-
-#[derive(Debug, Clone)]
-enum Node {
-    File(InodeRef),
-    Dir,
-}
-
-type Tree = BTreeMap<PathBuf, Node>;
-
-/// A namespace change not yet known durable.
-#[derive(Debug)]
-enum NsOp {
-    Create(PathBuf, InodeRef),
-    Mkdir(PathBuf),
-    Remove(PathBuf),
-    Rename(PathBuf, PathBuf),
-}
-
-impl NsOp {
-    fn names(&self) -> impl Iterator<Item = &Path> {
-        let (a, b) = match self {
-            NsOp::Create(p, _) | NsOp::Mkdir(p) | NsOp::Remove(p) => (p, None),
-            NsOp::Rename(from, to) => (from, Some(to)),
-        };
-        std::iter::once(a.as_path()).chain(b.map(PathBuf::as_path))
-    }
-
-    fn apply(&self, tree: &mut Tree) {
-        match self {
-            NsOp::Create(p, inode) => {
-                tree.insert(p.clone(), Node::File(inode.clone()));
-            }
-            NsOp::Mkdir(p) => {
-                tree.insert(p.clone(), Node::Dir);
-            }
-            NsOp::Remove(p) => {
-                tree.remove(p);
-            }
-            NsOp::Rename(from, to) => {
-                if let Some(node) = tree.remove(from) {
-                    tree.insert(to.clone(), node);
-                }
-            }
-        }
-    }
-}
-
-#[derive(Debug, Default)]
-struct Namespace {
-    cur: Tree,
-    durable: Tree,
-    pending: Vec<NsOp>,
-}
-
-fn is_root(p: &Path) -> bool {
-    p.as_os_str().is_empty() || p == Path::new("/")
-}
-
-fn parent(p: &Path) -> &Path {
-    p.parent().unwrap_or(Path::new(""))
-}
-
-fn dir_in(tree: &Tree, dir: &Path) -> bool {
-    is_root(dir) || matches!(tree.get(dir), Some(Node::Dir))
 }
 
 fn not_found(path: &Path) -> io::Error {
@@ -506,27 +276,12 @@ impl CrashFs {
             CrashMode::Seeded(seed) => seed,
             _ => 0,
         });
-        let mut tree = ns.durable.clone();
-        let mut dropped: HashSet<&Path> = HashSet::new();
-        for op in &ns.pending {
-            let keep = match mode {
-                CrashMode::DropUnsynced => false,
-                CrashMode::KeepUnsynced => true,
-                CrashMode::Seeded(_) => rng.coin(),
-            } && !op.names().any(|n| dropped.contains(n));
-            if keep {
-                op.apply(&mut tree);
-            } else {
-                dropped.extend(op.names());
-            }
-        }
-        // Parents sort before their children (paths compare by component), so one pass drops orphans.
-        let mut survived = Tree::new();
+        let tree = ns.after_crash(mode, &mut rng);
+        // Survivors get fresh inodes (one per old inode) holding their post-crash bytes, in path order so the
+        // seed's choices are reproducible.
+        let mut survived = BTreeMap::new();
         let mut fresh: HashMap<*const Mutex<Inode>, InodeRef> = HashMap::new();
         for (path, node) in tree {
-            if !dir_in(&survived, parent(&path)) {
-                continue;
-            }
             let node = match node {
                 Node::Dir => Node::Dir,
                 Node::File(inode) => {
@@ -544,7 +299,7 @@ impl CrashFs {
             };
             survived.insert(path, node);
         }
-        let ns = Namespace { cur: survived.clone(), durable: survived, pending: Vec::new() };
+        let ns = Namespace::durable(survived);
         CrashFs { shared: Arc::new(Shared::new(ns)) }
     }
 
@@ -602,8 +357,7 @@ impl Fs for CrashFs {
                     return Err(not_found(parent(&path)));
                 }
                 let inode = InodeRef::default();
-                ns.cur.insert(path.clone(), Node::File(inode.clone()));
-                ns.pending.push(NsOp::Create(path, inode.clone()));
+                ns.push(NsOp::Create(path, inode.clone()));
                 inode
             }
         };
@@ -624,8 +378,7 @@ impl Fs for CrashFs {
             }
             None => return Err(not_found(&path)),
         }
-        ns.cur.remove(&path);
-        ns.pending.push(NsOp::Remove(path));
+        ns.push(NsOp::Remove(path));
         Ok(())
     }
 
@@ -648,9 +401,7 @@ impl Fs for CrashFs {
         if from == to {
             return Ok(());
         }
-        let op = NsOp::Rename(from, to);
-        op.apply(&mut ns.cur);
-        ns.pending.push(op);
+        ns.push(NsOp::Rename(from, to));
         Ok(())
     }
 
@@ -688,9 +439,7 @@ impl Fs for CrashFs {
             }
         }
         for d in missing.into_iter().rev() {
-            let op = NsOp::Mkdir(d);
-            op.apply(&mut ns.cur);
-            ns.pending.push(op);
+            ns.push(NsOp::Mkdir(d));
         }
         Ok(())
     }
@@ -702,24 +451,7 @@ impl Fs for CrashFs {
         if !dir_in(&ns.cur, &dir) {
             return Err(not_found(&dir));
         }
-        // Walk the log backwards: an operation is committed if it has an entry in `dir` or names a path that a
-        // later committed operation names (it is a dependency of that one).
-        let mut needed: HashSet<PathBuf> = HashSet::new();
-        let mut commit = vec![false; ns.pending.len()];
-        for (i, op) in ns.pending.iter().enumerate().rev() {
-            if op.names().any(|n| parent(n) == dir || needed.contains(n)) {
-                commit[i] = true;
-                needed.extend(op.names().map(Path::to_path_buf));
-            }
-        }
-        let pending = std::mem::take(&mut ns.pending);
-        for (op, commit) in pending.into_iter().zip(commit) {
-            if commit {
-                op.apply(&mut ns.durable);
-            } else {
-                ns.pending.push(op);
-            }
-        }
+        ns.commit(&dir);
         self.shared.counters.dir_syncs.fetch_add(1, Ordering::Relaxed);
         Ok(())
     }
@@ -867,52 +599,6 @@ impl File for CrashFile {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn ranges_merge_overlapping_and_adjacent() {
-        let mut r = Ranges::default();
-        r.insert(10, 20);
-        r.insert(30, 40);
-        r.insert(20, 30);
-        assert_eq!(r.0.iter().map(|(&s, &e)| (s, e)).collect::<Vec<_>>(), vec![(10, 40)]);
-        r.insert(100, 110);
-        r.insert(5, 12);
-        r.insert(7, 7);
-        assert_eq!(r.0.iter().map(|(&s, &e)| (s, e)).collect::<Vec<_>>(), vec![(5, 40), (100, 110)]);
-        r.insert(0, 1000);
-        assert_eq!(r.0.len(), 1);
-    }
-
-    #[test]
-    fn dirty_sectors_are_listed_once() {
-        let mut r = Ranges::default();
-        r.insert(0, 10);
-        r.insert(100, 600);
-        r.insert(1023, 1025);
-        assert_eq!(r.sectors().collect::<Vec<_>>(), vec![0, 1, 2]);
-    }
-
-    #[test]
-    fn sync_copies_only_what_changed_and_keeps_the_invariant() {
-        let mut ino = Inode::default();
-        ino.write(b"abc", 1000).unwrap();
-        ino.sync();
-        assert_eq!(ino.durable, ino.cur);
-        ino.set_len(10);
-        ino.write(b"z", 20).unwrap();
-        assert_eq!(ino.cur.len(), 21);
-        // Shrinking then re-extending must not resurrect old bytes on either side of the dirty set.
-        let mut rng = SplitMix64::new(1);
-        for _ in 0..50 {
-            let out = ino.after_crash(CrashMode::Seeded(rng.next_u64()), &mut rng);
-            assert!(out.len() == 21 || out.len() == 1003);
-            if out.len() == 21 {
-                assert!(out[10..20].iter().all(|&b| b == 0));
-            }
-        }
-        ino.sync();
-        assert_eq!(ino.durable, ino.cur);
-    }
 
     #[test]
     fn regression_the_root_cannot_be_opened_as_a_file() {
