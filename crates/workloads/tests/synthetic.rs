@@ -1,0 +1,190 @@
+//! The synthetic EBS trace generator: its measured statistics match its parameters, it is deterministic, and its
+//! traces survive a round trip through every public format.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::io::Cursor;
+
+use common::{for_each_seed, scale};
+use workloads::traces::{
+    AnalysisOptions, BlockOp, SyntheticOptions, SyntheticTrace, TraceFormat, TraceOptions, TraceReader,
+    TraceStats, analyze, split_by_volume, write_trace,
+};
+
+fn measure(opts: &SyntheticOptions) -> (Vec<BlockOp>, TraceStats) {
+    let ops: Vec<BlockOp> = SyntheticTrace::new(opts.clone()).unwrap().collect();
+    let stats =
+        analyze(ops.iter().copied(), &AnalysisOptions { cw_window_writes: opts.cw_window_writes as usize });
+    (ops, stats)
+}
+
+fn check(opts: &SyntheticOptions) {
+    let (ops, s) = measure(opts);
+    assert_eq!(ops.len() as u64, opts.ops);
+    let ctx = format!("{opts:?}\n{s:?}");
+    assert!((s.write_ratio() - opts.write_ratio).abs() < 0.01, "write ratio {}\n{ctx}", s.write_ratio());
+    assert!(
+        (s.avg_write_blocks() - opts.avg_write_blocks).abs() < 0.05 * opts.avg_write_blocks,
+        "avg write {}\n{ctx}",
+        s.avg_write_blocks()
+    );
+    assert!(
+        (s.long_cw_ratio() - opts.long_cw_ratio).abs() < 0.02,
+        "long-CW ratio {}\n{ctx}",
+        s.long_cw_ratio()
+    );
+    if s.reads_associated > 2000 {
+        assert!(
+            (s.read_at_cw_start_ratio() - opts.read_at_cw_start).abs() < 0.02,
+            "reads at CW start {}\n{ctx}",
+            s.read_at_cw_start_ratio()
+        );
+        assert!(
+            (s.read_within_4_ratio() - opts.read_near_cw_start).abs() < 0.02,
+            "reads within 4 blocks {}\n{ctx}",
+            s.read_within_4_ratio()
+        );
+        assert!(s.read_beyond_10_ratio() < 0.05, "reads 10+ blocks in {}\n{ctx}", s.read_beyond_10_ratio());
+        // Reads are of written data: nearly every read is associated with a CW.
+        assert!(s.reads_associated as f64 > 0.9 * s.reads as f64, "{ctx}");
+    }
+    assert_eq!(s.volumes, opts.volumes as u64);
+    let max_block = ops.iter().filter(|o| o.is_write()).map(|o| o.last_block).max().unwrap();
+    assert!(max_block < opts.working_set_blocks);
+    assert!(
+        ops.iter().all(|o| o.first_block <= o.last_block && o.blocks() <= opts.max_write_blocks.max(1 << 20))
+    );
+}
+
+#[test]
+fn default_statistics_match_the_paper() {
+    for_each_seed(|seed| {
+        check(&SyntheticOptions {
+            seed,
+            ops: 200_000 * scale(),
+            write_ratio: 0.7,
+            ..SyntheticOptions::default()
+        })
+    });
+}
+
+#[test]
+fn published_long_cw_range_is_reachable() {
+    for_each_seed(|seed| {
+        for long_cw_ratio in [0.65, 0.815] {
+            check(&SyntheticOptions {
+                seed,
+                ops: 100_000 * scale(),
+                long_cw_ratio,
+                write_ratio: 0.6,
+                ..SyntheticOptions::default()
+            });
+        }
+    });
+}
+
+#[test]
+fn other_parameters_are_honoured() {
+    for_each_seed(|seed| {
+        check(&SyntheticOptions {
+            seed,
+            ops: 100_000 * scale(),
+            volumes: 2,
+            write_ratio: 0.5,
+            avg_write_blocks: 8.0,
+            long_cw_ratio: 0.4,
+            avg_cw_writes: 3.0,
+            cw_window_writes: 20,
+            read_at_cw_start: 0.7,
+            read_near_cw_start: 0.9,
+            working_set_blocks: 1 << 16,
+            ..SyntheticOptions::default()
+        });
+    });
+}
+
+#[test]
+fn write_and_read_heavy_presets() {
+    let (_, s) = measure(&SyntheticOptions { ops: 50_000, ..SyntheticOptions::write_heavy() });
+    assert!((s.write_ratio() - 0.9).abs() < 0.01);
+    let (_, s) = measure(&SyntheticOptions { ops: 50_000, ..SyntheticOptions::read_heavy() });
+    assert!((s.write_ratio() - 0.04).abs() < 0.01);
+}
+
+#[test]
+fn writes_overlap_so_indexes_see_overwrites() {
+    let (ops, _) = measure(&SyntheticOptions { ops: 100_000, ..SyntheticOptions::default() });
+    for vol in split_by_volume(ops) {
+        let mut seen = std::collections::HashSet::new();
+        let mut overwritten = 0u64;
+        let mut written = 0u64;
+        for op in vol.iter().filter(|o| o.is_write()) {
+            for b in op.first_block..=op.last_block {
+                written += 1;
+                if !seen.insert(b) {
+                    overwritten += 1;
+                }
+            }
+        }
+        assert!(overwritten * 100 > written, "only {overwritten} of {written} block writes overwrite");
+    }
+}
+
+#[test]
+fn same_seed_same_trace() {
+    let opts = SyntheticOptions { ops: 20_000, seed: 11, ..SyntheticOptions::default() };
+    let a: Vec<BlockOp> = SyntheticTrace::new(opts.clone()).unwrap().collect();
+    let b: Vec<BlockOp> = SyntheticTrace::new(opts.clone()).unwrap().collect();
+    assert_eq!(a, b);
+    let c: Vec<BlockOp> = SyntheticTrace::new(SyntheticOptions { seed: 12, ..opts }).unwrap().collect();
+    assert_ne!(a, c);
+}
+
+#[test]
+fn round_trip_through_every_format() {
+    let opts = SyntheticOptions { ops: 5_000, seed: 3, ..SyntheticOptions::default() };
+    let names = opts.volume_names();
+    let ops: Vec<BlockOp> = SyntheticTrace::new(opts).unwrap().collect();
+    for format in TraceFormat::ALL {
+        for block_size in [4096u64, 512] {
+            let mut buf = Vec::new();
+            let n = write_trace(&mut buf, format, block_size, &names, ops.iter().copied()).unwrap();
+            assert_eq!(n as usize, ops.len());
+            let mut ropts = TraceOptions::new(format);
+            ropts.block_size = block_size;
+            ropts.strict = true;
+            let mut r = TraceReader::from_reader(Cursor::new(buf), ropts).unwrap();
+            let back: Vec<BlockOp> = r.by_ref().map(|o| o.unwrap()).collect();
+            assert_eq!(back.len(), ops.len());
+            for (a, b) in ops.iter().zip(&back) {
+                assert_eq!((a.kind, a.first_block, a.last_block), (b.kind, b.first_block, b.last_block));
+                let name_back = r.volumes().name(b.volume);
+                let name = names.name(a.volume);
+                match format {
+                    TraceFormat::Msr => assert_eq!(name_back, format!("{name}_0")),
+                    _ => assert_eq!(name_back, name),
+                }
+            }
+        }
+    }
+    let mut sink = Vec::new();
+    assert!(write_trace(&mut sink, TraceFormat::Tencent, 1000, &names, ops.iter().copied()).is_err());
+}
+
+#[test]
+fn invalid_options_are_rejected() {
+    let bad = [
+        SyntheticOptions { volumes: 0, ..SyntheticOptions::default() },
+        SyntheticOptions { write_ratio: 1.5, ..SyntheticOptions::default() },
+        SyntheticOptions { avg_write_blocks: 0.5, ..SyntheticOptions::default() },
+        SyntheticOptions { avg_cw_writes: 1.0, ..SyntheticOptions::default() },
+        SyntheticOptions { read_at_cw_start: 0.9, read_near_cw_start: 0.8, ..SyntheticOptions::default() },
+        SyntheticOptions { working_set_blocks: 100, ..SyntheticOptions::default() },
+        SyntheticOptions { cw_window_writes: 0, ..SyntheticOptions::default() },
+        SyntheticOptions { avg_write_blocks: f64::NAN, ..SyntheticOptions::default() },
+    ];
+    for opts in bad {
+        assert!(SyntheticTrace::new(opts.clone()).is_err(), "{opts:?}");
+    }
+}
