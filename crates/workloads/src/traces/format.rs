@@ -54,6 +54,15 @@ impl TraceFormat {
         TraceFormat::ALL.into_iter().find(|f| f.name().eq_ignore_ascii_case(name))
     }
 
+    /// Guesses the format of a trace from one of its lines: the format that parses it. Alibaba and Tencent both
+    /// have five fields but differ in where the read/write code sits (`R|W` second, `0|1` fourth), so a valid line
+    /// parses in at most one format. `None` if no format parses the line.
+    pub fn sniff(line: &[u8]) -> Option<TraceFormat> {
+        TraceFormat::ALL
+            .into_iter()
+            .find(|&f| matches!(parse_line(f, line, DEFAULT_BLOCK_SIZE, &mut Volumes::new()), Ok(Some(_))))
+    }
+
     fn field_count(&self) -> usize {
         match self {
             TraceFormat::Alibaba | TraceFormat::Tencent => 5,
@@ -185,6 +194,15 @@ fn timestamp(field: &str, name: &'static str) -> Result<(), LineError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn sniffing() {
+        assert_eq!(TraceFormat::sniff(b"1,W,0,4096,1"), Some(TraceFormat::Alibaba));
+        assert_eq!(TraceFormat::sniff(b"1,0,8,1,1063"), Some(TraceFormat::Tencent));
+        assert_eq!(TraceFormat::sniff(b"1,hm,0,Read,0,4096,1"), Some(TraceFormat::Msr));
+        assert_eq!(TraceFormat::sniff(b"garbage"), None);
+        assert_eq!(TraceFormat::from_name("MSR"), Some(TraceFormat::Msr));
+    }
 
     #[test]
     fn rounding_start_down_end_up() {

@@ -13,6 +13,7 @@
 //!   when the buffer reaches the window (default 128 blocks), reordered and merged into consecutive writes (CWs).
 //! - [`analyze`] measures what RASK §2–3 reports of a trace: average write length, long-CW ratio, and where reads
 //!   start relative to the CW they read.
+//! - [`BlockModel`] is the per-block reference model of a replay and writes the `--dump` format.
 //! - [`SyntheticTrace`] generates a seeded EBS-like trace with those statistics as parameters, and [`write_trace`]
 //!   writes any [`BlockOp`] stream in one of the public formats, so a synthetic trace can be replayed from a file
 //!   exactly like a downloaded one.
@@ -23,6 +24,7 @@ mod compaction;
 mod cw_map;
 mod error;
 mod format;
+mod model;
 mod reader;
 mod synthetic;
 mod volumes;
@@ -33,6 +35,7 @@ pub use block_op::{BlockOp, IoKind, split_by_volume};
 pub use compaction::{Compacted, CompactionStats, DEFAULT_WINDOW_BLOCKS, IoCompactor};
 pub use error::{LineError, TraceError};
 pub use format::{DEFAULT_BLOCK_SIZE, SECTOR_SIZE, TraceFormat, parse_line};
+pub use model::{BlockModel, BlockValue};
 pub use reader::{ReadStats, TraceOptions, TraceReader};
 pub use synthetic::{SyntheticOptions, SyntheticTrace};
 pub use volumes::Volumes;
