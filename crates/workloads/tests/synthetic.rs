@@ -45,7 +45,11 @@ fn check(opts: &SyntheticOptions) {
             "reads within 4 blocks {}\n{ctx}",
             s.read_within_4_ratio()
         );
-        assert!(s.read_beyond_10_ratio() < 0.05, "reads 10+ blocks in {}\n{ctx}", s.read_beyond_10_ratio());
+        assert!(
+            (s.read_beyond_10_ratio() - opts.read_far_cw_start).abs() < 0.005,
+            "reads 10+ blocks in {}\n{ctx}",
+            s.read_beyond_10_ratio()
+        );
         // Reads are of written data: nearly every read is associated with a CW.
         assert!(s.reads_associated as f64 > 0.9 * s.reads as f64, "{ctx}");
     }
@@ -98,6 +102,7 @@ fn other_parameters_are_honoured() {
             cw_window_writes: 20,
             read_at_cw_start: 0.7,
             read_near_cw_start: 0.9,
+            read_far_cw_start: 0.05,
             working_set_blocks: 1 << 16,
             ..SyntheticOptions::default()
         });
@@ -182,6 +187,7 @@ fn invalid_options_are_rejected() {
         SyntheticOptions { read_at_cw_start: 0.9, read_near_cw_start: 0.8, ..SyntheticOptions::default() },
         SyntheticOptions { working_set_blocks: 100, ..SyntheticOptions::default() },
         SyntheticOptions { cw_window_writes: 0, ..SyntheticOptions::default() },
+        SyntheticOptions { read_near_cw_start: 0.99, read_far_cw_start: 0.02, ..SyntheticOptions::default() },
         SyntheticOptions { avg_write_blocks: f64::NAN, ..SyntheticOptions::default() },
     ];
     for opts in bad {

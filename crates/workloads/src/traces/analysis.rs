@@ -115,25 +115,37 @@ impl VolumeState {
     }
 }
 
-/// Measures a trace (operations in trace order, any number of volumes).
-pub fn analyze(ops: impl IntoIterator<Item = BlockOp>, opts: &AnalysisOptions) -> TraceStats {
-    let window = opts.cw_window_writes.max(1);
-    let mut stats = TraceStats::default();
-    let mut vols: Vec<VolumeState> = Vec::new();
-    for op in ops {
+/// Incremental form of [`analyze`]: [`push`](Analyzer::push) operations in trace order, then
+/// [`finish`](Analyzer::finish).
+#[derive(Debug, Default)]
+pub struct Analyzer {
+    window: usize,
+    stats: TraceStats,
+    vols: Vec<VolumeState>,
+}
+
+impl Analyzer {
+    /// An analyzer with `opts`.
+    pub fn new(opts: &AnalysisOptions) -> Analyzer {
+        Analyzer { window: opts.cw_window_writes.max(1), stats: TraceStats::default(), vols: Vec::new() }
+    }
+
+    /// Feeds the next operation.
+    pub fn push(&mut self, op: BlockOp) {
         let v = op.volume as usize;
-        if vols.len() <= v {
-            vols.resize_with(v + 1, VolumeState::default);
+        if self.vols.len() <= v {
+            self.vols.resize_with(v + 1, VolumeState::default);
         }
-        let vol = &mut vols[v];
+        let stats = &mut self.stats;
+        let vol = &mut self.vols[v];
         vol.seen = true;
         match op.kind {
             IoKind::Write => {
                 stats.writes += 1;
                 stats.write_blocks += op.blocks();
                 vol.window.push((op.first_block, op.last_block));
-                if vol.window.len() >= window {
-                    vol.close_window(&mut stats);
+                if vol.window.len() >= self.window {
+                    vol.close_window(stats);
                 }
             }
             IoKind::Read => {
@@ -155,11 +167,24 @@ pub fn analyze(ops: impl IntoIterator<Item = BlockOp>, opts: &AnalysisOptions) -
             }
         }
     }
-    for vol in &mut vols {
-        vol.close_window(&mut stats);
-        if vol.seen {
-            stats.volumes += 1;
+
+    /// Closes every volume's last (partial) window and returns the statistics.
+    pub fn finish(mut self) -> TraceStats {
+        for vol in &mut self.vols {
+            vol.close_window(&mut self.stats);
+            if vol.seen {
+                self.stats.volumes += 1;
+            }
         }
+        self.stats
     }
-    stats
+}
+
+/// Measures a trace (operations in trace order, any number of volumes).
+pub fn analyze(ops: impl IntoIterator<Item = BlockOp>, opts: &AnalysisOptions) -> TraceStats {
+    let mut a = Analyzer::new(opts);
+    for op in ops {
+        a.push(op);
+    }
+    a.finish()
 }

@@ -30,7 +30,7 @@ mod synthetic;
 mod volumes;
 mod writer;
 
-pub use analysis::{AnalysisOptions, DEFAULT_CW_WINDOW_WRITES, TraceStats, analyze};
+pub use analysis::{AnalysisOptions, Analyzer, DEFAULT_CW_WINDOW_WRITES, TraceStats, analyze};
 pub use block_op::{BlockOp, IoKind, split_by_volume};
 pub use compaction::{Compacted, CompactionStats, DEFAULT_WINDOW_BLOCKS, IoCompactor};
 pub use error::{LineError, TraceError};

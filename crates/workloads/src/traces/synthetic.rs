@@ -24,8 +24,9 @@
 //! 5. A read picks one of the volume's last `read_history` readable CWs, the `i`-th newest with `i` geometric of
 //!    mean `read_recency` (recent data is read most; old CWs are also likelier to have been partly overwritten, which
 //!    would blur the association the paper measures). With probability `read_at_cw_start`
-//!    it starts at the CW's first block; otherwise (within `read_near_cw_start`) 1–3 blocks in, else 4 or more blocks
-//!    in, choosing a CW long enough for the offset. Read lengths are `1 + Geometric` with mean `avg_read_blocks`.
+//!    it starts at the CW's first block; otherwise (within `read_near_cw_start`) 1–3 blocks in; with probability
+//!    `read_far_cw_start` 10 or more blocks in; else 4–9 blocks in; each time choosing a CW long enough for the
+//!    offset and a block that CW still owns. Read lengths are `1 + Geometric` with mean `avg_read_blocks`.
 //!    A volume with nothing readable yet reads a random range.
 //!
 //! Each operation goes to a uniformly chosen volume and is a write with probability `write_ratio`.
@@ -59,7 +60,8 @@ pub struct SyntheticOptions {
     pub max_write_blocks: u64,
     /// Fraction of writes in long CWs. Default 0.73 (middle of the published 65.0–81.5 %).
     pub long_cw_ratio: f64,
-    /// Mean writes per long CW (at least 2). Default 4.
+    /// Mean writes per long CW (at least 2). Default 6 (not published; with it, 128-block I/O compaction removes
+    /// about 52 % of the writes of a default trace, near the paper's 58.4–77.0 %).
     pub avg_cw_writes: f64,
     /// Observation window in writes. Default 36 (Fig. 3a).
     pub cw_window_writes: u32,
@@ -67,6 +69,9 @@ pub struct SyntheticOptions {
     pub read_at_cw_start: f64,
     /// Fraction of reads starting within 4 blocks of their CW's start (includes the above). Default 0.96 (> 95.7 %).
     pub read_near_cw_start: f64,
+    /// Fraction of reads starting 10 or more blocks into their CW (taken from the reads beyond 4 blocks).
+    /// Default 0.008 (< 1 %, Fig. 4).
+    pub read_far_cw_start: f64,
     /// Mean read length in blocks. Default 4.
     pub avg_read_blocks: f64,
     /// Reads target one of this many most recent CWs per volume. Default 4,096.
@@ -94,10 +99,11 @@ impl Default for SyntheticOptions {
             avg_write_blocks: 3.63,
             max_write_blocks: 256,
             long_cw_ratio: 0.73,
-            avg_cw_writes: 4.0,
+            avg_cw_writes: 6.0,
             cw_window_writes: 36,
             read_at_cw_start: 0.86,
             read_near_cw_start: 0.96,
+            read_far_cw_start: 0.008,
             avg_read_blocks: 4.0,
             read_history: 4096,
             read_recency: 256.0,
@@ -128,6 +134,7 @@ impl SyntheticOptions {
             ("long_cw_ratio", self.long_cw_ratio),
             ("read_at_cw_start", self.read_at_cw_start),
             ("read_near_cw_start", self.read_near_cw_start),
+            ("read_far_cw_start", self.read_far_cw_start),
             ("stream_continue", self.stream_continue),
             ("hot_set_fraction", self.hot_set_fraction),
             ("hot_write_fraction", self.hot_write_fraction),
@@ -138,6 +145,9 @@ impl SyntheticOptions {
         }
         if self.read_near_cw_start < self.read_at_cw_start {
             return bad("read_near_cw_start must be at least read_at_cw_start".into());
+        }
+        if self.read_near_cw_start + self.read_far_cw_start > 1.0 {
+            return bad("read_near_cw_start + read_far_cw_start exceed 1".into());
         }
         if self.volumes == 0 {
             return bad("at least one volume".into());
@@ -371,13 +381,15 @@ impl SyntheticTrace {
         }
         let p_age = 1.0 / self.opts.read_recency;
         let u = rng.next_f64();
-        // Offset class: 0 = the CW's first block, 1 = 1..=3 blocks in, 2 = 4 or more blocks in.
+        // Offset class: 0 = the CW's first block, 1 = 1..=3 blocks in, 2 = 4..=9 blocks in, 3 = 10 or more.
         let class = if u < self.opts.read_at_cw_start {
             0
         } else if u < self.opts.read_near_cw_start {
             1
-        } else {
+        } else if u < 1.0 - self.opts.read_far_cw_start {
             2
+        } else {
+            3
         };
         let mut fallback = None;
         for _ in 0..64 {
@@ -386,7 +398,8 @@ impl SyntheticTrace {
             let start = match class {
                 0 => cw.0,
                 1 if len >= 2 => cw.0 + rng.range_inclusive(1, (len - 1).min(3)),
-                2 if len >= 5 => cw.0 + rng.range_inclusive(4, len - 1),
+                2 if len >= 5 => cw.0 + rng.range_inclusive(4, (len - 1).min(9)),
+                3 if len >= 11 => cw.0 + rng.range_inclusive(10, len - 1),
                 _ => continue,
             };
             // Only a block the CW still owns is read "relative to that CW"; a newer write may have taken it.
