@@ -136,6 +136,26 @@ fn writes_overlap_so_indexes_see_overwrites() {
     }
 }
 
+/// Regression: a long CW of maximal writes in a small working set must not underflow the placement range.
+#[test]
+fn long_writes_in_the_smallest_working_set() {
+    let opts = SyntheticOptions {
+        ops: 20_000,
+        avg_write_blocks: 200.0,
+        max_write_blocks: 256,
+        avg_cw_writes: 30.0,
+        long_cw_ratio: 1.0,
+        working_set_blocks: 256 * 36,
+        ..SyntheticOptions::default()
+    };
+    for op in SyntheticTrace::new(opts.clone()).unwrap() {
+        assert!(op.first_block <= op.last_block);
+        if op.is_write() {
+            assert!(op.last_block < opts.working_set_blocks, "{op:?}");
+        }
+    }
+}
+
 #[test]
 fn same_seed_same_trace() {
     let opts = SyntheticOptions { ops: 20_000, seed: 11, ..SyntheticOptions::default() };
@@ -186,6 +206,7 @@ fn invalid_options_are_rejected() {
         SyntheticOptions { avg_cw_writes: 1.0, ..SyntheticOptions::default() },
         SyntheticOptions { read_at_cw_start: 0.9, read_near_cw_start: 0.8, ..SyntheticOptions::default() },
         SyntheticOptions { working_set_blocks: 100, ..SyntheticOptions::default() },
+        SyntheticOptions { working_set_blocks: 256 * 36 - 1, ..SyntheticOptions::default() },
         SyntheticOptions { cw_window_writes: 0, ..SyntheticOptions::default() },
         SyntheticOptions { read_near_cw_start: 0.99, read_far_cw_start: 0.02, ..SyntheticOptions::default() },
         SyntheticOptions { avg_write_blocks: f64::NAN, ..SyntheticOptions::default() },

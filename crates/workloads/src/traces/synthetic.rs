@@ -167,8 +167,11 @@ impl SyntheticOptions {
         if self.cw_window_writes == 0 {
             return bad("cw_window_writes must be positive".into());
         }
-        if self.working_set_blocks < self.max_write_blocks.saturating_mul(16) {
-            return bad("working_set_blocks must hold at least 16 maximal writes".into());
+        // The longest possible CW is a whole window of maximal writes; it must fit in the working set.
+        if self.working_set_blocks
+            < self.max_write_blocks.saturating_mul(self.cw_window_writes as u64).max(16)
+        {
+            return bad("working_set_blocks must hold a window of maximal writes (max_write_blocks · cw_window_writes)".into());
         }
         if !at_least(self.read_recency, 1.0) {
             return bad("read_recency must be at least 1".into());
@@ -265,12 +268,13 @@ impl SyntheticTrace {
     fn random_start(&self, rng: &mut Rng, len: u64) -> u64 {
         let ws = self.opts.working_set_blocks;
         let hot = ((ws as f64 * self.opts.hot_set_fraction) as u64).min(ws);
-        let (lo, span) = if hot > len && rng.chance(self.opts.hot_write_fraction) {
-            (0, hot - len)
+        // REQUIRES: len <= ws (validate() guarantees it); saturate anyway rather than wrap.
+        let span = if hot > len && rng.chance(self.opts.hot_write_fraction) {
+            hot - len
         } else {
-            (0, ws - len)
+            ws.saturating_sub(len)
         };
-        lo + rng.below(span + 1)
+        rng.below(span.saturating_add(1))
     }
 
     /// Builds volume `v`'s next window of writes.
