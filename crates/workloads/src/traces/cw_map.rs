@@ -62,6 +62,26 @@ impl CwMap {
             }
         }
         self.ranges.insert(first, (last, first));
+        #[cfg(any(test, feature = "invariants"))]
+        self.check_around(first);
+    }
+
+    /// Around the range just assigned at `first`: it and its neighbours are well formed, disjoint and ordered, and
+    /// each CW start lies at or before the blocks it owns. Local (O(log n)), so it can run after every assign; the
+    /// per-block model test checks the whole map.
+    #[cfg(any(test, feature = "invariants"))]
+    fn check_around(&self, first: u64) {
+        let before = self.ranges.range(..first).next_back();
+        let here = self.ranges.range(first..).take(2);
+        let mut prev_last: Option<u64> = None;
+        for (&f, &(l, cw)) in before.into_iter().chain(here) {
+            assert!(f <= l, "range [{f}, {l}] is inverted");
+            assert!(cw <= f, "CW start {cw} after its range [{f}, {l}]");
+            if let Some(p) = prev_last {
+                assert!(p < f, "ranges overlap at {f}");
+            }
+            prev_last = Some(l);
+        }
     }
 }
 
@@ -86,6 +106,28 @@ mod tests {
         assert_eq!(m.cw_start(12), Some(10));
         assert_eq!(m.cw_start(13), Some(13));
         assert_eq!(m.cw_start(14), Some(10));
+    }
+
+    /// Against a per-block model: random CWs over a small block space.
+    #[test]
+    fn matches_a_per_block_model() {
+        let mut rng =
+            crate::Rng::new(std::env::var("RANGEDB_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(7));
+        for _ in 0..200 {
+            let mut m = CwMap::default();
+            let mut model: Vec<Option<u64>> = vec![None; 64];
+            for _ in 0..30 {
+                let first = rng.below(60);
+                let last = (first + rng.geometric(0.3)).min(63);
+                m.assign(first, last);
+                for b in first..=last {
+                    model[b as usize] = Some(first);
+                }
+                for (b, want) in model.iter().enumerate() {
+                    assert_eq!(m.cw_start(b as u64), *want, "block {b}");
+                }
+            }
+        }
     }
 
     #[test]
