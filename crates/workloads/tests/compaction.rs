@@ -141,3 +141,16 @@ fn compaction_preserves_covered_blocks() {
         }
     });
 }
+
+/// The fallible adapter compacts like the plain one and passes an error through at once.
+#[test]
+fn try_compacted_matches_and_stops_at_errors() {
+    use workloads::traces::TryCompacted;
+    let ops = [w(0, 1, 4), w(0, 11, 12), r(0, 1, 1), w(0, 5, 6), w(0, 7, 8)];
+    let ok: Vec<BlockOp> =
+        TryCompacted::new(ops.iter().map(|&o| Ok::<_, String>(o)), 128).map(|o| o.unwrap()).collect();
+    assert_eq!(ok, compact(&ops, 128));
+    let with_error = vec![Ok(w(0, 1, 4)), Err("boom".to_string()), Ok(w(0, 5, 6))];
+    let out: Vec<Result<BlockOp, String>> = TryCompacted::new(with_error.into_iter(), 128).collect();
+    assert_eq!(out, vec![Err("boom".to_string())]);
+}

@@ -215,3 +215,36 @@ fn invalid_options_are_rejected() {
         assert!(SyntheticTrace::new(opts.clone()).is_err(), "{opts:?}");
     }
 }
+
+#[test]
+fn trace_source_reads_files_and_synthetic_traces_alike() {
+    use workloads::traces::TraceSource;
+    let opts = SyntheticOptions { ops: 3000, seed: 5, ..SyntheticOptions::default() };
+    let direct: Vec<BlockOp> = SyntheticTrace::new(opts.clone()).unwrap().collect();
+    let src = TraceSource::synthetic(opts.clone(), None).unwrap();
+    assert_eq!(src.volumes().len(), 4);
+    assert!(src.read_stats().is_none());
+    let via: Vec<BlockOp> = src.map(|o| o.unwrap()).collect();
+    assert_eq!(via, direct);
+    let only: Vec<BlockOp> =
+        TraceSource::synthetic(opts.clone(), Some("2")).unwrap().map(|o| o.unwrap()).collect();
+    assert_eq!(only, direct.iter().filter(|o| o.volume == 2).copied().collect::<Vec<_>>());
+    assert!(TraceSource::synthetic(opts.clone(), Some("9")).is_err());
+    // The same trace through a file.
+    let dir = std::env::temp_dir().join(format!("rangedb-source-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("t.csv");
+    let mut f = std::fs::File::create(&path).unwrap();
+    write_trace(&mut f, TraceFormat::Alibaba, 4096, &opts.volume_names(), direct.iter().copied()).unwrap();
+    drop(f);
+    let src = TraceSource::open(&path, TraceOptions::new(TraceFormat::Alibaba)).unwrap();
+    let from_file: Vec<BlockOp> = src.map(|o| o.unwrap()).collect();
+    assert_eq!(from_file.len(), direct.len());
+    assert!(
+        from_file
+            .iter()
+            .zip(&direct)
+            .all(|(a, b)| (a.kind, a.first_block, a.last_block) == (b.kind, b.first_block, b.last_block))
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -191,3 +191,62 @@ impl<I: Iterator<Item = BlockOp>> Iterator for Compacted<I> {
         }
     }
 }
+
+/// I/O compaction over a fallible stream (a [`crate::traces::TraceReader`] or [`crate::traces::TraceSource`]):
+/// operations are compacted as by [`Compacted`]; an error is passed through at once and ends the stream without
+/// flushing what was buffered (a trace that failed to read is not replayed to its end).
+#[derive(Debug)]
+pub struct TryCompacted<I> {
+    inner: I,
+    compactor: IoCompactor,
+    finished: bool,
+}
+
+impl<I, E> TryCompacted<I>
+where
+    I: Iterator<Item = Result<BlockOp, E>>,
+{
+    /// Compacts `inner` with window `window_blocks`.
+    pub fn new(inner: I, window_blocks: u64) -> TryCompacted<I> {
+        TryCompacted { inner, compactor: IoCompactor::new(window_blocks), finished: false }
+    }
+
+    /// Counters so far.
+    pub fn stats(&self) -> CompactionStats {
+        self.compactor.stats()
+    }
+
+    /// The wrapped iterator (e.g. to read a [`crate::traces::TraceReader`]'s counters).
+    pub fn inner(&self) -> &I {
+        &self.inner
+    }
+}
+
+impl<I, E> Iterator for TryCompacted<I>
+where
+    I: Iterator<Item = Result<BlockOp, E>>,
+{
+    type Item = Result<BlockOp, E>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        loop {
+            if let Some(op) = self.compactor.pop() {
+                return Some(Ok(op));
+            }
+            if self.finished {
+                return None;
+            }
+            match self.inner.next() {
+                Some(Ok(op)) => self.compactor.push(op),
+                Some(Err(e)) => {
+                    self.finished = true;
+                    return Some(Err(e));
+                }
+                None => {
+                    self.compactor.finish();
+                    self.finished = true;
+                }
+            }
+        }
+    }
+}

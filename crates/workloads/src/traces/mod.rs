@@ -16,7 +16,7 @@
 //! - [`BlockModel`] is the per-block reference model of a replay and writes the `--dump` format.
 //! - [`SyntheticTrace`] generates a seeded EBS-like trace with those statistics as parameters, and [`write_trace`]
 //!   writes any [`BlockOp`] stream in one of the public formats, so a synthetic trace can be replayed from a file
-//!   exactly like a downloaded one.
+//!   exactly like a downloaded one. [`TraceSource`] hides which of the two a replay reads.
 
 mod analysis;
 mod block_op;
@@ -26,17 +26,19 @@ mod error;
 mod format;
 mod model;
 mod reader;
+mod source;
 mod synthetic;
 mod volumes;
 mod writer;
 
 pub use analysis::{AnalysisOptions, Analyzer, DEFAULT_CW_WINDOW_WRITES, TraceStats, analyze};
 pub use block_op::{BlockOp, IoKind, split_by_volume};
-pub use compaction::{Compacted, CompactionStats, DEFAULT_WINDOW_BLOCKS, IoCompactor};
+pub use compaction::{Compacted, CompactionStats, DEFAULT_WINDOW_BLOCKS, IoCompactor, TryCompacted};
 pub use error::{LineError, TraceError};
 pub use format::{DEFAULT_BLOCK_SIZE, SECTOR_SIZE, TraceFormat, parse_line};
 pub use model::{BlockModel, BlockValue};
 pub use reader::{ReadStats, TraceOptions, TraceReader};
+pub use source::TraceSource;
 pub use synthetic::{SyntheticOptions, SyntheticTrace};
 pub use volumes::Volumes;
 pub use writer::write_trace;
