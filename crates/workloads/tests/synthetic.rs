@@ -248,3 +248,19 @@ fn trace_source_reads_files_and_synthetic_traces_alike() {
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// The synthetic trace of a seed is part of the crate's contract (benchmarks name traces by seed): pin it.
+#[test]
+fn synthetic_fingerprint_is_stable() {
+    let opts = SyntheticOptions { ops: 2000, ..SyntheticOptions::default() };
+    let mut h = 0u64;
+    for op in SyntheticTrace::new(opts).unwrap() {
+        let kind = u64::from(op.is_write());
+        h = workloads::rng::mix64(
+            h ^ kind ^ (op.volume as u64).rotate_left(9) ^ op.first_block.rotate_left(17),
+        ) ^ op.last_block;
+    }
+    assert_eq!(h, SYNTHETIC_FINGERPRINT, "the default synthetic trace changed: {h:#x}");
+}
+
+const SYNTHETIC_FINGERPRINT: u64 = 0x3847_6321_928b_1dfc;

@@ -261,7 +261,7 @@ impl SyntheticTrace {
     }
 
     fn write_len(&self, rng: &mut Rng) -> u64 {
-        (1 + rng.geometric(self.p_write)).min(self.opts.max_write_blocks)
+        rng.geometric(self.p_write).saturating_add(1).min(self.opts.max_write_blocks)
     }
 
     /// A random start for `len` blocks inside the working set, honouring the hot set.
@@ -288,7 +288,8 @@ impl SyntheticTrace {
             n_long = if rng.chance(0.5) { 2 } else { 0 };
         }
         n_long = n_long.min(window);
-        if window - n_long == 0 && n_long == 1 {
+        if n_long < 2 {
+            // Only possible with a one-write window: a long CW needs two writes.
             n_long = 0;
         }
         let mut groups: Vec<u64> = Vec::new();
@@ -316,7 +317,9 @@ impl SyntheticTrace {
                 None
             };
             let start = match stream {
-                Some(s) if self.vols[v].streams[s] + total <= ws => self.vols[v].streams[s],
+                Some(s) if self.vols[v].streams[s].checked_add(total).is_some_and(|end| end <= ws) => {
+                    self.vols[v].streams[s]
+                }
                 _ => self.random_start(&mut rng, total),
             };
             // The CW becomes a stream's tail: the one it continued, or a random one it replaces.
@@ -419,7 +422,7 @@ impl SyntheticTrace {
 
     fn next_read(&mut self, v: usize) -> BlockOp {
         let mut rng = std::mem::replace(&mut self.vols[v].rng, Rng::new(0));
-        let len = 1 + rng.geometric(self.p_read);
+        let len = rng.geometric(self.p_read).saturating_add(1);
         let first = self.read_start(&mut rng, v);
         self.vols[v].rng = rng;
         let last = first.saturating_add(len - 1);
