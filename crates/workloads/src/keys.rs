@@ -16,6 +16,7 @@
 
 use crate::Error;
 use crate::rng::mix64;
+use crate::sizes::SizeDistribution;
 
 /// How key numbers map to u64 keys.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -66,6 +67,19 @@ impl KeyEncoding {
     /// String keys of `min_len..=max_len` bytes without a prefix.
     pub fn variable_str(min_len: usize, max_len: usize) -> KeyEncoding {
         KeyEncoding::Str { prefix: Vec::new(), min_len, max_len }
+    }
+
+    /// The encoding whose key lengths follow `size` (e.g. [`crate::KvSizes::UDB`]'s key size): 8 fixed bytes are
+    /// big-endian u64s; any other size is a string key of that length (at least 16 bytes), uniform sizes spreading
+    /// lengths over their range.
+    pub fn for_size(size: SizeDistribution) -> Result<KeyEncoding, Error> {
+        let enc = match size {
+            SizeDistribution::Fixed(8) => KeyEncoding::U64BigEndian,
+            SizeDistribution::Fixed(n) => KeyEncoding::fixed_str(n as usize),
+            SizeDistribution::Uniform { min, max } => KeyEncoding::variable_str(min as usize, max as usize),
+        };
+        enc.validate()?;
+        Ok(enc)
     }
 
     /// Checks that the lengths can hold the prefix and the hex digits.
@@ -211,6 +225,20 @@ mod tests {
             buckets[(k >> 61) as usize] += 1;
         }
         assert!(buckets.iter().all(|&b| (11_500..13_500).contains(&b)), "{buckets:?}");
+    }
+
+    #[test]
+    fn encodings_for_table_3_sizes() {
+        for (sizes, len) in
+            [(crate::KvSizes::ZIPPYDB, 48), (crate::KvSizes::UDB, 27), (crate::KvSizes::SYS, 28)]
+        {
+            let enc = KeyEncoding::for_size(sizes.key).unwrap();
+            assert_eq!(enc.encode(12345).len(), len);
+        }
+        assert_eq!(KeyEncoding::for_size(SizeDistribution::Fixed(8)).unwrap(), KeyEncoding::U64BigEndian);
+        assert!(KeyEncoding::for_size(SizeDistribution::Fixed(12)).is_err());
+        let enc = KeyEncoding::for_size(SizeDistribution::Uniform { min: 16, max: 64 }).unwrap();
+        assert!((16..=64).contains(&enc.encode(7).len()));
     }
 
     #[test]
