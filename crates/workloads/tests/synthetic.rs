@@ -136,6 +136,27 @@ fn writes_overlap_so_indexes_see_overwrites() {
     }
 }
 
+/// The range-length sweep: averages up to the write cap are met exactly, the cap notwithstanding.
+#[test]
+fn long_average_writes_under_a_cap() {
+    for (avg, cap) in [(100.0, 128u64), (1000.0, 1024), (50.0, 4096)] {
+        let opts = SyntheticOptions {
+            ops: 40_000,
+            write_ratio: 1.0,
+            avg_write_blocks: avg,
+            max_write_blocks: cap,
+            working_set_blocks: cap * 36 * 4,
+            ..SyntheticOptions::default()
+        };
+        let (_, s) = measure(&opts);
+        assert!(
+            (s.avg_write_blocks() - avg).abs() < 0.03 * avg,
+            "avg {avg} cap {cap}: {}",
+            s.avg_write_blocks()
+        );
+    }
+}
+
 /// Regression: a long CW of maximal writes in a small working set must not underflow the placement range.
 #[test]
 fn long_writes_in_the_smallest_working_set() {

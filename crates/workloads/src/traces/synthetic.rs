@@ -13,7 +13,8 @@
 //! 1. The number of writes in long CWs is `long_cw_ratio · window`, rounded stochastically (a lone 1 becomes 0 or 2
 //!    with equal probability, keeping the expectation), and split into CWs of `2 + Geometric` writes with mean
 //!    `avg_cw_writes`. The rest are single writes.
-//! 2. Every write's length is `1 + Geometric` with mean `avg_write_blocks`, capped at `max_write_blocks`.
+//! 2. Every write's length is `min(1 + Geometric, max_write_blocks)` with mean `avg_write_blocks` (the geometric
+//!    parameter is solved so that the capped mean is exact).
 //! 3. A CW's writes cover consecutive blocks. It starts where one of the volume's sequential streams (a log, a
 //!    journal) left off with probability `stream_continue` (each stream used at most once per window, so two CWs of
 //!    one window never touch), otherwise at a random place, and then becomes that stream's tail. Random places are
@@ -193,6 +194,28 @@ fn at_least(v: f64, min: f64) -> bool {
     v.is_finite() && v >= min
 }
 
+/// The success probability `p` for which `min(1 + Geometric(p), cap)` has mean `mean`, so the cap on write lengths
+/// does not lower the average (this matters for the long-range sweeps, where the mean approaches the cap).
+/// E[min(1 + G, M)] = Σ_{k<M} (1 − p)^k = (1 − (1 − p)^M) / p, decreasing in p from M (p → 0) to 1 (p = 1).
+/// REQUIRES: 1 <= mean <= cap.
+fn capped_geometric_p(mean: f64, cap: u64) -> f64 {
+    let m = cap as f64;
+    let capped_mean = |p: f64| (1.0 - (1.0 - p).powf(m)) / p;
+    if mean >= m {
+        return f64::MIN_POSITIVE;
+    }
+    let (mut lo, mut hi) = (f64::MIN_POSITIVE, 1.0);
+    for _ in 0..200 {
+        let mid = (lo + hi) / 2.0;
+        if capped_mean(mid) > mean {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    hi
+}
+
 /// A CW as the generator placed it: inclusive block range.
 type Range = (u64, u64);
 
@@ -246,8 +269,7 @@ impl SyntheticTrace {
             rng: Rng::derive(opts.seed, 0),
             vols,
             remaining: opts.ops,
-            // 1 + Geometric(p) has mean 1/p.
-            p_write: 1.0 / opts.avg_write_blocks,
+            p_write: capped_geometric_p(opts.avg_write_blocks, opts.max_write_blocks),
             p_read: 1.0 / opts.avg_read_blocks,
             // 2 + Geometric(p) has mean 2 + (1 - p)/p = 1 + 1/p.
             p_cw_extra: 1.0 / (opts.avg_cw_writes - 1.0),
