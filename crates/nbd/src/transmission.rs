@@ -1,0 +1,475 @@
+//! The transmission phase: reading requests, validating them, executing them on the device, replying.
+//!
+//! One connection is one reader (the connection's thread) plus `workers_per_connection` worker threads. The
+//! reader parses each request header, validates it against the negotiated flags, the export size, the minimum
+//! block size and the payload limit, reads a write's payload, and queues the request; workers call the device
+//! and send the reply. Replies may leave out of request order, which proto.md allows and which lets a pipelining
+//! client (qemu, libnbd, fio) keep several requests in flight. Each reply is written whole under the writer lock,
+//! so replies never interleave on the wire.
+//!
+//! Why this is safe for FLUSH: a write is replied to only after its device call returned, and the device's
+//! `flush` covers every write that returned before it began; so every write the client saw completed before
+//! sending FLUSH is covered, which is exactly proto.md's rule.
+//!
+//! Errors: a request that is well framed but invalid gets an error reply (`NBD_EINVAL`, `NBD_ENOSPC`,
+//! `NBD_EPERM`, `NBD_EOVERFLOW` as proto.md assigns them) and the session continues; a rejected write's payload is
+//! read and discarded first so the stream stays in step. Only framing the server cannot follow (bad request magic,
+//! a truncated message, a write payload above [`DRAIN_LIMIT`]) ends the session with a hard disconnect. A device
+//! failure becomes that request's error reply. Nothing a client sends affects another connection.
+
+use std::io::{self, BufReader, Read, Write};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, mpsc};
+
+use crate::budget::Budget;
+use crate::handshake::{Negotiated, read_or_eof};
+use crate::options::ServerOptions;
+use crate::protocol::{
+    REQUEST_LEN, Request, chunk_header, cmd, cmd_flags, errno, error_chunk, reply, simple_reply, tx_flags,
+};
+use crate::stats::Stats;
+use crate::stream::Stream;
+
+/// A rejected write payload up to this size is read and discarded so the session can go on; a larger one ends
+/// the session (proto.md lets a server treat such lengths as denial of service; payloads up to 2^25 never are).
+pub const DRAIN_LIMIT: u32 = 64 << 20;
+
+/// How the transmission phase ended.
+#[derive(Debug)]
+pub(crate) enum End {
+    /// `NBD_CMD_DISC`: outstanding requests were completed.
+    Disconnect,
+    /// The client closed the connection between requests.
+    ClientGone,
+    /// The client broke framing; the server hung up.
+    Violation(String),
+    /// The socket failed.
+    Io(io::Error),
+}
+
+enum Job {
+    Read { cookie: u64, offset: u64, len: u32, charge: usize },
+    Write { cookie: u64, offset: u64, data: Vec<u8>, fua: bool, charge: usize },
+    Flush { cookie: u64 },
+    Trim { cookie: u64, offset: u64, len: u32, fua: bool },
+    Zeroes { cookie: u64, offset: u64, len: u32, may_trim: bool, fast: bool, fua: bool },
+    Cache { cookie: u64, offset: u64, len: u32 },
+}
+
+struct Shared {
+    writer: Mutex<Stream>,
+    broken: AtomicBool,
+    budget: Budget,
+    stats: Arc<Stats>,
+    neg: Negotiated,
+}
+
+impl Shared {
+    fn send(&self, bytes: &[u8]) {
+        if self.broken.load(Ordering::Relaxed) {
+            return;
+        }
+        let mut w = self.writer.lock().unwrap_or_else(|p| p.into_inner());
+        if w.write_all(bytes).and_then(|_| w.flush()).is_err() {
+            // The client cannot hear us any more: stop the reader too.
+            self.broken.store(true, Ordering::Relaxed);
+            let _ = w.shutdown();
+        }
+    }
+
+    fn reply_ok(&self, cookie: u64) {
+        self.send(&simple_reply(cookie, 0));
+    }
+
+    fn reply_err(&self, cookie: u64, err: u32, msg: &str) {
+        Stats::inc(&self.stats.error_replies);
+        // With structured replies, errors go as an error chunk (required for reads, preferred for the rest
+        // because it carries a message).
+        if self.neg.structured {
+            self.send(&error_chunk(cookie, err, msg));
+        } else {
+            self.send(&simple_reply(cookie, err));
+        }
+    }
+}
+
+/// Runs the transmission phase until the client disconnects or breaks framing.
+pub(crate) fn run(
+    reader: &mut BufReader<Stream>,
+    writer: Stream,
+    neg: Negotiated,
+    opts: &ServerOptions,
+    stats: &Arc<Stats>,
+) -> End {
+    let shared = Shared {
+        writer: Mutex::new(writer),
+        broken: AtomicBool::new(false),
+        budget: Budget::new(opts.inflight_bytes),
+        stats: stats.clone(),
+        neg,
+    };
+    let (tx, rx) = mpsc::sync_channel::<Job>(4 * opts.workers_per_connection);
+    let rx = Mutex::new(rx);
+    std::thread::scope(|s| {
+        for _ in 0..opts.workers_per_connection {
+            s.spawn(|| {
+                loop {
+                    let job = {
+                        let rx = rx.lock().unwrap_or_else(|p| p.into_inner());
+                        rx.recv()
+                    };
+                    match job {
+                        Ok(job) => execute(&shared, job),
+                        Err(_) => break,
+                    }
+                }
+            });
+        }
+        let end = read_loop(reader, &shared, &tx, opts);
+        // Dropping the sender lets the workers finish what is queued (proto.md: on NBD_CMD_DISC "handle all
+        // outstanding requests") and exit; the scope joins them.
+        drop(tx);
+        end
+    })
+}
+
+fn read_loop(
+    reader: &mut BufReader<Stream>,
+    sh: &Shared,
+    tx: &mpsc::SyncSender<Job>,
+    opts: &ServerOptions,
+) -> End {
+    let flags = sh.neg.flags;
+    let device = sh.neg.export.device().clone();
+    let size = device.size();
+    let minimum = u64::from(device.block_sizes().minimum);
+    let adv = |f: u16| flags & f != 0;
+    loop {
+        let mut h = [0u8; REQUEST_LEN];
+        match read_or_eof(reader, &mut h) {
+            Ok(true) => {}
+            Ok(false) => return End::ClientGone,
+            Err(_) if sh.broken.load(Ordering::Relaxed) => return End::ClientGone,
+            Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => {
+                return End::Violation("connection closed inside a request header".into());
+            }
+            Err(e) => return End::Io(e),
+        }
+        let Some(req) = Request::decode(&h) else {
+            return End::Violation("bad request magic".into());
+        };
+        Stats::inc(&sh.stats.requests);
+        if req.kind == cmd::DISC {
+            return End::Disconnect;
+        }
+        let verdict = validate(&req, flags, size, minimum, opts.max_payload, sh.neg.structured);
+        let job = match (req.kind, verdict) {
+            (cmd::WRITE, verdict) => {
+                if let Err((err, msg)) = verdict {
+                    if req.len > DRAIN_LIMIT {
+                        return End::Violation(format!("write payload of {} bytes", req.len));
+                    }
+                    if let Err(e) = drain(reader, u64::from(req.len)) {
+                        return End::Violation(format!("write payload cut short: {e}"));
+                    }
+                    sh.reply_err(req.cookie, err, msg);
+                    continue;
+                }
+                let charge = sh.budget.acquire(req.len as usize);
+                let mut data = vec![0u8; req.len as usize];
+                if let Err(e) = reader.read_exact(&mut data) {
+                    sh.budget.release(charge);
+                    return End::Violation(format!("write payload cut short: {e}"));
+                }
+                Job::Write {
+                    cookie: req.cookie,
+                    offset: req.offset,
+                    data,
+                    fua: req.flags & cmd_flags::FUA != 0,
+                    charge,
+                }
+            }
+            (_, Err((err, msg))) => {
+                sh.reply_err(req.cookie, err, msg);
+                continue;
+            }
+            (cmd::READ, Ok(())) => {
+                let charge = sh.budget.acquire(req.len as usize);
+                Job::Read { cookie: req.cookie, offset: req.offset, len: req.len, charge }
+            }
+            (cmd::FLUSH, Ok(())) => Job::Flush { cookie: req.cookie },
+            (cmd::TRIM, Ok(())) => Job::Trim {
+                cookie: req.cookie,
+                offset: req.offset,
+                len: req.len,
+                fua: req.flags & cmd_flags::FUA != 0,
+            },
+            (cmd::WRITE_ZEROES, Ok(())) => Job::Zeroes {
+                cookie: req.cookie,
+                offset: req.offset,
+                len: req.len,
+                may_trim: req.flags & cmd_flags::NO_HOLE == 0,
+                fast: req.flags & cmd_flags::FAST_ZERO != 0,
+                fua: req.flags & cmd_flags::FUA != 0 && adv(tx_flags::SEND_FUA),
+            },
+            (cmd::CACHE, Ok(())) => Job::Cache { cookie: req.cookie, offset: req.offset, len: req.len },
+            (_, Ok(())) => {
+                // validate() accepts only the commands matched above.
+                sh.reply_err(req.cookie, errno::EINVAL, "unknown command");
+                continue;
+            }
+        };
+        if tx.send(job).is_err() || sh.broken.load(Ordering::Relaxed) {
+            return End::ClientGone;
+        }
+    }
+}
+
+/// Checks a request against the negotiated session; `Err((nbd_errno, message))` is the reply to send.
+/// Order follows proto.md's "Error values": unknown command or flag → EINVAL; write-type on a read-only export →
+/// EPERM; command not advertised → EINVAL; beyond the end → ENOSPC for writes, EINVAL otherwise; misaligned →
+/// EINVAL; READ above the payload limit → EOVERFLOW with structured replies (explicitly allowed there), EINVAL
+/// without; WRITE above it → EINVAL.
+pub(crate) fn validate(
+    req: &Request,
+    flags: u16,
+    size: u64,
+    minimum: u64,
+    max_payload: u32,
+    structured: bool,
+) -> Result<(), (u32, &'static str)> {
+    let adv = |f: u16| flags & f != 0;
+    let fua = if adv(tx_flags::SEND_FUA) { cmd_flags::FUA } else { 0 };
+    let allowed = match req.kind {
+        cmd::READ => fua | if adv(tx_flags::SEND_DF) { cmd_flags::DF } else { 0 },
+        cmd::WRITE | cmd::FLUSH | cmd::TRIM | cmd::CACHE => fua,
+        cmd::WRITE_ZEROES => {
+            fua | cmd_flags::NO_HOLE | if adv(tx_flags::SEND_FAST_ZERO) { cmd_flags::FAST_ZERO } else { 0 }
+        }
+        cmd::BLOCK_STATUS => return Err((errno::EINVAL, "no metadata context was negotiated")),
+        _ => return Err((errno::EINVAL, "unknown command")),
+    };
+    if req.flags & !allowed != 0 {
+        return Err((errno::EINVAL, "command flag not valid for this command or not negotiated"));
+    }
+    let writes = matches!(req.kind, cmd::WRITE | cmd::TRIM | cmd::WRITE_ZEROES);
+    if writes && adv(tx_flags::READ_ONLY) {
+        return Err((errno::EPERM, "the export is read-only"));
+    }
+    let advertised = match req.kind {
+        cmd::FLUSH => adv(tx_flags::SEND_FLUSH),
+        cmd::TRIM => adv(tx_flags::SEND_TRIM),
+        cmd::WRITE_ZEROES => adv(tx_flags::SEND_WRITE_ZEROES),
+        _ => true,
+    };
+    if !advertised {
+        return Err((errno::EINVAL, "command not supported by this export"));
+    }
+    if req.kind == cmd::FLUSH {
+        if req.offset != 0 || req.len != 0 {
+            return Err((errno::EINVAL, "flush offset and length must be zero"));
+        }
+        return Ok(());
+    }
+    let in_bounds = req.offset.checked_add(u64::from(req.len)).is_some_and(|end| end <= size);
+    if !in_bounds {
+        return Err(if matches!(req.kind, cmd::WRITE | cmd::WRITE_ZEROES) {
+            (errno::ENOSPC, "request extends beyond the end of the export")
+        } else {
+            (errno::EINVAL, "request extends beyond the end of the export")
+        });
+    }
+    if !req.offset.is_multiple_of(minimum) || !u64::from(req.len).is_multiple_of(minimum) {
+        return Err((errno::EINVAL, "request not aligned to the minimum block size"));
+    }
+    if req.len > max_payload {
+        match req.kind {
+            cmd::READ if structured => {
+                return Err((errno::EOVERFLOW, "read larger than the maximum payload"));
+            }
+            cmd::READ | cmd::WRITE => return Err((errno::EINVAL, "payload larger than the maximum payload")),
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+fn drain(r: &mut BufReader<Stream>, mut n: u64) -> io::Result<()> {
+    let mut scratch = [0u8; 16 * 1024];
+    while n > 0 {
+        let k = (scratch.len() as u64).min(n) as usize;
+        r.read_exact(&mut scratch[..k])?;
+        n -= k as u64;
+    }
+    Ok(())
+}
+
+fn execute(sh: &Shared, job: Job) {
+    let device = sh.neg.export.device();
+    let stats = &sh.stats;
+    let fail = |cookie: u64, e: crate::Error| {
+        Stats::inc(&stats.device_errors);
+        sh.reply_err(cookie, e.nbd_errno(), &e.to_string());
+    };
+    match job {
+        Job::Read { cookie, offset, len, charge } => {
+            let hdr = if sh.neg.structured { 28 } else { 16 };
+            let mut buf = vec![0u8; hdr + len as usize];
+            match device.read_at(&mut buf[hdr..], offset) {
+                Err(e) => fail(cookie, e),
+                Ok(()) => {
+                    Stats::inc(&stats.reads);
+                    Stats::add(&stats.bytes_read, u64::from(len));
+                    if !sh.neg.structured {
+                        buf[..16].copy_from_slice(&simple_reply(cookie, 0));
+                        sh.send(&buf);
+                    } else if len == 0 {
+                        sh.send(&chunk_header(cookie, reply::FLAG_DONE, reply::TYPE_NONE, 0));
+                    } else if buf[hdr..].iter().all(|&b| b == 0) {
+                        // A hole chunk spares the network the zeros; a single content chunk also satisfies DF.
+                        let mut b = Vec::with_capacity(32);
+                        b.extend_from_slice(&chunk_header(
+                            cookie,
+                            reply::FLAG_DONE,
+                            reply::TYPE_OFFSET_HOLE,
+                            12,
+                        ));
+                        b.extend_from_slice(&offset.to_be_bytes());
+                        b.extend_from_slice(&len.to_be_bytes());
+                        sh.send(&b);
+                    } else {
+                        // The data is complete in memory, so no error can follow: this chunk may be the last.
+                        buf[..20].copy_from_slice(&chunk_header(
+                            cookie,
+                            reply::FLAG_DONE,
+                            reply::TYPE_OFFSET_DATA,
+                            8 + len,
+                        ));
+                        buf[20..28].copy_from_slice(&offset.to_be_bytes());
+                        sh.send(&buf);
+                    }
+                }
+            }
+            drop(buf);
+            sh.budget.release(charge);
+        }
+        Job::Write { cookie, offset, data, fua, charge } => {
+            match device.write_at(&data, offset, fua) {
+                Err(e) => fail(cookie, e),
+                Ok(()) => {
+                    Stats::inc(&stats.writes);
+                    Stats::add(&stats.bytes_written, data.len() as u64);
+                    sh.reply_ok(cookie);
+                }
+            }
+            drop(data);
+            sh.budget.release(charge);
+        }
+        Job::Flush { cookie } => match device.flush() {
+            Err(e) => fail(cookie, e),
+            Ok(()) => {
+                Stats::inc(&stats.flushes);
+                sh.reply_ok(cookie);
+            }
+        },
+        Job::Trim { cookie, offset, len, fua } => {
+            let r = if len == 0 { Ok(()) } else { device.trim(offset, u64::from(len), fua) };
+            match r {
+                Err(e) => fail(cookie, e),
+                Ok(()) => {
+                    Stats::inc(&stats.trims);
+                    sh.reply_ok(cookie);
+                }
+            }
+        }
+        Job::Zeroes { cookie, offset, len, may_trim, fast, fua } => {
+            let r = if len == 0 {
+                Ok(())
+            } else {
+                device.write_zeroes(offset, u64::from(len), may_trim, fast, fua)
+            };
+            match r {
+                Err(e) => fail(cookie, e),
+                Ok(()) => {
+                    Stats::inc(&stats.write_zeroes);
+                    sh.reply_ok(cookie);
+                }
+            }
+        }
+        Job::Cache { cookie, offset, len } => {
+            let r = if len == 0 { Ok(()) } else { device.cache(offset, u64::from(len)) };
+            match r {
+                Err(e) => fail(cookie, e),
+                Ok(()) => {
+                    Stats::inc(&stats.caches);
+                    sh.reply_ok(cookie);
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const ALL: u16 = tx_flags::HAS_FLAGS
+        | tx_flags::SEND_FLUSH
+        | tx_flags::SEND_FUA
+        | tx_flags::SEND_TRIM
+        | tx_flags::SEND_WRITE_ZEROES
+        | tx_flags::SEND_DF;
+
+    fn req(kind: u16, flags: u16, offset: u64, len: u32) -> Request {
+        Request { flags, kind, cookie: 1, offset, len }
+    }
+
+    fn v(r: Request, flags: u16) -> Result<(), u32> {
+        validate(&r, flags, 1 << 20, 512, 1 << 16, true).map_err(|(e, _)| e)
+    }
+
+    #[test]
+    fn validation_assigns_proto_md_errors() {
+        assert_eq!(v(req(cmd::READ, 0, 0, 512), ALL), Ok(()));
+        assert_eq!(v(req(99, 0, 0, 0), ALL), Err(errno::EINVAL), "unknown command");
+        assert_eq!(v(req(cmd::BLOCK_STATUS, 0, 0, 512), ALL), Err(errno::EINVAL));
+        assert_eq!(v(req(cmd::READ, 1 << 9, 0, 512), ALL), Err(errno::EINVAL), "unknown flag");
+        assert_eq!(
+            v(req(cmd::WRITE, cmd_flags::NO_HOLE, 0, 512), ALL),
+            Err(errno::EINVAL),
+            "flag for another cmd"
+        );
+        assert_eq!(v(req(cmd::READ, cmd_flags::DF, 0, 512), ALL), Ok(()));
+        assert_eq!(v(req(cmd::READ, cmd_flags::DF, 0, 512), ALL & !tx_flags::SEND_DF), Err(errno::EINVAL));
+        assert_eq!(v(req(cmd::WRITE, cmd_flags::FUA, 0, 512), ALL & !tx_flags::SEND_FUA), Err(errno::EINVAL));
+        assert_eq!(v(req(cmd::WRITE_ZEROES, cmd_flags::FAST_ZERO, 0, 512), ALL), Err(errno::EINVAL));
+        assert_eq!(
+            v(req(cmd::WRITE_ZEROES, cmd_flags::FAST_ZERO, 0, 512), ALL | tx_flags::SEND_FAST_ZERO),
+            Ok(())
+        );
+        assert_eq!(v(req(cmd::TRIM, 0, 0, 512), ALL & !tx_flags::SEND_TRIM), Err(errno::EINVAL));
+        assert_eq!(v(req(cmd::WRITE, 0, 0, 512), ALL | tx_flags::READ_ONLY), Err(errno::EPERM));
+        assert_eq!(
+            v(req(cmd::TRIM, 0, 0, 512), tx_flags::HAS_FLAGS | tx_flags::READ_ONLY),
+            Err(errno::EPERM)
+        );
+        assert_eq!(v(req(cmd::FLUSH, 0, 0, 512), ALL), Err(errno::EINVAL), "flush with a length");
+        assert_eq!(v(req(cmd::FLUSH, 0, 0, 0), ALL), Ok(()));
+        assert_eq!(v(req(cmd::WRITE, 0, (1 << 20) - 512, 1024), ALL), Err(errno::ENOSPC));
+        assert_eq!(v(req(cmd::WRITE_ZEROES, 0, 1 << 20, 512), ALL), Err(errno::ENOSPC));
+        assert_eq!(v(req(cmd::READ, 0, (1 << 20) - 512, 1024), ALL), Err(errno::EINVAL));
+        assert_eq!(v(req(cmd::READ, 0, u64::MAX - 10, 512), ALL), Err(errno::EINVAL), "offset overflow");
+        assert_eq!(v(req(cmd::WRITE, 0, u64::MAX - 10, 512), ALL), Err(errno::ENOSPC), "offset overflow");
+        assert_eq!(v(req(cmd::READ, 0, 1, 512), ALL), Err(errno::EINVAL), "misaligned offset");
+        assert_eq!(v(req(cmd::WRITE, 0, 0, 100), ALL), Err(errno::EINVAL), "misaligned length");
+        assert_eq!(v(req(cmd::READ, 0, 0, 1 << 17), ALL), Err(errno::EOVERFLOW));
+        assert_eq!(
+            validate(&req(cmd::READ, 0, 0, 1 << 17), ALL, 1 << 20, 512, 1 << 16, false).map_err(|e| e.0),
+            Err(errno::EINVAL)
+        );
+        assert_eq!(v(req(cmd::WRITE, 0, 0, 1 << 17), ALL), Err(errno::EINVAL));
+        assert_eq!(v(req(cmd::TRIM, 0, 0, 1 << 17), ALL), Ok(()), "trim has no payload limit");
+        assert_eq!(v(req(cmd::CACHE, 0, 0, 1 << 17), ALL), Ok(()));
+        assert_eq!(v(req(cmd::READ, 0, 0, 0), ALL), Ok(()), "zero length is a no-op, not an error");
+    }
+}
