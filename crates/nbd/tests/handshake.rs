@@ -1,4 +1,5 @@
 //! Handshake tests in raw bytes: the greeting, every implemented option, and malformed input.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers outside #[test] functions
 
 mod common;
 
