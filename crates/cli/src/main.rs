@@ -7,6 +7,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 mod bench_cmd;
+mod nbd;
 
 #[global_allocator]
 static ALLOC: bench::alloc::CountingAlloc = bench::alloc::CountingAlloc;
@@ -23,12 +24,15 @@ struct Cli {
 enum Command {
     /// Run a benchmark experiment: ours against named peers in one run, with ratios.
     Bench(bench_cmd::BenchArgs),
+    /// Serve a block volume over NBD (`rangedb nbd serve --dir DIR ...`).
+    Nbd(nbd::NbdArgs),
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Bench(args) => bench_cmd::run(args),
+        Command::Nbd(args) => nbd::run(args).map_err(Into::into),
     };
     match result {
         Ok(code) => code,
