@@ -22,6 +22,9 @@ use crate::stats::{Stats, StatsSnapshot};
 use crate::stream::Stream;
 use crate::transmission::{self, End};
 
+/// How long a shutdown waits for sessions to finish their in-flight requests before cutting them off.
+const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// An NBD server: a set of exports and options. Serve it with [`Server::listen_tcp`], [`Server::listen_unix`] or,
 /// for one already-connected socket, [`Server::serve_stream`].
 #[derive(Clone)]
@@ -298,17 +301,27 @@ impl Running {
             }
         }
         let _ = accept.join();
-        let threads: Vec<JoinHandle<()>> = {
+        // First close only the receiving side: readers see end-of-stream, workers finish the requests in
+        // flight and send their replies (proto.md: a server shutting down SHOULD serve in-flight requests).
+        // Sessions that do not end within the grace period (a client that stopped reading its replies) are then
+        // cut off in both directions.
+        let threads: Vec<(Stream, JoinHandle<()>)> = {
             let mut conns = self.inner.conns.lock().unwrap_or_else(|p| p.into_inner());
             conns
                 .values_mut()
                 .filter_map(|c| {
-                    let _ = c.stream.shutdown();
-                    c.thread.take()
+                    let _ = c.stream.shutdown_read();
+                    let s = c.stream.try_clone().ok()?;
+                    c.thread.take().map(|t| (s, t))
                 })
                 .collect()
         };
-        for t in threads {
+        let deadline = std::time::Instant::now() + SHUTDOWN_GRACE;
+        for (stream, t) in threads {
+            while !t.is_finished() && std::time::Instant::now() < deadline {
+                std::thread::sleep(std::time::Duration::from_millis(5));
+            }
+            let _ = stream.shutdown();
             let _ = t.join();
         }
         if let Bound::Unix(p) = &self.bound {

@@ -31,6 +31,15 @@ impl Stream {
         }
     }
 
+    /// Shuts down the receiving direction: blocked and later reads return end-of-stream; replies can still be
+    /// sent.
+    pub fn shutdown_read(&self) -> io::Result<()> {
+        match self {
+            Stream::Tcp(s) => s.shutdown(Shutdown::Read),
+            Stream::Unix(s) => s.shutdown(Shutdown::Read),
+        }
+    }
+
     /// Sets (or clears) the read timeout.
     pub fn set_read_timeout(&self, t: Option<Duration>) -> io::Result<()> {
         match self {

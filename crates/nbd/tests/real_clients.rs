@@ -197,11 +197,14 @@ fn nbdcopy_round_trip_over_a_unix_socket_compares_equal() {
 
 fn fio(uri: &str, rw: &str, bs: &str, extra: &[&str]) -> Option<String> {
     let fio = tool("fio", "fio")?;
+    // fio may leave state files in its working directory: keep them out of the source tree.
+    let cwd = tempfile::tempdir().unwrap();
     let out = run(Command::new(fio)
+        .current_dir(cwd.path())
         .arg(format!("--name=nbd-{rw}"))
         .args(["--ioengine=nbd", &format!("--uri={uri}"), &format!("--rw={rw}"), &format!("--bs={bs}")])
         .args(["--size=16m", "--iodepth=8", "--numjobs=1", "--verify=crc32c", "--do_verify=1"])
-        .args(["--verify_fatal=1", "--output-format=terse", "--terse-version=3"])
+        .args(["--verify_fatal=1", "--verify_state_save=0", "--output-format=terse", "--terse-version=3"])
         .args(extra));
     Some(ok(&out, "fio"))
 }

@@ -116,3 +116,61 @@ fn concurrent_clients_see_each_others_flushed_writes() {
         }
     }
 }
+
+/// A device whose writes take a while, to have a request in flight at shutdown.
+struct Slow(MemDevice);
+
+impl nbd::BlockDevice for Slow {
+    fn size(&self) -> u64 {
+        self.0.size()
+    }
+    fn features(&self) -> nbd::Features {
+        self.0.features()
+    }
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> nbd::Result<()> {
+        self.0.read_at(buf, offset)
+    }
+    fn write_at(&self, data: &[u8], offset: u64, fua: bool) -> nbd::Result<()> {
+        std::thread::sleep(Duration::from_millis(300));
+        self.0.write_at(data, offset, fua)
+    }
+    fn flush(&self) -> nbd::Result<()> {
+        Ok(())
+    }
+}
+
+#[test]
+fn shutdown_answers_requests_in_flight_before_disconnecting() {
+    use std::io::Write;
+    let mut ex = Exports::new();
+    ex.add(Export::new("", Arc::new(Slow(MemDevice::new(1 << 20)))).unwrap()).unwrap();
+    let r = Server::new(ex, ServerOptions::default()).unwrap().listen_tcp("127.0.0.1:0").unwrap();
+    let mut c = TcpStream::connect(r.tcp_addr().unwrap()).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    assert!(greet(&mut c));
+    c.write_all(&client_flags::FIXED_NEWSTYLE.to_be_bytes()).unwrap();
+    let mut o = Vec::new();
+    o.extend_from_slice(&IHAVEOPT.to_be_bytes());
+    o.extend_from_slice(&opt::GO.to_be_bytes());
+    let d = info_data("", &[]);
+    o.extend_from_slice(&(d.len() as u32).to_be_bytes());
+    o.extend_from_slice(&d);
+    c.write_all(&o).unwrap();
+    // Skip the option replies: INFO (export), INFO (block size), ACK.
+    for _ in 0..3 {
+        let mut h = [0u8; 20];
+        c.read_exact(&mut h).unwrap();
+        let mut body = vec![0u8; be32(&h, 16) as usize];
+        c.read_exact(&mut body).unwrap();
+    }
+    c.write_all(&Request { flags: 0, kind: cmd::WRITE, cookie: 77, offset: 0, len: 4 }.encode()).unwrap();
+    c.write_all(b"data").unwrap();
+    std::thread::sleep(Duration::from_millis(50));
+    let t = std::thread::spawn(move || r.shutdown());
+    let mut rep = [0u8; 16];
+    c.read_exact(&mut rep).unwrap();
+    assert_eq!((be32(&rep, 4), be64(&rep, 8)), (0, 77), "the in-flight write was answered");
+    let mut b = [0u8; 1];
+    assert!(matches!(c.read(&mut b), Ok(0) | Err(_)));
+    t.join().unwrap();
+}
