@@ -82,11 +82,18 @@ impl Server {
     /// Runs one whole session (handshake and transmission) on `stream` on the calling thread, returning when it
     /// ends. Client misbehaviour ends the session, never the server; it is counted, not returned.
     pub fn serve_stream(&self, stream: Stream) -> Result<()> {
+        /// Keeps `connections_active` right even if the session unwinds.
+        struct Active<'a>(&'a Stats);
+        impl Drop for Active<'_> {
+            fn drop(&mut self) {
+                Stats::dec(&self.0.connections_active);
+            }
+        }
         Stats::inc(&self.stats.connections_accepted);
         Stats::inc(&self.stats.connections_active);
+        let _active = Active(&self.stats);
         let r = self.session(&stream);
         let _ = stream.shutdown();
-        Stats::dec(&self.stats.connections_active);
         r
     }
 

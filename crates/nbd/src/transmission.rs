@@ -77,6 +77,15 @@ impl Shared {
         }
     }
 
+    /// Ends the session in both directions (hard disconnect) and unblocks the reader.
+    fn cut_off(&self) {
+        self.broken.store(true, Ordering::Relaxed);
+        let w = self.writer.lock().unwrap_or_else(|p| p.into_inner());
+        let _ = w.shutdown();
+        // Budget a dead worker held is never returned; let the reader through so it can see the broken stream.
+        self.budget.release(usize::MAX);
+    }
+
     fn reply_ok(&self, cookie: u64) {
         self.send(&simple_reply(cookie, 0));
     }
@@ -118,9 +127,15 @@ pub(crate) fn run(
                         let rx = rx.lock().unwrap_or_else(|p| p.into_inner());
                         rx.recv()
                     };
-                    match job {
-                        Ok(job) => execute(&shared, job),
-                        Err(_) => break,
+                    let Ok(job) = job else { break };
+                    // A panicking device must not take the connection's threads down with it half-way (the
+                    // reader would wait forever for budget the dead worker held): the session is cut off
+                    // instead, and only this session.
+                    let ran =
+                        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| execute(&shared, job)));
+                    if ran.is_err() {
+                        Stats::inc(&shared.stats.device_errors);
+                        shared.cut_off();
                     }
                 }
             });

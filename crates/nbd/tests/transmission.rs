@@ -440,3 +440,43 @@ fn random_garbage_after_a_valid_handshake_never_breaks_the_server() {
     c.write(1, 0, b"fine", 0);
     assert_eq!(c.simple(), (0, 1));
 }
+
+/// A device that panics on writes: a device bug must cut off only the session that hit it.
+struct Panicky(MemDevice);
+
+impl BlockDevice for Panicky {
+    fn size(&self) -> u64 {
+        self.0.size()
+    }
+    fn features(&self) -> nbd::Features {
+        self.0.features()
+    }
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> nbd::Result<()> {
+        self.0.read_at(buf, offset)
+    }
+    fn write_at(&self, _: &[u8], _: u64, _: bool) -> nbd::Result<()> {
+        panic!("device bug (expected by this test)")
+    }
+    fn flush(&self) -> nbd::Result<()> {
+        Ok(())
+    }
+}
+
+#[test]
+fn a_panicking_device_cuts_off_only_the_session_that_hit_it() {
+    let mut ex = Exports::new();
+    ex.add(Export::new("p", Arc::new(Panicky(MemDevice::new(1 << 20)))).unwrap()).unwrap();
+    let s = Server::new(ex, ServerOptions::default()).unwrap();
+    let mut bystander = connect(&s);
+    bystander.go("p", false);
+    let mut c = connect(&s);
+    c.go("p", false);
+    c.write(1, 0, &[1u8; 512], 0);
+    assert!(c.closed());
+    drop(c);
+    bystander.request(cmd::READ, 0, 2, 0, 512);
+    assert_eq!(bystander.simple(), (0, 2));
+    assert_eq!(bystander.read_n(512), vec![0u8; 512]);
+    drop(bystander);
+    assert_eq!(s.stats().connections_active, 0);
+}
