@@ -143,6 +143,15 @@ pub trait BlockDevice: Send + Sync + 'static {
         if fua { self.flush() } else { Ok(()) }
     }
 
+    /// The allocation status of `offset..offset + len` for the `base:allocation` metadata context: consecutive
+    /// extents `(length, flags)` from `offset`, flags from [`crate::protocol::base_allocation`] (`HOLE`, `ZERO`).
+    /// The lengths must be nonzero and sum to at most `len` (at least one extent); the server merges neighbours
+    /// with equal flags. The default reports everything as allocated data (flags 0), which is always correct.
+    fn block_status(&self, offset: u64, len: u32) -> Result<Vec<(u32, u32)>> {
+        let _ = offset;
+        Ok(vec![(len, 0)])
+    }
+
     /// Hints that `offset..offset + len` will be read soon. The default ignores the hint.
     fn cache(&self, offset: u64, len: u64) -> Result<()> {
         let _ = (offset, len);

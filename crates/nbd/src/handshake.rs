@@ -3,7 +3,7 @@
 //! The server greets with `NBDMAGIC IHAVEOPT` and the handshake flags `FIXED_NEWSTYLE | NO_ZEROES`, reads the
 //! client flags (unknown bits: the connection is dropped, as proto.md requires), then answers options until one
 //! enters transmission (`GO` or `EXPORT_NAME`) or the session ends. Options this server does not implement —
-//! `STARTTLS` (NOTLS mode), the metadata-context options, extended headers, anything unknown — get
+//! `STARTTLS` (NOTLS mode), extended headers, anything unknown — get
 //! `NBD_REP_ERR_UNSUP` after their data is skipped, so the client can carry on. Malformed option data gets
 //! `NBD_REP_ERR_INVALID`; only a broken framing (bad magic, oversized option, too many options) ends the session,
 //! since then nothing after it can be parsed or the client is abusive.
@@ -19,7 +19,8 @@ use std::sync::Arc;
 use crate::export::{Export, Exports};
 use crate::options::ServerOptions;
 use crate::protocol::{
-    IHAVEOPT, MAX_STRING, NBD_MAGIC, be16, be32, client_flags, handshake_flags, info, opt, option_reply, rep,
+    IHAVEOPT, MAX_STRING, NBD_MAGIC, base_allocation, be16, be32, client_flags, handshake_flags, info, opt,
+    option_reply, rep,
 };
 
 /// Option data longer than this ends the session: no option this server knows needs more (GO with 4096-byte
@@ -43,6 +44,8 @@ pub(crate) struct Negotiated {
     pub export: Arc<Export>,
     pub structured: bool,
     pub flags: u16,
+    /// The id of `base:allocation` when the client selected it for this export (`NBD_CMD_BLOCK_STATUS` allowed).
+    pub meta_context: Option<u32>,
 }
 
 /// Runs the handshake on `r`/`w`. I/O errors (including a timeout) are returned as errors.
@@ -69,6 +72,12 @@ pub(crate) fn run<R: Read, W: Write>(
     }
     let no_zeroes = cflags & client_flags::NO_ZEROES != 0;
     let mut structured = false;
+    // The export the last NBD_OPT_SET_META_CONTEXT referred to, and whether it selected base:allocation.
+    let mut meta: Option<(Arc<Export>, bool)> = None;
+    let active_meta = |meta: &Option<(Arc<Export>, bool)>, export: &Arc<Export>| match meta {
+        Some((e, true)) if Arc::ptr_eq(e, export) => Some(base_allocation::ID),
+        _ => None,
+    };
 
     for _ in 0..opts.max_options {
         let mut h = [0u8; 16];
@@ -102,7 +111,13 @@ pub(crate) fn run<R: Read, W: Write>(
                 }
                 w.write_all(&b)?;
                 w.flush()?;
-                return Ok(Outcome::Transmission(Negotiated { export: export.clone(), structured, flags }));
+                let meta_context = active_meta(&meta, export);
+                return Ok(Outcome::Transmission(Negotiated {
+                    export: export.clone(),
+                    structured,
+                    flags,
+                    meta_context,
+                }));
             }
             opt::ABORT => {
                 // proto.md: reply ACK; a client that already hung up is not an error.
@@ -148,14 +163,61 @@ pub(crate) fn run<R: Read, W: Write>(
                     w.write_all(&info_replies(option, export, flags, &req.requests, opts))?;
                     w.flush()?;
                     if option == opt::GO {
+                        let meta_context = active_meta(&meta, export);
                         return Ok(Outcome::Transmission(Negotiated {
                             export: export.clone(),
                             structured,
                             flags,
+                            meta_context,
                         }));
                     }
                 }
             },
+            opt::LIST_META_CONTEXT | opt::SET_META_CONTEXT => {
+                let set = option == opt::SET_META_CONTEXT;
+                if set {
+                    // A SET replaces the selection even when it fails.
+                    meta = None;
+                }
+                if !structured {
+                    send(w, option, rep::ERR_INVALID, b"negotiate structured replies first")?;
+                    continue;
+                }
+                let (name, queries) = match parse_meta_request(&data) {
+                    Ok(r) => r,
+                    Err(msg) => {
+                        send(w, option, rep::ERR_INVALID, msg.as_bytes())?;
+                        continue;
+                    }
+                };
+                let Some(export) = std::str::from_utf8(name).ok().and_then(|n| exports.lookup(n)) else {
+                    send(w, option, rep::ERR_UNKNOWN, b"no such export")?;
+                    continue;
+                };
+                // base:allocation is the only context. LIST also accepts the namespace wildcard "base:" and lists
+                // everything for no query; SET selects only by exact name. Queries of other namespaces are
+                // ignored, as proto.md requires.
+                let selected = if set {
+                    queries.iter().any(|q| *q == base_allocation::NAME.as_bytes())
+                } else {
+                    queries.is_empty()
+                        || queries.iter().any(|q| *q == b"base:" || *q == base_allocation::NAME.as_bytes())
+                };
+                let mut out = Vec::new();
+                if selected {
+                    let id = if set { base_allocation::ID } else { 0 };
+                    let mut d = Vec::with_capacity(4 + base_allocation::NAME.len());
+                    d.extend_from_slice(&id.to_be_bytes());
+                    d.extend_from_slice(base_allocation::NAME.as_bytes());
+                    out.extend_from_slice(&option_reply(option, rep::META_CONTEXT, &d));
+                }
+                out.extend_from_slice(&option_reply(option, rep::ACK, &[]));
+                w.write_all(&out)?;
+                w.flush()?;
+                if set {
+                    meta = Some((export.clone(), selected));
+                }
+            }
             opt::STARTTLS => send(w, option, rep::ERR_UNSUP, b"TLS is not supported by this server")?,
             _ => send(w, option, rep::ERR_UNSUP, b"option not supported")?,
         }
@@ -192,6 +254,38 @@ fn parse_info_request(d: &[u8]) -> Result<InfoRequest<'_>, String> {
     }
     let requests = rest.chunks_exact(2).map(|c| u16::from_be_bytes([c[0], c[1]])).collect();
     Ok(InfoRequest { name, requests })
+}
+
+/// Parses `NBD_OPT_LIST_META_CONTEXT` / `NBD_OPT_SET_META_CONTEXT` data: u32 name length, name, u32 query count,
+/// then per query a u32 length and the query. The lengths must account for the data exactly.
+fn parse_meta_request(d: &[u8]) -> Result<(&[u8], Vec<&[u8]>), String> {
+    let mut at = 0usize;
+    let mut take = |n: usize| -> Result<&[u8], String> {
+        let s = d.get(at..at.checked_add(n).ok_or("length overflow")?).ok_or("option data too short")?;
+        at += n;
+        Ok(s)
+    };
+    let name_len = be32(take(4)?, 0) as usize;
+    if name_len > MAX_STRING {
+        return Err(format!("name length {name_len} exceeds {MAX_STRING}"));
+    }
+    let name = take(name_len)?;
+    let count = be32(take(4)?, 0) as usize;
+    let mut queries = Vec::new();
+    for _ in 0..count {
+        let len = be32(take(4)?, 0) as usize;
+        if len > MAX_STRING {
+            return Err(format!("query length {len} exceeds {MAX_STRING}"));
+        }
+        queries.push(take(len)?);
+    }
+    if at != d.len() {
+        return Err(format!("{} bytes after the last query", d.len() - at));
+    }
+    if name.contains(&0) || queries.iter().any(|q| q.contains(&0)) {
+        return Err("strings must not contain NUL".into());
+    }
+    Ok((name, queries))
 }
 
 /// The `NBD_REP_INFO` replies and the final ACK for a successful INFO/GO.

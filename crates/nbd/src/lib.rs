@@ -3,9 +3,10 @@
 //!
 //! The protocol is the upstream `doc/proto.md` of the NetworkBlockDevice project. This server implements the
 //! fixed newstyle handshake with `NBD_OPT_GO`, `INFO`, `EXPORT_NAME`, `LIST`, `ABORT` and `STRUCTURED_REPLY`;
-//! the transmission commands `READ`, `WRITE`, `FLUSH`, `TRIM`, `WRITE_ZEROES` (with `NO_HOLE` and `FAST_ZERO`),
-//! `CACHE` and `DISC`, with FUA; structured replies for reads when negotiated. `docs/nbd.md` lists what is
-//! implemented, what is not (TLS, metadata contexts, extended headers), the advertised flags and the limits.
+//! `LIST_META_CONTEXT` and `SET_META_CONTEXT` (the `base:allocation` context); the transmission commands `READ`,
+//! `WRITE`, `FLUSH`, `TRIM`, `WRITE_ZEROES` (with `NO_HOLE` and `FAST_ZERO`), `CACHE`, `BLOCK_STATUS` and `DISC`,
+//! with FUA; structured replies when negotiated. `docs/nbd.md` lists what is implemented, what is not (TLS, other
+//! metadata contexts, extended headers), the advertised flags and the limits.
 //!
 //! Layout (one component per file):
 //! - [`device`]: the `BlockDevice` trait, its block size constraints and feature flags;

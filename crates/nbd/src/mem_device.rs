@@ -172,6 +172,25 @@ impl BlockDevice for MemDevice {
         Ok(())
     }
 
+    fn block_status(&self, offset: u64, len: u32) -> Result<Vec<(u32, u32)>> {
+        use crate::protocol::base_allocation::{HOLE, ZERO};
+        self.check(offset, u64::from(len))?;
+        let end = offset + u64::from(len);
+        let mut out: Vec<(u32, u32)> = Vec::new();
+        let mut at = offset;
+        while at < end {
+            let chunk = at / CHUNK;
+            let n = (CHUNK - at % CHUNK).min(end - at) as u32;
+            let flags = if self.stripe_read(chunk).contains_key(&chunk) { 0 } else { HOLE | ZERO };
+            match out.last_mut() {
+                Some((l, f)) if *f == flags => *l += n,
+                _ => out.push((n, flags)),
+            }
+            at += u64::from(n);
+        }
+        Ok(out)
+    }
+
     fn write_zeroes(&self, offset: u64, len: u64, _may_trim: bool, _fast: bool, _fua: bool) -> Result<()> {
         if self.read_only {
             return Err(Error::ReadOnly);

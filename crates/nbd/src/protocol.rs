@@ -91,6 +91,8 @@ pub mod rep {
     pub const SERVER: u32 = 2;
     /// One information item of `NBD_OPT_INFO` / `NBD_OPT_GO`.
     pub const INFO: u32 = 3;
+    /// One metadata context of `NBD_OPT_LIST_META_CONTEXT` / `NBD_OPT_SET_META_CONTEXT`.
+    pub const META_CONTEXT: u32 = 4;
     const ERR: u32 = 1 << 31;
     /// The option is unknown to this server.
     pub const ERR_UNSUP: u32 = ERR | 1;
@@ -164,6 +166,8 @@ pub mod reply {
     pub const TYPE_OFFSET_DATA: u16 = 1;
     /// Zeros at an offset.
     pub const TYPE_OFFSET_HOLE: u16 = 2;
+    /// Block status descriptors of one metadata context.
+    pub const TYPE_BLOCK_STATUS: u16 = 5;
     /// An error with a message.
     pub const TYPE_ERROR: u16 = (1 << 15) | 1;
 }
@@ -186,6 +190,18 @@ pub mod errno {
     pub const ENOTSUP: u32 = 95;
     /// Server is shutting down.
     pub const ESHUTDOWN: u32 = 108;
+}
+
+/// The `base:allocation` metadata context: its name and status flags.
+pub mod base_allocation {
+    /// The context's name.
+    pub const NAME: &str = "base:allocation";
+    /// The id this server gives the context when a client selects it.
+    pub const ID: u32 = 1;
+    /// The extent is not allocated (a hole).
+    pub const HOLE: u32 = 1 << 0;
+    /// The extent reads as zeros.
+    pub const ZERO: u32 = 1 << 1;
 }
 
 /// Longest string (export name, description, message) the protocol allows.

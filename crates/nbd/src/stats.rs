@@ -52,6 +52,8 @@ counters! {
     write_zeroes,
     /// Cache commands completed successfully.
     caches,
+    /// Block status commands completed successfully.
+    block_status,
     /// Bytes returned by reads.
     bytes_read,
     /// Bytes accepted by writes.

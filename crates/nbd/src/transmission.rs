@@ -25,7 +25,8 @@ use crate::budget::Budget;
 use crate::handshake::{Negotiated, read_or_eof};
 use crate::options::ServerOptions;
 use crate::protocol::{
-    REQUEST_LEN, Request, chunk_header, cmd, cmd_flags, errno, error_chunk, reply, simple_reply, tx_flags,
+    REQUEST_LEN, Request, base_allocation, chunk_header, cmd, cmd_flags, errno, error_chunk, reply,
+    simple_reply, tx_flags,
 };
 use crate::stats::Stats;
 use crate::stream::Stream;
@@ -54,6 +55,7 @@ enum Job {
     Trim { cookie: u64, offset: u64, len: u32, fua: bool },
     Zeroes { cookie: u64, offset: u64, len: u32, may_trim: bool, fast: bool, fua: bool },
     Cache { cookie: u64, offset: u64, len: u32 },
+    Status { cookie: u64, offset: u64, len: u32, req_one: bool, context: u32 },
 }
 
 struct Shared {
@@ -177,7 +179,8 @@ fn read_loop(
         if req.kind == cmd::DISC {
             return End::Disconnect;
         }
-        let verdict = validate(&req, flags, size, minimum, opts.max_payload, sh.neg.structured);
+        let verdict =
+            validate(&req, flags, size, minimum, opts.max_payload, sh.neg.structured, sh.neg.meta_context);
         let job = match (req.kind, verdict) {
             (cmd::WRITE, verdict) => {
                 if let Err((err, msg)) = verdict {
@@ -228,6 +231,14 @@ fn read_loop(
                 fua: req.flags & cmd_flags::FUA != 0 && adv(tx_flags::SEND_FUA),
             },
             (cmd::CACHE, Ok(())) => Job::Cache { cookie: req.cookie, offset: req.offset, len: req.len },
+            (cmd::BLOCK_STATUS, Ok(())) => Job::Status {
+                cookie: req.cookie,
+                offset: req.offset,
+                len: req.len,
+                req_one: req.flags & cmd_flags::REQ_ONE != 0,
+                // validate() accepts BLOCK_STATUS only with a negotiated context.
+                context: sh.neg.meta_context.unwrap_or(base_allocation::ID),
+            },
             (_, Ok(())) => {
                 // validate() accepts only the commands matched above.
                 sh.reply_err(req.cookie, errno::EINVAL, "unknown command");
@@ -252,6 +263,7 @@ pub(crate) fn validate(
     minimum: u64,
     max_payload: u32,
     structured: bool,
+    meta_context: Option<u32>,
 ) -> Result<(), (u32, &'static str)> {
     let adv = |f: u16| flags & f != 0;
     let fua = if adv(tx_flags::SEND_FUA) { cmd_flags::FUA } else { 0 };
@@ -261,6 +273,7 @@ pub(crate) fn validate(
         cmd::WRITE_ZEROES => {
             fua | cmd_flags::NO_HOLE | if adv(tx_flags::SEND_FAST_ZERO) { cmd_flags::FAST_ZERO } else { 0 }
         }
+        cmd::BLOCK_STATUS if meta_context.is_some() => fua | cmd_flags::REQ_ONE,
         cmd::BLOCK_STATUS => return Err((errno::EINVAL, "no metadata context was negotiated")),
         _ => return Err((errno::EINVAL, "unknown command")),
     };
@@ -294,6 +307,9 @@ pub(crate) fn validate(
             (errno::EINVAL, "request extends beyond the end of the export")
         });
     }
+    if req.kind == cmd::BLOCK_STATUS && req.len == 0 {
+        return Err((errno::EINVAL, "zero-length block status"));
+    }
     if !req.offset.is_multiple_of(minimum) || !u64::from(req.len).is_multiple_of(minimum) {
         return Err((errno::EINVAL, "request not aligned to the minimum block size"));
     }
@@ -307,6 +323,49 @@ pub(crate) fn validate(
         }
     }
     Ok(())
+}
+
+/// Builds the `NBD_REPLY_TYPE_BLOCK_STATUS` chunk from a device's extents, enforcing what proto.md requires
+/// whatever the device returned: nonzero lengths, neighbours with equal flags merged, a total of at most `len`, one
+/// descriptor with `REQ_ONE`, at most 2^20 descriptors. `None` if nothing is left to describe.
+fn status_chunk(
+    cookie: u64,
+    context: u32,
+    len: u32,
+    req_one: bool,
+    extents: &[(u32, u32)],
+) -> Option<Vec<u8>> {
+    const MAX_DESCRIPTORS: usize = 1 << 20;
+    let mut out: Vec<(u32, u32)> = Vec::new();
+    let mut left = len;
+    for &(l, f) in extents {
+        let l = l.min(left);
+        if l == 0 {
+            continue;
+        }
+        let full = out.len() == MAX_DESCRIPTORS;
+        match out.last_mut() {
+            Some((pl, pf)) if *pf == f => *pl += l,
+            _ if full => break,
+            _ => out.push((l, f)),
+        }
+        left -= l;
+    }
+    if req_one {
+        out.truncate(1);
+    }
+    if out.is_empty() {
+        return None;
+    }
+    let payload = 4 + 8 * out.len();
+    let mut b = Vec::with_capacity(20 + payload);
+    b.extend_from_slice(&chunk_header(cookie, reply::FLAG_DONE, reply::TYPE_BLOCK_STATUS, payload as u32));
+    b.extend_from_slice(&context.to_be_bytes());
+    for (l, f) in out {
+        b.extend_from_slice(&l.to_be_bytes());
+        b.extend_from_slice(&f.to_be_bytes());
+    }
+    Some(b)
 }
 
 fn drain(r: &mut BufReader<Stream>, mut n: u64) -> io::Result<()> {
@@ -411,6 +470,19 @@ fn execute(sh: &Shared, job: Job) {
                 }
             }
         }
+        Job::Status { cookie, offset, len, req_one, context } => match device.block_status(offset, len) {
+            Err(e) => fail(cookie, e),
+            Ok(extents) => match status_chunk(cookie, context, len, req_one, &extents) {
+                Some(chunk) => {
+                    Stats::inc(&stats.block_status);
+                    sh.send(&chunk);
+                }
+                None => {
+                    Stats::inc(&stats.device_errors);
+                    sh.reply_err(cookie, errno::EIO, "the device reported no allocation extents");
+                }
+            },
+        },
         Job::Cache { cookie, offset, len } => {
             let r = if len == 0 { Ok(()) } else { device.cache(offset, u64::from(len)) };
             match r {
@@ -440,7 +512,7 @@ mod tests {
     }
 
     fn v(r: Request, flags: u16) -> Result<(), u32> {
-        validate(&r, flags, 1 << 20, 512, 1 << 16, true).map_err(|(e, _)| e)
+        validate(&r, flags, 1 << 20, 512, 1 << 16, true, None).map_err(|(e, _)| e)
     }
 
     #[test]
@@ -479,12 +551,33 @@ mod tests {
         assert_eq!(v(req(cmd::WRITE, 0, 0, 100), ALL), Err(errno::EINVAL), "misaligned length");
         assert_eq!(v(req(cmd::READ, 0, 0, 1 << 17), ALL), Err(errno::EOVERFLOW));
         assert_eq!(
-            validate(&req(cmd::READ, 0, 0, 1 << 17), ALL, 1 << 20, 512, 1 << 16, false).map_err(|e| e.0),
+            validate(&req(cmd::READ, 0, 0, 1 << 17), ALL, 1 << 20, 512, 1 << 16, false, None)
+                .map_err(|e| e.0),
             Err(errno::EINVAL)
         );
         assert_eq!(v(req(cmd::WRITE, 0, 0, 1 << 17), ALL), Err(errno::EINVAL));
         assert_eq!(v(req(cmd::TRIM, 0, 0, 1 << 17), ALL), Ok(()), "trim has no payload limit");
         assert_eq!(v(req(cmd::CACHE, 0, 0, 1 << 17), ALL), Ok(()));
         assert_eq!(v(req(cmd::READ, 0, 0, 0), ALL), Ok(()), "zero length is a no-op, not an error");
+        let bs = |r: Request| validate(&r, ALL, 1 << 20, 512, 1 << 16, true, Some(1)).map_err(|(e, _)| e);
+        assert_eq!(bs(req(cmd::BLOCK_STATUS, cmd_flags::REQ_ONE, 0, 512)), Ok(()));
+        assert_eq!(bs(req(cmd::BLOCK_STATUS, 0, 0, 1 << 20)), Ok(()), "no payload limit");
+        assert_eq!(bs(req(cmd::BLOCK_STATUS, cmd_flags::NO_HOLE, 0, 512)), Err(errno::EINVAL));
+        assert_eq!(bs(req(cmd::BLOCK_STATUS, 0, 1 << 20, 512)), Err(errno::EINVAL), "beyond the end");
+        assert_eq!(bs(req(cmd::BLOCK_STATUS, 0, 0, 0)), Err(errno::EINVAL));
+    }
+
+    #[test]
+    fn status_chunks_are_merged_capped_and_nonempty() {
+        let parse = |b: Vec<u8>| -> Vec<(u32, u32)> {
+            assert_eq!(crate::protocol::be16(&b, 6), reply::TYPE_BLOCK_STATUS);
+            assert_eq!(crate::protocol::be32(&b, 20), 1);
+            b[24..].chunks(8).map(|c| (crate::protocol::be32(c, 0), crate::protocol::be32(c, 4))).collect()
+        };
+        let c = status_chunk(9, 1, 100, false, &[(10, 0), (0, 3), (20, 0), (50, 3), (90, 0)]).unwrap();
+        assert_eq!(parse(c), vec![(30, 0), (50, 3), (20, 0)], "merged and capped at the request length");
+        let c = status_chunk(9, 1, 100, true, &[(10, 0), (20, 3)]).unwrap();
+        assert_eq!(parse(c), vec![(10, 0)]);
+        assert!(status_chunk(9, 1, 100, false, &[(0, 0)]).is_none());
     }
 }

@@ -40,7 +40,6 @@ fn unknown_and_unsupported_options_get_err_unsup_and_parsing_continues() {
     for (option, data) in [
         (0xdead_u32, &b"some data the server must skip"[..]),
         (opt::STARTTLS, &b""[..]),
-        (opt::SET_META_CONTEXT, &b"\0\0\0\0"[..]),
         (opt::EXTENDED_HEADERS, &b""[..]),
         (4, &b""[..]), // the withdrawn PEEK_EXPORT
     ] {
@@ -246,4 +245,82 @@ fn a_silent_client_is_dropped_after_the_handshake_timeout() {
     let t = std::time::Instant::now();
     assert!(c.closed());
     assert!(t.elapsed() < std::time::Duration::from_secs(10));
+}
+
+fn meta_data(name: &str, queries: &[&str]) -> Vec<u8> {
+    let mut d = Vec::new();
+    d.extend_from_slice(&(name.len() as u32).to_be_bytes());
+    d.extend_from_slice(name.as_bytes());
+    d.extend_from_slice(&(queries.len() as u32).to_be_bytes());
+    for q in queries {
+        d.extend_from_slice(&(q.len() as u32).to_be_bytes());
+        d.extend_from_slice(q.as_bytes());
+    }
+    d
+}
+
+#[test]
+fn meta_contexts_list_and_select_base_allocation() {
+    let s = server();
+    let mut c = connect(&s);
+    c.client_flags(client_flags::FIXED_NEWSTYLE);
+    // Before structured replies: invalid.
+    c.option(opt::SET_META_CONTEXT, &meta_data("disk", &["base:allocation"]));
+    assert_eq!(c.opt_reply().kind, rep::ERR_INVALID);
+    c.option(opt::STRUCTURED_REPLY, &[]);
+    assert_eq!(c.opt_reply().kind, rep::ACK);
+    // LIST with no query, with the namespace wildcard, and with a foreign namespace.
+    for (queries, expect) in [(&[][..], true), (&["base:"][..], true), (&["qemu:dirty-bitmap:x"][..], false)]
+    {
+        c.option(opt::LIST_META_CONTEXT, &meta_data("disk", queries));
+        let rs = c.opt_replies();
+        assert_eq!(rs.last().unwrap().kind, rep::ACK);
+        assert_eq!(rs.len() == 2, expect, "{queries:?}");
+        if expect {
+            assert_eq!(rs[0].kind, rep::META_CONTEXT);
+            assert_eq!(&rs[0].data[4..], b"base:allocation");
+        }
+    }
+    // Malformed: a query length beyond the data; unknown export.
+    let mut bad = meta_data("disk", &["base:allocation"]);
+    bad.pop();
+    c.option(opt::SET_META_CONTEXT, &bad);
+    assert_eq!(c.opt_reply().kind, rep::ERR_INVALID);
+    c.option(opt::SET_META_CONTEXT, &meta_data("nope", &["base:allocation"]));
+    assert_eq!(c.opt_reply().kind, rep::ERR_UNKNOWN);
+    c.option(opt::SET_META_CONTEXT, &meta_data("disk", &["base:allocation", "x-other:thing"]));
+    let rs = c.opt_replies();
+    assert_eq!(rs.len(), 2);
+    assert_eq!(be32(&rs[0].data, 0), base_allocation::ID);
+    c.option(opt::GO, &info_data("disk", &[]));
+    assert_eq!(c.opt_replies().last().unwrap().kind, rep::ACK);
+    // Unwritten space is a hole that reads as zeros; written space is data.
+    c.write(1, 65536, &[1u8; 4096], 0);
+    assert_eq!(c.simple(), (0, 1));
+    c.request(cmd::BLOCK_STATUS, 0, 2, 0, 3 * 65536);
+    let (f, t, cookie, p) = c.chunk();
+    assert_eq!((f, t, cookie), (reply::FLAG_DONE, reply::TYPE_BLOCK_STATUS, 2));
+    assert_eq!(be32(&p, 0), base_allocation::ID);
+    let ds: Vec<(u32, u32)> = p[4..].chunks(8).map(|d| (be32(d, 0), be32(d, 4))).collect();
+    let hz = base_allocation::HOLE | base_allocation::ZERO;
+    assert_eq!(ds, vec![(65536, hz), (65536, 0), (65536, hz)]);
+    c.request(cmd::BLOCK_STATUS, cmd_flags::REQ_ONE, 3, 0, 3 * 65536);
+    let (_, _, _, p) = c.chunk();
+    assert_eq!(p.len(), 12, "one descriptor with REQ_ONE");
+}
+
+#[test]
+fn block_status_needs_the_context_selected_for_the_export_used() {
+    let s = server();
+    let mut c = connect(&s);
+    c.client_flags(client_flags::FIXED_NEWSTYLE);
+    c.option(opt::STRUCTURED_REPLY, &[]);
+    assert_eq!(c.opt_reply().kind, rep::ACK);
+    c.option(opt::SET_META_CONTEXT, &meta_data("ro", &["base:allocation"]));
+    assert_eq!(c.opt_replies().len(), 2);
+    c.option(opt::GO, &info_data("disk", &[]));
+    assert_eq!(c.opt_replies().last().unwrap().kind, rep::ACK);
+    c.request(cmd::BLOCK_STATUS, 0, 1, 0, 4096);
+    let (_, t, _, p) = c.chunk();
+    assert_eq!((t, be32(&p, 0)), (reply::TYPE_ERROR, errno::EINVAL));
 }

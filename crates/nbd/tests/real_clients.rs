@@ -242,3 +242,28 @@ fn qemu_img_bench_reads_and_writes() {
     assert!(st.writes >= 4000 && st.reads >= 4000, "{st:?}");
     assert_eq!(st.error_replies, 0);
 }
+
+#[test]
+fn nbdinfo_map_and_qemu_img_map_see_holes_through_base_allocation() {
+    let Some(qemu_io) = tool("qemu-io", "qemu-utils") else { return };
+    let Some(nbdinfo) = tool("nbdinfo", "libnbd-bin") else { return };
+    let Some(qemu_img) = tool("qemu-img", "qemu-utils") else { return };
+    let (s, _) = mem_export(8 << 20);
+    let r = tcp(s);
+    let uri = r.uri("disk");
+    ok(&run(Command::new(&qemu_io).args(["-f", "raw", &uri, "-c", "write -P 0x77 1M 1M"])), "qemu-io");
+    let map = ok(&run(Command::new(&nbdinfo).arg("--map").arg(&uri)), "nbdinfo --map");
+    let lines: Vec<Vec<&str>> = map.lines().map(|l| l.split_whitespace().collect()).collect();
+    // offset, length, type, description
+    assert_eq!(lines[0][..3], ["0", "1048576", "3"], "{map}");
+    assert_eq!(lines[1][..3], ["1048576", "1048576", "0"], "{map}");
+    assert_eq!(lines[2][..3], ["2097152", "6291456", "3"], "{map}");
+    let json =
+        ok(&run(Command::new(&qemu_img).args(["map", "--output=json", "-f", "raw", &uri])), "qemu-img map");
+    assert!(
+        json.contains("\"start\": 1048576, \"length\": 1048576") && json.contains("\"data\": true"),
+        "{json}"
+    );
+    assert!(json.contains("\"data\": false"), "{json}");
+    assert!(r.stats().block_status >= 2);
+}

@@ -102,7 +102,7 @@ impl Conn {
         let mut v = Vec::new();
         loop {
             let r = self.opt_reply();
-            let done = r.kind != rep::INFO && r.kind != rep::SERVER;
+            let done = ![rep::INFO, rep::SERVER, rep::META_CONTEXT].contains(&r.kind);
             v.push(r);
             if done {
                 return v;
