@@ -28,6 +28,7 @@ mod server;
 mod stats;
 mod stream;
 mod transmission;
+mod validate;
 
 pub use device::{BlockDevice, BlockSizes, Features};
 pub use error::{Error, Result};

@@ -191,14 +191,31 @@ impl BlockDevice for MemDevice {
         Ok(out)
     }
 
-    fn write_zeroes(&self, offset: u64, len: u64, _may_trim: bool, _fast: bool, _fua: bool) -> Result<()> {
+    fn write_zeroes(&self, offset: u64, len: u64, may_trim: bool, _fast: bool, _fua: bool) -> Result<()> {
         if self.read_only {
             return Err(Error::ReadOnly);
         }
         self.check(offset, len)?;
-        // Dropping a chunk is the fast path; NO_HOLE asks only that later writes cannot fail for lack of space,
-        // which memory allocation on write does not promise either way, so both paths zero the same way.
-        self.zero_range(offset, len);
+        if may_trim {
+            // Dropping wholly covered chunks is the fast path; they read as zeros and report as holes.
+            self.zero_range(offset, len);
+            return Ok(());
+        }
+        // NO_HOLE: the range must stay provisioned (and report as data), so chunks are allocated and zeroed.
+        let end = offset + len;
+        let mut at = offset;
+        while at < end {
+            let chunk = at / CHUNK;
+            let start_in = (at % CHUNK) as usize;
+            let n = (CHUNK - at % CHUNK).min(end - at) as usize;
+            let mut stripe = self.stripe_write(chunk);
+            let slot = stripe.entry(chunk).or_insert_with(|| {
+                self.allocated_chunks.fetch_add(1, Ordering::Relaxed);
+                vec![0u8; CHUNK as usize].into_boxed_slice()
+            });
+            slot[start_in..start_in + n].fill(0);
+            at += n as u64;
+        }
         Ok(())
     }
 }
@@ -224,6 +241,23 @@ mod tests {
         d.read_at(&mut back, CHUNK - 7).unwrap();
         assert!(back[..(3 * CHUNK + 7) as usize].iter().all(|&b| b == 0));
         assert_eq!(&back[(3 * CHUNK + 7) as usize..], &data[(3 * CHUNK + 7) as usize..]);
+    }
+
+    #[test]
+    fn write_zeroes_with_no_hole_keeps_the_range_provisioned() {
+        use crate::protocol::base_allocation::{HOLE, ZERO};
+        let d = MemDevice::new(4 * CHUNK);
+        d.write_at(&[9u8; 10], 0, false).unwrap();
+        d.write_zeroes(0, 2 * CHUNK, false, false, false).unwrap();
+        assert_eq!(
+            d.block_status(0, (4 * CHUNK) as u32).unwrap(),
+            vec![(2 * CHUNK as u32, 0), (2 * CHUNK as u32, HOLE | ZERO)]
+        );
+        let mut b = [1u8; 10];
+        d.read_at(&mut b, 0).unwrap();
+        assert_eq!(b, [0u8; 10]);
+        d.write_zeroes(0, 2 * CHUNK, true, false, false).unwrap();
+        assert_eq!(d.allocated_bytes(), 0, "without NO_HOLE whole chunks are released");
     }
 
     #[test]
