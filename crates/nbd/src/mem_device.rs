@@ -68,6 +68,26 @@ impl MemDevice {
         lock.write().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// Whole-structure check (feature `invariants`): the allocation counter equals the chunks held, and every
+    /// chunk is full-sized and inside the device. Takes every stripe lock in order; callers hold none.
+    #[cfg(any(test, feature = "invariants"))]
+    fn check_invariants(&self) {
+        let guards: Vec<_> = (0..STRIPES as u64).map(|i| self.stripe_read(i)).collect();
+        let mut held = 0u64;
+        for (i, g) in guards.iter().enumerate() {
+            for (&chunk, data) in g.iter() {
+                assert_eq!(chunk % STRIPES as u64, i as u64, "chunk {chunk} in the wrong stripe");
+                assert!(chunk * CHUNK < self.size, "chunk {chunk} beyond the device");
+                assert_eq!(data.len() as u64, CHUNK);
+                held += 1;
+            }
+        }
+        assert_eq!(held, self.allocated_chunks.load(Ordering::Relaxed), "allocation counter drifted");
+    }
+
+    #[cfg(not(any(test, feature = "invariants")))]
+    fn check_invariants(&self) {}
+
     fn check(&self, offset: u64, len: u64) -> Result<()> {
         match offset.checked_add(len) {
             Some(end) if end <= self.size => Ok(()),
@@ -93,6 +113,7 @@ impl MemDevice {
             }
             at += n as u64;
         }
+        self.check_invariants();
     }
 }
 
@@ -156,6 +177,7 @@ impl BlockDevice for MemDevice {
             slot[start_in..start_in + n].copy_from_slice(&data[done..done + n]);
             done += n;
         }
+        self.check_invariants();
         Ok(())
     }
 
@@ -216,6 +238,7 @@ impl BlockDevice for MemDevice {
             slot[start_in..start_in + n].fill(0);
             at += n as u64;
         }
+        self.check_invariants();
         Ok(())
     }
 }
