@@ -8,6 +8,7 @@ use clap::{Parser, Subcommand};
 
 mod bench_cmd;
 mod nbd;
+mod trace_cmd;
 
 #[global_allocator]
 static ALLOC: bench::alloc::CountingAlloc = bench::alloc::CountingAlloc;
@@ -26,6 +27,8 @@ enum Command {
     Bench(bench_cmd::BenchArgs),
     /// Serve a block volume over NBD (`rangedb nbd serve --dir DIR ...`).
     Nbd(nbd::NbdArgs),
+    /// Generate synthetic EBS block traces and measure traces (write lengths, consecutive writes, I/O compaction).
+    Trace(trace_cmd::TraceArgs),
 }
 
 fn main() -> ExitCode {
@@ -33,6 +36,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Bench(args) => bench_cmd::run(args),
         Command::Nbd(args) => nbd::run(args).map_err(Into::into),
+        Command::Trace(args) => trace_cmd::run(args),
     };
     match result {
         Ok(code) => code,
