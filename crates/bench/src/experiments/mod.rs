@@ -3,10 +3,11 @@
 use crate::Experiment;
 
 mod machine;
+mod nbd;
 
 /// All experiments, in the order `rangedb bench all` runs them.
 pub fn all() -> Vec<&'static dyn Experiment> {
-    vec![&machine::Machine]
+    vec![&machine::Machine, &nbd::Nbd]
 }
 
 /// The experiment called `name`.
