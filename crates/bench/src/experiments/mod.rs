@@ -3,10 +3,11 @@
 use crate::Experiment;
 
 mod machine;
+mod rask;
 
 /// All experiments, in the order `rangedb bench all` runs them.
 pub fn all() -> Vec<&'static dyn Experiment> {
-    vec![&machine::Machine]
+    vec![&machine::Machine, &rask::RaskBench]
 }
 
 /// The experiment called `name`.
