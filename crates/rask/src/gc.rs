@@ -96,13 +96,24 @@ pub struct NormalGc<V> {
 
 /// Normal GC over a leaf's entries (oldest first). See the module comment.
 pub fn normal_gc<V: RangeValue>(ranges: &[BlockRange], values: &[V]) -> NormalGc<V> {
+    normal_gc_with(ranges, values, None)
+}
+
+/// Normal GC over a leaf's entries followed by `newest`, an entry about to be appended: the put path runs the
+/// second GC stage with the incoming entry included, so its result can feed a split directly.
+pub fn normal_gc_with<V: RangeValue>(
+    ranges: &[BlockRange],
+    values: &[V],
+    newest: Option<(BlockRange, V)>,
+) -> NormalGc<V> {
     debug_assert_eq!(ranges.len(), values.len());
     let mut nonoverlap = NonOverlapList::new();
     let mut deleted = DeletedList::new();
-    let mut kept_rev: Vec<(BlockRange, V)> = Vec::with_capacity(ranges.len());
+    let mut kept_rev: Vec<(BlockRange, V)> = Vec::with_capacity(ranges.len() + 1);
     let mut pieces: Vec<BlockRange> = Vec::new();
     let mut dropped = 0;
-    for (r, v) in ranges.iter().zip(values).rev() {
+    let newest_iter = newest.iter().map(|(r, v)| (r, v));
+    for (r, v) in newest_iter.chain(ranges.iter().zip(values).rev()) {
         if v.is_tombstone() {
             // Physically removed; it still hides every older block it covers.
             dropped += 1;
@@ -112,16 +123,18 @@ pub fn normal_gc<V: RangeValue>(ranges: &[BlockRange], values: &[V]) -> NormalGc
             }
             continue;
         }
-        pieces.clear();
         if deleted.is_empty() {
-            pieces.push(*r);
-        } else {
-            deleted.subtract(*r, &mut pieces);
-            if pieces.is_empty() {
+            // The common case: no tombstone seen, the entry is kept or dropped whole.
+            if nonoverlap.covers(r) {
                 dropped += 1;
-                continue;
+            } else {
+                nonoverlap.add(*r, 1);
+                kept_rev.push((*r, v.clone()));
             }
+            continue;
         }
+        pieces.clear();
+        deleted.subtract(*r, &mut pieces);
         // Pieces are pushed in reverse so `kept`, reversed at the end, lists them in block order.
         let mut any = false;
         for p in pieces.iter().rev() {

@@ -2,12 +2,12 @@
 
 use std::cell::{Cell, RefCell};
 
-use crate::gc::{LtMap, lightweight_marks, normal_gc};
+use crate::gc::{LtMap, lightweight_marks, normal_gc, normal_gc_with};
 use crate::internal::{Art, InternalIndex};
 use crate::leaf::{Leaf, LeafId, NIL};
 use crate::merge::merge_arrays;
 use crate::search::ablation_search;
-use crate::split::split_entries;
+use crate::split::{split_entries, split_gced};
 use crate::unfound::UnfoundList;
 use crate::{BlockRange, Error, Options, RangeValue, Stats};
 
@@ -221,10 +221,15 @@ impl<V: RangeValue, I: InternalIndex<LeafId>> Rask<V, I> {
     /// Last block of `id`'s range space.
     #[inline]
     fn space_end(&self, id: LeafId) -> u64 {
-        match self.leaf(id).next {
+        self.leaf(id).end
+    }
+
+    fn refresh_end(&mut self, id: LeafId) {
+        let end = match self.leaf(id).next {
             NIL => u64::MAX,
             n => self.leaf(n).anchor - 1,
-        }
+        };
+        self.leaf_mut(id).end = end;
     }
 
     /// The leaf whose range space holds `block`: the internal index's predecessor of `block`.
@@ -292,22 +297,37 @@ impl<V: RangeValue, I: InternalIndex<LeafId>> Rask<V, I> {
             let l = self.leaf_mut(id);
             l.n_frag = l.n_frag.saturating_add(1);
         }
-        if self.leaf(id).len() >= cap {
-            self.gc(id);
+        if self.leaf(id).len() >= cap && !self.lightweight_gc(id) {
+            // Second stage, with the incoming entry included: its result either fits (append done) or is
+            // exactly what the split needs, so the leaf is scanned once.
+            self.stats.gc_normal += 1;
+            let leaf = self.leaf(id);
+            let anchor = leaf.anchor;
+            let gc = normal_gc_with(&leaf.ranges, &leaf.values, Some((part, v)));
+            self.stats.gc_reclaimed += gc.dropped as u64;
+            #[cfg(feature = "invariants")]
+            crate::invariants::check_no_covered(&gc.kept);
+            if gc.kept.len() <= cap {
+                self.leaf_mut(id).set_entries(gc.kept, cap);
+            } else {
+                let mut pieces = Vec::with_capacity(2);
+                split_gced(gc.kept, &gc.nonoverlap, anchor, cap, &mut self.stats, &mut pieces);
+                self.install(id, None, pieces);
+                self.check();
+                // No merge/resplit right after a split (§6.1).
+                return id;
+            }
+        } else {
+            self.leaf_mut(id).append(part, v);
         }
-        if self.leaf(id).len() >= cap {
-            self.split_and_insert(id, part, v);
-            return id;
-        }
-        self.leaf_mut(id).append(part, v);
         if self.leaf(id).n_frag as usize > self.opts.merge_threshold {
             return self.merge_resplit(id);
         }
         id
     }
 
-    /// Two-stage GC of a full leaf: lightweight first; normal only if lightweight freed nothing.
-    fn gc(&mut self, id: LeafId) {
+    /// First GC stage on a full leaf; whether it freed anything.
+    fn lightweight_gc(&mut self, id: LeafId) -> bool {
         self.stats.gc_lightweight += 1;
         let mut dead = std::mem::take(&mut self.dead);
         let mut lt = std::mem::take(&mut self.lt);
@@ -316,11 +336,9 @@ impl<V: RangeValue, I: InternalIndex<LeafId>> Rask<V, I> {
         if freed > 0 {
             self.stats.gc_reclaimed += freed as u64;
             self.leaf_mut(id).compact(&dead);
-            self.dead = dead;
-            return;
         }
         self.dead = dead;
-        self.normal_gc(id);
+        freed > 0
     }
 
     fn normal_gc(&mut self, id: LeafId) {
@@ -334,18 +352,6 @@ impl<V: RangeValue, I: InternalIndex<LeafId>> Rask<V, I> {
         if gc.dropped > 0 {
             self.leaf_mut(id).set_entries(gc.kept, cap);
         }
-    }
-
-    /// Splits full leaf `id` with `part` as its newest entry (§5.3); the first resulting leaf stays `id`.
-    fn split_and_insert(&mut self, id: LeafId, part: BlockRange, v: V) {
-        let cap = self.opts.leaf_capacity;
-        let anchor = self.leaf(id).anchor;
-        let mut entries = self.leaf_mut(id).take_entries();
-        entries.push((part, v));
-        let mut pieces = Vec::with_capacity(2);
-        split_entries(entries, anchor, cap, &mut self.stats, &mut pieces);
-        self.install(id, None, pieces);
-        self.check();
     }
 
     /// Workload-aware merge/resplit of `id` with its left neighbour (§5.4); the leftmost leaf pairs with its right
@@ -426,6 +432,15 @@ impl<V: RangeValue, I: InternalIndex<LeafId>> Rask<V, I> {
             l.n_frag = 0;
             prev = id;
         }
+        // Cached space ends: every leaf of the chain, its right neighbour's is unchanged.
+        let mut id = first;
+        loop {
+            self.refresh_end(id);
+            if id == prev {
+                break;
+            }
+            id = self.leaf(id).next;
+        }
         if let Some(r) = reuse
             && prev == first
         {
@@ -441,6 +456,7 @@ impl<V: RangeValue, I: InternalIndex<LeafId>> Rask<V, I> {
             self.index.remove(anchor);
             self.leaves[r as usize] = None;
             self.free.push(r);
+            self.refresh_end(rp);
         }
     }
 
@@ -488,7 +504,10 @@ impl<V: RangeValue, I: InternalIndex<LeafId>> Rask<V, I> {
             if self.index.get(l.anchor) != Some(id) {
                 return Err(format!("anchor {} of leaf {id} not indexed", l.anchor));
             }
-            let end = self.space_end(id);
+            let end = if l.next == NIL { u64::MAX } else { self.leaf(l.next).anchor - 1 };
+            if l.end != end {
+                return Err(format!("leaf {id} caches space end {} != {end}", l.end));
+            }
             if l.next != NIL && self.leaf(l.next).anchor <= l.anchor {
                 return Err(format!("anchors out of order at leaf {id}"));
             }

@@ -22,6 +22,9 @@ pub(crate) const NIL: LeafId = u32::MAX;
 pub(crate) struct Leaf<V> {
     pub(crate) n_frag: u32,
     pub(crate) anchor: u64,
+    /// Last block of the range space (the next leaf's anchor − 1, or `u64::MAX`), cached so a put or get does not
+    /// touch the next leaf just to clip its range.
+    pub(crate) end: u64,
     pub(crate) prev: LeafId,
     pub(crate) next: LeafId,
     pub(crate) ranges: Vec<BlockRange>,
@@ -33,6 +36,7 @@ impl<V: RangeValue> Leaf<V> {
         Leaf {
             n_frag: 0,
             anchor,
+            end: u64::MAX,
             prev: NIL,
             next: NIL,
             ranges: Vec::with_capacity(capacity),

@@ -97,6 +97,51 @@ pub fn divide_at<V: RangeValue>(entries: Vec<(BlockRange, V)>, at: u64) -> (Entr
     (left, right, divided)
 }
 
+/// Splits GC'd entries (`kept` with its `nonoverlap`, from normal GC) into leaves of at most `capacity` entries,
+/// without GC'ing the whole list again. Appends `(anchor, entries)` per resulting leaf, in block order.
+pub fn split_gced<V: RangeValue>(
+    kept: Entries<V>,
+    nonoverlap: &NonOverlapList,
+    anchor: u64,
+    capacity: usize,
+    stats: &mut Stats,
+    out: &mut Vec<(u64, Entries<V>)>,
+) {
+    if kept.len() <= capacity {
+        out.push((anchor, kept));
+        return;
+    }
+    let Some(point) = choose_split(&kept, nonoverlap) else {
+        out.push((anchor, kept));
+        return;
+    };
+    split_at(kept, point, anchor, capacity, stats, out, 0);
+}
+
+#[allow(clippy::too_many_arguments)]
+fn split_at<V: RangeValue>(
+    kept: Entries<V>,
+    point: SplitPoint,
+    anchor: u64,
+    capacity: usize,
+    stats: &mut Stats,
+    out: &mut Vec<(u64, Entries<V>)>,
+    depth: u32,
+) {
+    debug_assert!(point.at > anchor);
+    stats.splits += 1;
+    if depth > 0 {
+        stats.second_splits += 1;
+    }
+    if point.median {
+        stats.median_splits += 1;
+    }
+    let (left, right, divided) = divide_at(kept, point.at);
+    stats.split_divided_entries += divided;
+    split_rec(left, anchor, capacity, stats, out, depth + 1);
+    split_rec(right, point.at, capacity, stats, out, depth + 1);
+}
+
 /// Splits `entries` (oldest first, all within the space starting at `anchor`) into leaves of at most `capacity`
 /// entries, GC'ing each list first. Appends `(anchor, entries)` per resulting leaf, in block order.
 pub fn split_entries<V: RangeValue>(
@@ -133,16 +178,5 @@ fn split_rec<V: RangeValue>(
         out.push((anchor, gc.kept));
         return;
     };
-    debug_assert!(point.at > anchor);
-    stats.splits += 1;
-    if depth > 0 {
-        stats.second_splits += 1;
-    }
-    if point.median {
-        stats.median_splits += 1;
-    }
-    let (left, right, divided) = divide_at(gc.kept, point.at);
-    stats.split_divided_entries += divided;
-    split_rec(left, anchor, capacity, stats, out, depth + 1);
-    split_rec(right, point.at, capacity, stats, out, depth + 1);
+    split_at(gc.kept, point, anchor, capacity, stats, out, depth);
 }

@@ -17,7 +17,8 @@
 //! Metrics: `ops_per_sec`, `mean_ns`, `p50_ns` … `p9999_ns` (every operation timed), `memory_bytes` (live heap
 //! bytes the index holds after the replay, from the counting allocator).
 //!
-//! Settings: `--set ops=N` (operations per workload), `--set space=N` (working set in blocks).
+//! Settings: `--set ops=N` (operations per workload), `--set space=N` (working set in blocks),
+//! `--set systems=a,b` and `--set workloads=prefix,...` to run a subset.
 
 mod peers;
 
@@ -125,26 +126,29 @@ fn run_one<I: RangeIndex>(make: impl FnOnce() -> I, ops: &[Op]) -> (Stats, usize
 const PEERS: [&str; 5] =
     ["btreemap-per-block", "btreemap-eager", "btreemap-lazy", "rangemap", "interval-tree"];
 
-fn run_workload(report: &mut Report, name: &str, ops: &[Op], skip_per_block: bool) -> Result<()> {
+fn run_workload(report: &mut Report, name: &str, ops: &[Op], only: &Option<Vec<String>>) -> Result<()> {
     let opts = Options::default();
+    let want = |s: &str| only.as_ref().is_none_or(|o| o.iter().any(|x| x == s));
     let mut record = |system: &str, (stats, bytes): (Stats, usize)| {
         let mut m = stats.metrics();
         m.push(("memory_bytes", bytes as f64));
         report.row(name, system, m);
     };
     let o = opts.clone();
-    record("rask", run_one(move || Rask::<WriteRef>::new(o).unwrap_or_else(|_| unreachable_opts()), ops));
+    if want("rask") {
+        record("rask", run_one(move || Rask::<WriteRef>::new(o).unwrap_or_else(|_| unreachable_opts()), ops));
+    }
     let o = opts.clone();
-    record(
-        "rask-btree-internal",
-        run_one(
-            move || Rask::<WriteRef, BTreeIndex<LeafHandle>>::new(o).unwrap_or_else(|_| unreachable_opts()),
-            ops,
-        ),
-    );
+    if want("rask-btree-internal") {
+        let make =
+            move || Rask::<WriteRef, BTreeIndex<LeafHandle>>::new(o).unwrap_or_else(|_| unreachable_opts());
+        record("rask-btree-internal", run_one(make, ops));
+    }
     for peer in PEERS {
+        if !want(peer) {
+            continue;
+        }
         let res = match peer {
-            "btreemap-per-block" if skip_per_block => continue,
             "btreemap-per-block" => run_one(PerBlock::default, ops),
             "btreemap-eager" => run_one(Eager::default, ops),
             "btreemap-lazy" => run_one(Lazy::default, ops),
@@ -224,13 +228,19 @@ impl Experiment for RaskBench {
 
     fn about(&self) -> &'static str {
         "RASK vs btreemap-per-block, btreemap-eager/lazy, rangemap, interval-tree: synthetic EBS write/read-heavy, \
-         range-length and read/write sweeps, 1-2 threads; throughput, P99-P99.99, memory; --set ops=N space=N"
+         range-length and read/write sweeps, 1-2 threads; throughput, P99-P99.99, memory; --set ops=N space=N \
+         systems=a,b workloads=prefix,..."
     }
 
     fn run(&self, ctx: &Ctx) -> Result<Report> {
         let mut report = Report::new(self.name(), ctx.quick);
         let n: usize = ctx.setting("ops", ctx.scale(200_000, 2_000_000))?;
         let space: u64 = ctx.setting("space", 1u64 << 22)?;
+        let only: Option<Vec<String>> =
+            ctx.set.get("systems").map(|s| s.split(',').map(|x| x.trim().to_string()).collect());
+        let workloads: Option<Vec<String>> =
+            ctx.set.get("workloads").map(|s| s.split(',').map(|x| x.trim().to_string()).collect());
+        let run_wl = |w: &str| workloads.as_ref().is_none_or(|o| o.iter().any(|x| w.starts_with(x.as_str())));
         if space < 64 {
             return Err("--set space must be at least 64 blocks".into());
         }
@@ -239,6 +249,9 @@ impl Experiment for RaskBench {
         }
         let bar = ctx.progress(13, "rask");
         for (name, write_pct) in [("ebs-write-heavy", 90), ("ebs-read-heavy", 10)] {
+            if !run_wl(name) {
+                continue;
+            }
             let shape = EbsShape { write_pct, mean_len: None, space };
             report.workload(
                 name,
@@ -246,12 +259,15 @@ impl Experiment for RaskBench {
                        "write_pct": write_pct, "ops": n, "space_blocks": space, "seed": ctx.seed}),
             );
             let ops = generate(ctx.seed, n, shape);
-            run_workload(&mut report, name, &ops, false)?;
+            run_workload(&mut report, name, &ops, &only)?;
             bar.inc(1);
         }
         let mut len_points: Vec<(String, f64, f64)> = Vec::new();
         for mean in [1u64, 10, 100, 1000] {
             let name = format!("len-{mean}");
+            if !run_wl(&name) {
+                continue;
+            }
             // Bound the blocks written so the per-block peer finishes: at most ~4 M block updates.
             let ops_n = n.min((4_000_000 / mean as usize).max(2_000));
             let shape = EbsShape { write_pct: 90, mean_len: Some(mean as f64), space };
@@ -260,7 +276,7 @@ impl Experiment for RaskBench {
                 json!({"mean_write_blocks": mean, "write_pct": 90, "ops": ops_n, "space_blocks": space}),
             );
             let ops = generate(ctx.seed ^ mean, ops_n, shape);
-            run_workload(&mut report, &name, &ops, false)?;
+            run_workload(&mut report, &name, &ops, &only)?;
             for sys in ["rask", "btreemap-lazy", "rangemap"] {
                 if let Some(v) = report.get(&name, sys, "ops_per_sec") {
                     len_points.push((sys.to_string(), mean as f64, v));
@@ -270,10 +286,13 @@ impl Experiment for RaskBench {
         }
         for wp in [5u32, 25, 50, 75, 95] {
             let name = format!("wr-{wp}");
+            if !run_wl(&name) {
+                continue;
+            }
             let shape = EbsShape { write_pct: wp, mean_len: None, space };
             report.workload(&name, json!({"write_pct": wp, "ops": n, "space_blocks": space}));
             let ops = generate(ctx.seed ^ u64::from(wp) << 8, n, shape);
-            run_workload(&mut report, &name, &ops, false)?;
+            run_workload(&mut report, &name, &ops, &only)?;
             bar.inc(1);
         }
         let threads: Vec<usize> = if ctx.threads.is_empty() { vec![1, 2] } else { ctx.threads.clone() };
@@ -281,6 +300,9 @@ impl Experiment for RaskBench {
         let ops = generate(ctx.seed, n, shape);
         for t in threads.iter().copied().filter(|&t| t >= 1) {
             let name = format!("ebs-write-heavy/{t}t");
+            if !run_wl(&name) {
+                continue;
+            }
             report
                 .workload(&name, json!({"threads": t, "write_pct": 90, "ops": n, "peers": "behind a Mutex"}));
             run_parallel(&mut report, &name, &ops, t);

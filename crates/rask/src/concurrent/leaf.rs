@@ -108,12 +108,6 @@ impl<V: RangeValue> Body<V> {
         self.len.store(n + 1, Ordering::Release);
     }
 
-    /// Clones the published entries, oldest first.
-    pub(crate) fn to_vec(&self) -> Vec<(BlockRange, V)> {
-        let (r, v) = self.entries();
-        r.iter().copied().zip(v.iter().cloned()).collect()
-    }
-
     pub(crate) fn heap_bytes(&self) -> usize {
         let (_, vals) = self.entries();
         self.capacity() * (size_of::<BlockRange>() + size_of::<V>())

@@ -11,11 +11,11 @@ use self::epoch::{Collector, Guard};
 use self::leaf::{Body, CLeaf, Version, in_flux, is_deleted, merge_changed, same_version};
 use self::stats::AtomicStats;
 use self::sync::{Ordering, RwLock, backoff};
-use crate::gc::{LtMap, lightweight_marks, normal_gc};
+use crate::gc::{LtMap, lightweight_marks, normal_gc, normal_gc_with};
 use crate::internal::{Art, InternalIndex};
 use crate::merge::merge_arrays;
 use crate::search::ablation_search;
-use crate::split::{Entries, split_entries};
+use crate::split::{Entries, split_entries, split_gced};
 use crate::unfound::UnfoundList;
 use crate::{BlockRange, Error, Options, RangeValue, Stats};
 
@@ -334,18 +334,31 @@ impl<V: RangeValue + Send + Sync> ConcurrentRask<V> {
         if fragmented || tomb {
             l.set_n_frag(l.n_frag().saturating_add(1));
         }
-        if self.body(l).len() >= cap {
-            self.gc(l);
+        if self.body(l).len() >= cap && !self.lightweight_gc(l) {
+            // Second stage with the incoming entry included; its result fits or feeds the split directly.
+            self.stats.gc_normal.fetch_add(1, Ordering::Relaxed);
+            let (ranges, values) = self.body(l).entries();
+            let gc = normal_gc_with(ranges, values, Some((part, v)));
+            #[cfg(feature = "invariants")]
+            crate::invariants::check_no_covered(&gc.kept);
+            self.stats.gc_reclaimed.fetch_add(gc.dropped as u64, Ordering::Relaxed);
+            if gc.kept.len() <= cap {
+                l.bump(Version::Gc);
+                self.replace_body(l, gc.kept);
+                l.bump(Version::Gc);
+            } else {
+                let mut local = Stats::default();
+                let mut pieces = Vec::with_capacity(2);
+                split_gced(gc.kept, &gc.nonoverlap, l.anchor, cap, &mut local, &mut pieces);
+                self.stats.add(&local);
+                l.bump(Version::Split);
+                let locked = self.install_pieces(leaf, pieces);
+                l.bump(Version::Split);
+                return locked;
+            }
+        } else {
+            self.body(l).append(part, v);
         }
-        if self.body(l).len() >= cap {
-            let mut entries = self.body(l).to_vec();
-            entries.push((part, v));
-            l.bump(Version::Split);
-            let locked = self.split_into(leaf, entries, false);
-            l.bump(Version::Split);
-            return locked;
-        }
-        self.body(l).append(part, v);
         if l.n_frag() as usize > self.opts.merge_threshold {
             return self.merge_resplit(leaf, guard);
         }
@@ -366,36 +379,27 @@ impl<V: RangeValue + Send + Sync> ConcurrentRask<V> {
         unsafe { self.collector.retire(old) };
     }
 
-    /// Two-stage GC under the leaf lock, bumping `V_GC` around the body swap.
-    fn gc(&self, l: &CLeaf<V>) {
+    /// First GC stage under the leaf lock (new body swapped in under `V_GC`); whether it freed anything.
+    fn lightweight_gc(&self, l: &CLeaf<V>) -> bool {
         self.stats.gc_lightweight.fetch_add(1, Ordering::Relaxed);
-        let body = self.body(l);
-        let (ranges, values) = body.entries();
+        let (ranges, values) = self.body(l).entries();
         let (mut lt, mut dead) = (LtMap::default(), Vec::new());
         let freed = lightweight_marks(ranges, &mut lt, &mut dead);
-        let kept: Entries<V> = if freed > 0 {
-            self.stats.gc_reclaimed.fetch_add(freed as u64, Ordering::Relaxed);
-            ranges
-                .iter()
-                .zip(values)
-                .zip(&dead)
-                .filter(|(_, d)| !**d)
-                .map(|((r, v), _)| (*r, v.clone()))
-                .collect()
-        } else {
-            self.stats.gc_normal.fetch_add(1, Ordering::Relaxed);
-            let gc = normal_gc(ranges, values);
-            #[cfg(feature = "invariants")]
-            crate::invariants::check_no_covered(&gc.kept);
-            if gc.dropped == 0 {
-                return;
-            }
-            self.stats.gc_reclaimed.fetch_add(gc.dropped as u64, Ordering::Relaxed);
-            gc.kept
-        };
+        if freed == 0 {
+            return false;
+        }
+        self.stats.gc_reclaimed.fetch_add(freed as u64, Ordering::Relaxed);
+        let kept: Entries<V> = ranges
+            .iter()
+            .zip(values)
+            .zip(&dead)
+            .filter(|(_, d)| !**d)
+            .map(|((r, v), _)| (*r, v.clone()))
+            .collect();
         l.bump(Version::Gc);
         self.replace_body(l, kept);
         l.bump(Version::Gc);
+        true
     }
 
     /// Normal GC for merge/resplit: returns the surviving entries without touching the leaf.
@@ -421,6 +425,16 @@ impl<V: RangeValue + Send + Sync> ConcurrentRask<V> {
             local.splits = 0;
         }
         self.stats.add(&local);
+        self.install_pieces(leaf, pieces)
+    }
+
+    /// Makes `pieces` (block order; the first keeps `leaf`'s anchor) the content of locked `leaf` and new
+    /// leaves linked after it, indexed before return. REQUIRES: `leaf` locked, version odd. Returns all the
+    /// leaves, still locked.
+    fn install_pieces(&self, leaf: *mut CLeaf<V>, pieces: Vec<(u64, Entries<V>)>) -> Locked<V> {
+        // SAFETY: locked by the caller.
+        let l = unsafe { &*leaf };
+        let cap = self.opts.leaf_capacity;
         let mut pieces = pieces.into_iter();
         let first = pieces.next().map(|(_, e)| e).unwrap_or_default();
         // Build the new leaves (private until linked), chained among themselves.

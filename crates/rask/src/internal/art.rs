@@ -190,7 +190,9 @@ impl<T: Copy> Node<T> {
                 .iter()
                 .rev()
                 .find_map(|&s| if s == 0 { None } else { n.children[s as usize - 1].as_ref() }),
-            _ => self.children().last().map(|(_, c)| *c),
+            Node::N16(n) => n.h.count.checked_sub(1).and_then(|i| n.children[i as usize].as_ref()),
+            Node::N4(n) => n.h.count.checked_sub(1).and_then(|i| n.children[i as usize].as_ref()),
+            Node::Empty | Node::Leaf(..) => None,
         }
     }
 
