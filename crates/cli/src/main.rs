@@ -7,6 +7,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 mod bench_cmd;
+mod rask;
 mod trace_cmd;
 
 #[global_allocator]
@@ -26,6 +27,8 @@ enum Command {
     Bench(bench_cmd::BenchArgs),
     /// Generate synthetic EBS block traces and measure traces (write lengths, consecutive writes, I/O compaction).
     Trace(trace_cmd::TraceArgs),
+    /// RASK, the range-as-a-key index: replay block traces through it.
+    Rask(rask::RaskArgs),
 }
 
 fn main() -> ExitCode {
@@ -33,6 +36,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Bench(args) => bench_cmd::run(args),
         Command::Trace(args) => trace_cmd::run(args),
+        Command::Rask(args) => rask::run(args),
     };
     match result {
         Ok(code) => code,
