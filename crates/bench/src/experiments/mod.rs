@@ -4,10 +4,11 @@ use crate::Experiment;
 
 mod machine;
 mod nbd;
+mod rask;
 
 /// All experiments, in the order `rangedb bench all` runs them.
 pub fn all() -> Vec<&'static dyn Experiment> {
-    vec![&machine::Machine, &nbd::Nbd]
+    vec![&machine::Machine, &nbd::Nbd, &rask::RaskBench]
 }
 
 /// The experiment called `name`.
