@@ -11,3 +11,11 @@ pub mod flextree;
 
 pub use error::{Error, Result};
 pub use flextree::{FlexTree, HOLE, Piece, TreeConfig};
+pub mod flexfile;
+pub mod log;
+pub mod options;
+pub mod segments;
+pub mod treefile;
+
+pub use crate::flexfile::{FlexFile, Reader, Stats};
+pub use options::Options;

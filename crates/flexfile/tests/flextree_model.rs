@@ -1,6 +1,8 @@
 //! Model-based randomized tests of FlexTree against a plain `Vec` of runs, with tiny nodes so splits, merges and
 //! rebases happen constantly; plus the paper's worked examples (Fig. 4, Fig. 6, Fig. 7).
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::collections::BTreeMap;
 
 use flexfile::flextree::{FlexTree, HOLE, Piece, TreeConfig};
