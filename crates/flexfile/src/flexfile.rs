@@ -211,6 +211,21 @@ impl FlexFile {
         let mut bytes = vec![0u8; len];
         self.log.read_exact_at(&mut bytes, 0)?;
         let parsed = log::parse(&bytes, self.tf.version())?;
+        // The log header is synced at creation and rewritten only after a newer tree header is durable, so an
+        // invalid header or one newer than the tree means damage (a lost newest header), never a crash.
+        match parsed.version {
+            None => return Err(Error::corruption("log", "invalid log header")),
+            Some(v) if v > self.tf.version() => {
+                return Err(Error::corruption(
+                    "tree",
+                    format!(
+                        "the log extends version {v} but the newest valid tree header is {}",
+                        self.tf.version()
+                    ),
+                ));
+            }
+            _ => {}
+        }
         for op in &parsed.ops {
             self.apply(op, false).map_err(|e| match e {
                 Error::InvalidArgument(m) => {
