@@ -2,11 +2,13 @@
 
 use crate::Experiment;
 
+mod flexfile;
+mod flextree;
 mod machine;
 
 /// All experiments, in the order `rangedb bench all` runs them.
 pub fn all() -> Vec<&'static dyn Experiment> {
-    vec![&machine::Machine]
+    vec![&machine::Machine, &flextree::FlexTreeBench, &flexfile::FlexFileBench]
 }
 
 /// The experiment called `name`.
