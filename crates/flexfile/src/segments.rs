@@ -36,6 +36,8 @@ struct OpenSeg {
     buf: Vec<u8>,
     fill: usize,
     flushed: usize,
+    /// The segment's checksum table as of the last flush.
+    table: Vec<u8>,
 }
 
 /// Data-file counters.
@@ -215,9 +217,7 @@ impl Segments {
             if self.valid[o.id as usize] == 0 {
                 self.states[o.id as usize] = State::Pending;
             }
-            let mut t = vec![0u8; self.table_len()];
-            self.fill_table(&o, &mut t);
-            self.tables.insert(o.id, t);
+            self.tables.insert(o.id, o.table);
         }
         Ok(())
     }
@@ -226,13 +226,13 @@ impl Segments {
         ((self.cap / self.bs) * 8) as usize
     }
 
-    fn fill_table(&self, o: &OpenSeg, t: &mut [u8]) {
-        let nb = (o.fill as u64).div_ceil(self.bs);
-        for b in 0..nb {
-            let start = (b * self.bs) as usize;
-            let end = ((b + 1) * self.bs).min(o.fill as u64) as usize;
-            let crc = crc_block(o.id * self.seg + start as u64, &o.buf[start..end]);
-            let e = &mut t[(b * 8) as usize..(b * 8 + 8) as usize];
+    /// Recomputes the table entries of blocks `b0..=b1` of the open segment from its buffer.
+    fn update_table(o: &mut OpenSeg, seg: u64, bs: u64, b0: u64, b1: u64) {
+        for b in b0..=b1 {
+            let start = (b * bs) as usize;
+            let end = ((b + 1) * bs).min(o.fill as u64) as usize;
+            let crc = crc_block(o.id * seg + start as u64, &o.buf[start..end]);
+            let e = &mut o.table[(b * 8) as usize..(b * 8 + 8) as usize];
             e[0..4].copy_from_slice(&crc.to_le_bytes());
             e[4..6].copy_from_slice(&((end - start) as u16).to_le_bytes());
             e[6..8].copy_from_slice(&0u16.to_le_bytes());
@@ -252,7 +252,13 @@ impl Segments {
         };
         self.states[id as usize] = State::Used;
         self.tables.remove(&id);
-        self.open = Some(OpenSeg { id, buf: vec![0u8; self.cap as usize], fill: 0, flushed: 0 });
+        self.open = Some(OpenSeg {
+            id,
+            buf: vec![0u8; self.cap as usize],
+            fill: 0,
+            flushed: 0,
+            table: vec![0u8; self.table_len()],
+        });
         Ok(())
     }
 
@@ -280,32 +286,30 @@ impl Segments {
 
     /// Writes the unflushed part of the open segment and its checksum entries (not synced).
     pub fn flush(&mut self) -> Result<()> {
-        let Some(o) = self.open.as_ref() else { return Ok(()) };
+        let (seg, bs, table_off) = (self.seg, self.bs, self.table_off);
+        let Some(o) = self.open.as_mut() else { return Ok(()) };
         if o.flushed == o.fill {
             return Ok(());
         }
-        let base = o.id * self.seg;
+        let base = o.id * seg;
         let (from, to) = (o.flushed, o.fill);
         self.file.write_all_at(&o.buf[from..to], base + from as u64)?;
         self.stats.bytes_written += (to - from) as u64;
-        let b0 = from as u64 / self.bs;
-        let b1 = (to as u64 - 1) / self.bs;
-        let mut t = vec![0u8; self.table_len()];
-        self.fill_table(o, &mut t);
+        let b0 = from as u64 / bs;
+        let b1 = (to as u64 - 1) / bs;
+        Self::update_table(o, seg, bs, b0, b1);
         // A block that already held flushed bytes gets its new entry only after the data is synced.
-        let first_fresh = if !(from as u64).is_multiple_of(self.bs) { b0 + 1 } else { b0 };
+        let first_fresh = if !(from as u64).is_multiple_of(bs) { b0 + 1 } else { b0 };
         if first_fresh > b0 {
             self.deferred.push((o.id, b0));
         }
         if first_fresh <= b1 {
             let a = (first_fresh * 8) as usize;
             let b = ((b1 + 1) * 8) as usize;
-            self.file.write_all_at(&t[a..b], base + self.table_off + a as u64)?;
+            self.file.write_all_at(&o.table[a..b], base + table_off + a as u64)?;
             self.stats.bytes_written += (b - a) as u64;
         }
-        if let Some(o) = self.open.as_mut() {
-            o.flushed = to;
-        }
+        o.flushed = to;
         Ok(())
     }
 
@@ -328,14 +332,13 @@ impl Segments {
     }
 
     fn table_entry_now(&mut self, s: u64, b: u64) -> Result<[u8; 8]> {
-        let mut t = vec![0u8; self.table_len()];
-        if let Some(o) = self.open.as_ref().filter(|o| o.id == s) {
-            self.fill_table(o, &mut t);
-        } else {
-            t = self.table(s)?.clone();
-        }
+        let i = (b * 8) as usize;
+        let t = match self.open.as_ref().filter(|o| o.id == s) {
+            Some(o) => &o.table,
+            None => self.table(s)?,
+        };
         let mut e = [0u8; 8];
-        e.copy_from_slice(&t[(b * 8) as usize..(b * 8 + 8) as usize]);
+        e.copy_from_slice(&t[i..i + 8]);
         Ok(e)
     }
 
@@ -374,8 +377,12 @@ impl Segments {
         let (bs, seg) = (self.bs, self.seg);
         let b0 = off / bs;
         let b1 = (end - 1) / bs;
-        let t = self.table(s)?.clone();
-        let fill_of = |b: u64| u16::from_le_bytes([t[(b * 8 + 4) as usize], t[(b * 8 + 5) as usize]]) as u64;
+        // Copy out only the entries this read needs.
+        let t = self.table(s)?[(b0 * 8) as usize..((b1 + 1) * 8) as usize].to_vec();
+        let fill_of = |b: u64| {
+            let i = ((b - b0) * 8) as usize;
+            u16::from_le_bytes([t[i + 4], t[i + 5]]) as u64
+        };
         let last_fill = fill_of(b1);
         if b1 * bs + last_fill < end {
             return Err(corrupt(format!(
@@ -394,12 +401,8 @@ impl Segments {
         })?;
         for b in b0..=b1 {
             let fill = fill_of(b);
-            let crc = u32::from_le_bytes([
-                t[(b * 8) as usize],
-                t[(b * 8 + 1) as usize],
-                t[(b * 8 + 2) as usize],
-                t[(b * 8 + 3) as usize],
-            ]);
+            let i = ((b - b0) * 8) as usize;
+            let crc = u32::from_le_bytes([t[i], t[i + 1], t[i + 2], t[i + 3]]);
             if fill > bs || (b < b1 && fill != bs) {
                 return Err(corrupt(format!("segment {s} block {b}: bad fill {fill}")));
             }
