@@ -391,8 +391,14 @@ impl Segments {
         }
         let rstart = b0 * bs;
         let rend = b1 * bs + last_fill;
-        let mut raw = vec![0u8; (rend - rstart) as usize];
-        self.file.read_exact_at(&mut raw, s * seg + rstart).map_err(|e| {
+        // Whole blocks requested exactly (the common aligned read): read straight into the caller's buffer.
+        let direct = rstart == off && rend == end;
+        let mut raw = Vec::new();
+        if !direct {
+            raw = vec![0u8; (rend - rstart) as usize];
+        }
+        let dst: &mut [u8] = if direct { &mut *buf } else { &mut raw };
+        self.file.read_exact_at(dst, s * seg + rstart).map_err(|e| {
             if e.kind() == std::io::ErrorKind::UnexpectedEof {
                 corrupt(format!("segment {s} is shorter than its checksum table says"))
             } else {
@@ -407,12 +413,14 @@ impl Segments {
                 return Err(corrupt(format!("segment {s} block {b}: bad fill {fill}")));
             }
             let a = ((b - b0) * bs) as usize;
-            if crc_block(s * seg + b * bs, &raw[a..a + fill as usize]) != crc {
+            if crc_block(s * seg + b * bs, &dst[a..a + fill as usize]) != crc {
                 return Err(corrupt(format!("segment {s} block {b}: checksum mismatch")));
             }
         }
-        let a = (off - rstart) as usize;
-        buf.copy_from_slice(&raw[a..a + buf.len()]);
+        if !direct {
+            let a = (off - rstart) as usize;
+            buf.copy_from_slice(&raw[a..a + buf.len()]);
+        }
         Ok(())
     }
 }

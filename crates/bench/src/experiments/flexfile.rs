@@ -8,12 +8,14 @@
 //! - random-write: every block written once, in random order (`flexfile` vs `ext4-pwrite`).
 //! - seq-write: blocks appended in order.
 //!
-//! Each write phase ends with a sync. Reported: ops/s (overall and per sixteenth of the build, plotted), the write
+//! Each write phase ends with a sync, timed separately (`final_sync_ns`). Reported: ops/s of the writes (overall and
+//! per sixteenth of the build, plotted), the write
 //! amplification as bytes written to the underlying files per user byte (`file_wa_ratio`, FlexFile's own counters;
 //! 1.0 for the plain files, whose metadata writes are invisible to the process) and as sectors written by the
 //! device per user byte (`device_wa_ratio`, from /proc/diskstats; includes anything else writing to that device).
 //! Read phase on each built file: sequential and random (each block once, shuffled) 4 KiB reads, a first pass
-//! (`cold` when the page cache could be dropped, else reported as `first`) and a second pass (`warm`).
+//! (`cold` with `--set cold=1`, which drops the machine's clean page cache, else `first`) and a second pass
+//! (`warm`).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -42,7 +44,7 @@ impl Experiment for FlexFileBench {
     fn about(&self) -> &'static str {
         "FlexFile Table 2 / Fig. 11: 4 KiB random insert, random write, sequential write building a file, then \
          sequential and random 4 KiB reads; FlexFile vs ext4 insert-range, rewrite and pwrite; --set size_mib=N \
-         rewrite_secs=N patterns=random-insert,random-write,seq-write"
+         rewrite_secs=N cold=0|1 patterns=random-insert,random-write,seq-write"
     }
 
     fn run(&self, ctx: &Ctx) -> Result<Report> {
@@ -50,6 +52,7 @@ impl Experiment for FlexFileBench {
         let size_mib: u64 = ctx.setting("size_mib", ctx.scale(256, 1024))?;
         let rewrite_secs: u64 = ctx.setting("rewrite_secs", ctx.scale(5, 30))?;
         let patterns: String = ctx.setting("patterns", "random-insert,random-write,seq-write".to_string())?;
+        let cold: u8 = ctx.setting("cold", 0)?;
         let root = ctx.scratch.join("flexfile-bench");
         let fs: Arc<dyn Fs> = Arc::new(OsFs::new());
         let _ = std::fs::remove_dir_all(&root);
@@ -72,6 +75,7 @@ impl Experiment for FlexFileBench {
                 "flexfile",
                 nblocks,
                 ctx.seed,
+                cold != 0,
                 &mut FlexReader::open(fs.clone(), &path)?,
             )?;
             let _ = std::fs::remove_dir_all(&dir);
@@ -97,6 +101,7 @@ impl Experiment for FlexFileBench {
                                 peer,
                                 nblocks,
                                 ctx.seed,
+                                cold != 0,
                                 &mut PlainReader::open(fs.clone(), &path)?,
                             )?;
                         }
@@ -205,8 +210,10 @@ fn flex_write(
             bar.set_position(i as u64);
         }
     }
-    f.sync()?;
     let elapsed = start.elapsed();
+    let t = Instant::now();
+    f.sync()?;
+    let sync_ns = t.elapsed().as_nanos() as f64;
     bar.finish_and_clear();
     let user = (ops.len() * BLOCK) as f64;
     let st = f.stats();
@@ -215,6 +222,7 @@ fn flex_write(
         ("p50_ns", lat.p(0.5) as f64),
         ("p99_ns", lat.p(0.99) as f64),
         ("file_wa_ratio", st.write_amplification()),
+        ("final_sync_ns", sync_ns),
         ("extents_count", st.extents as f64),
     ];
     if let (Some(a), Some(b)) = (dev0, device_sectors_written(&ctx.scratch)) {
@@ -276,8 +284,10 @@ fn plain_write(
             bar.set_position(i as u64);
         }
     }
-    f.sync_data()?;
     let elapsed = start.elapsed();
+    let t = Instant::now();
+    f.sync_data()?;
+    let sync_ns = t.elapsed().as_nanos() as f64;
     bar.finish_and_clear();
     let user = (done as usize * BLOCK) as f64;
     let mut m = vec![
@@ -285,6 +295,7 @@ fn plain_write(
         ("p50_ns", lat.p(0.5) as f64),
         ("p99_ns", lat.p(0.99) as f64),
         ("file_wa_ratio", 1.0),
+        ("final_sync_ns", sync_ns),
     ];
     if let (Some(a), Some(b)) = (dev0, device_sectors_written(&ctx.scratch)) {
         m.push(("device_wa_ratio", (b - a) as f64 * 512.0 / user.max(1.0)));
@@ -353,6 +364,7 @@ fn read_phase(
     system: &str,
     n: u64,
     seed: u64,
+    cold: bool,
     r: &mut dyn BlockReader,
 ) -> Result<()> {
     let mut rng = SmallRng::seed_from_u64(seed ^ 0xfeed);
@@ -361,7 +373,7 @@ fn read_phase(
     let seq: Vec<u64> = (0..n).collect();
     let mut buf = vec![0u8; BLOCK];
     for (kind, order) in [("seq", &seq), ("rand", &shuffled)] {
-        let cold = r.drop_cache();
+        let cold = cold && r.drop_cache();
         for pass in [if cold { "cold" } else { "first" }, "warm"] {
             let start = Instant::now();
             for &b in order.iter() {
