@@ -670,6 +670,9 @@ impl FlexFile {
                     format!("extent at {off} runs past its segment's data"),
                 ));
             }
+            if self.data.is_free(addr / seg) {
+                return Err(Error::corruption("data", format!("extent at {off} maps a free segment")));
+            }
         }
         if deep {
             let mut buf = Vec::new();

@@ -146,6 +146,11 @@ impl Segments {
         self.cap
     }
 
+    /// Whether segment `s` is free (reusable).
+    pub fn is_free(&self, s: u64) -> bool {
+        self.states.get(s as usize).is_none_or(|st| *st == State::Free)
+    }
+
     /// Live bytes of segment `s`.
     pub fn valid(&self, s: u64) -> u64 {
         self.valid.get(s as usize).copied().unwrap_or(0)
