@@ -141,6 +141,10 @@ impl FlexFile {
     pub fn create(fs: Arc<dyn vfs::Fs>, dir: &Path, opts: Options) -> Result<FlexFile> {
         opts.validate()?;
         fs.create_dir_all(dir)?;
+        if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
+            // The directory entry itself must survive a crash once create returns.
+            fs.sync_dir(parent)?;
+        }
         let lock = fs.lock(&dir.join(LOCK_FILE))?;
         if fs.exists(&dir.join(TREE_FILE))? {
             return Err(Error::invalid(format!("{} already holds a FlexFile", dir.display())));

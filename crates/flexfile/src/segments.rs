@@ -107,8 +107,9 @@ impl Segments {
 
     /// Sets the live-byte counters from a scan of the tree (at open); segments without live bytes become free.
     pub fn set_valid(&mut self, valid: HashMap<u64, u64>) -> Result<()> {
-        let max = valid.keys().max().map_or(0, |m| m + 1);
-        self.grow_to(max);
+        if let Some(m) = valid.keys().max().filter(|m| **m >= self.count()) {
+            return Err(corrupt(format!("an extent maps segment {m}, past the end of the data file")));
+        }
         for s in 0..self.states.len() as u64 {
             let v = valid.get(&s).copied().unwrap_or(0);
             if v > self.cap {

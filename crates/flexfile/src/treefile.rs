@@ -304,6 +304,12 @@ impl TreeFile {
         let header = Self::read_header(file.as_ref())?;
         let ns = header.node_size as usize;
         let flen = file.len()?;
+        if (2 + header.slot_count as u64) * ns as u64 > flen {
+            return Err(corrupt(format!(
+                "header claims {} node slots, more than the file holds",
+                header.slot_count
+            )));
+        }
         let mut nodes: Vec<Node> = Vec::new();
         let mut used = vec![false; header.slot_count as usize];
         let mut buf = vec![0u8; ns];
