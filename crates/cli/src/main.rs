@@ -8,6 +8,7 @@ use clap::{Parser, Subcommand};
 
 mod bench_cmd;
 mod flexfile;
+mod trace_cmd;
 
 #[global_allocator]
 static ALLOC: bench::alloc::CountingAlloc = bench::alloc::CountingAlloc;
@@ -26,6 +27,8 @@ enum Command {
     Bench(bench_cmd::BenchArgs),
     /// Script (`exec`) or inspect a FlexFile.
     Flexfile(flexfile::FlexfileArgs),
+    /// Generate synthetic EBS block traces and measure traces (write lengths, consecutive writes, I/O compaction).
+    Trace(trace_cmd::TraceArgs),
 }
 
 fn main() -> ExitCode {
@@ -33,6 +36,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Bench(args) => bench_cmd::run(args),
         Command::Flexfile(args) => flexfile::run(args),
+        Command::Trace(args) => trace_cmd::run(args),
     };
     match result {
         Ok(code) => code,
