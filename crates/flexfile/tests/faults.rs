@@ -18,6 +18,7 @@ const DIR: &str = "/fault";
 #[test]
 fn random_faults_give_typed_errors_and_a_consistent_reopen() {
     let ops = [Op::Write, Op::Sync, Op::SetLen, Op::Read];
+    let (mut hit, mut trials) = (0, 0);
     for seed in common::seeds(&[201, 202, 203, 204, 205, 206]) {
         for (k, &op) in ops.iter().enumerate() {
             let kind = if seed % 2 == 0 { FaultKind::Eio } else { FaultKind::NoSpace };
@@ -59,9 +60,11 @@ fn random_faults_give_typed_errors_and_a_consistent_reopen() {
                     }
                 }
             }
+            trials += 1;
             if !failed {
                 continue;
             }
+            hit += 1;
             // Everything after a failure is refused until reopen.
             assert!(matches!(f.insert(0, b"x"), Err(Error::Poisoned)));
             drop(f);
@@ -76,6 +79,8 @@ fn random_faults_give_typed_errors_and_a_consistent_reopen() {
             );
         }
     }
+    eprintln!("{hit} of {trials} runs hit their fault");
+    assert!(hit * 2 > trials, "too few runs reached their fault ({hit} of {trials})");
 }
 
 #[test]
