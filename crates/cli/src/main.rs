@@ -8,6 +8,7 @@ use clap::{Parser, Subcommand};
 
 mod bench_cmd;
 mod flexfile;
+mod nbd;
 mod trace_cmd;
 
 #[global_allocator]
@@ -27,6 +28,8 @@ enum Command {
     Bench(bench_cmd::BenchArgs),
     /// Script (`exec`) or inspect a FlexFile.
     Flexfile(flexfile::FlexfileArgs),
+    /// Serve a block volume over NBD (`rangedb nbd serve --dir DIR ...`).
+    Nbd(nbd::NbdArgs),
     /// Generate synthetic EBS block traces and measure traces (write lengths, consecutive writes, I/O compaction).
     Trace(trace_cmd::TraceArgs),
 }
@@ -36,6 +39,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Bench(args) => bench_cmd::run(args),
         Command::Flexfile(args) => flexfile::run(args),
+        Command::Nbd(args) => nbd::run(args).map_err(Into::into),
         Command::Trace(args) => trace_cmd::run(args),
     };
     match result {

@@ -5,10 +5,11 @@ use crate::Experiment;
 mod flexfile;
 mod flextree;
 mod machine;
+mod nbd;
 
 /// All experiments, in the order `rangedb bench all` runs them.
 pub fn all() -> Vec<&'static dyn Experiment> {
-    vec![&machine::Machine, &flextree::FlexTreeBench, &flexfile::FlexFileBench]
+    vec![&machine::Machine, &nbd::Nbd, &flextree::FlexTreeBench, &flexfile::FlexFileBench]
 }
 
 /// The experiment called `name`.
