@@ -9,6 +9,7 @@ use clap::{Parser, Subcommand};
 mod bench_cmd;
 mod flexfile;
 mod nbd;
+mod rask;
 mod trace_cmd;
 
 #[global_allocator]
@@ -32,6 +33,8 @@ enum Command {
     Nbd(nbd::NbdArgs),
     /// Generate synthetic EBS block traces and measure traces (write lengths, consecutive writes, I/O compaction).
     Trace(trace_cmd::TraceArgs),
+    /// RASK, the range-as-a-key index: replay block traces through it.
+    Rask(rask::RaskArgs),
 }
 
 fn main() -> ExitCode {
@@ -41,6 +44,7 @@ fn main() -> ExitCode {
         Command::Flexfile(args) => flexfile::run(args),
         Command::Nbd(args) => nbd::run(args).map_err(Into::into),
         Command::Trace(args) => trace_cmd::run(args),
+        Command::Rask(args) => rask::run(args),
     };
     match result {
         Ok(code) => code,

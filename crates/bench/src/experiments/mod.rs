@@ -6,10 +6,11 @@ mod flexfile;
 mod flextree;
 mod machine;
 mod nbd;
+mod rask;
 
 /// All experiments, in the order `rangedb bench all` runs them.
 pub fn all() -> Vec<&'static dyn Experiment> {
-    vec![&machine::Machine, &nbd::Nbd, &flextree::FlexTreeBench, &flexfile::FlexFileBench]
+    vec![&machine::Machine, &nbd::Nbd, &rask::RaskBench, &flextree::FlexTreeBench, &flexfile::FlexFileBench]
 }
 
 /// The experiment called `name`.
