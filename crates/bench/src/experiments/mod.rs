@@ -2,13 +2,15 @@
 
 use crate::Experiment;
 
+mod flexfile;
+mod flextree;
 mod machine;
 mod nbd;
 mod rask;
 
 /// All experiments, in the order `rangedb bench all` runs them.
 pub fn all() -> Vec<&'static dyn Experiment> {
-    vec![&machine::Machine, &nbd::Nbd, &rask::RaskBench]
+    vec![&machine::Machine, &nbd::Nbd, &rask::RaskBench, &flextree::FlexTreeBench, &flexfile::FlexFileBench]
 }
 
 /// The experiment called `name`.
