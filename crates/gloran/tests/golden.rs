@@ -4,6 +4,8 @@
 //! sweep (R-tree buffer → DR-tree) and, where it is a two-area case, through the compaction path (two DR-tree
 //! levels merged pairwise), and the resulting level must equal the expected areas exactly.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::path::Path;
 use std::sync::Arc;
 
