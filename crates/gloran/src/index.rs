@@ -356,6 +356,9 @@ impl GlobalIndex {
         while level < self.levels.len() {
             let size = self.levels[level].as_ref().map_or(0, |l| l.tree.file_len());
             if size > self.opts.level_capacity(level) {
+                if level + 1 == self.levels.len() {
+                    self.levels.push(None); // The bottom level overflowed: the tree grows one level deeper.
+                }
                 self.compact_level(level)?;
             }
             level += 1;
@@ -363,11 +366,24 @@ impl GlobalIndex {
         Ok(())
     }
 
-    /// Merges level `level` into level `level + 1` (§4.2 compaction).
+    /// Merges level `level` into level `level + 1` (§4.2 compaction). The last level is rewritten in place
+    /// (applying the current snapshots and GC watermark) rather than pushed one level deeper.
     pub fn compact_level(&mut self, level: usize) -> Result<()> {
         let upper = self.level_iter(level)?;
         if upper.is_none() {
             return Ok(());
+        }
+        if level + 1 >= self.levels.len() {
+            let (number, tree) = self.write_level(|push| {
+                let mut m = Merge2::new(upper, None)?;
+                while let Some(a) = m.next()? {
+                    push(a)?;
+                }
+                Ok(())
+            })?;
+            self.replace_level(level, number, tree);
+            self.work.compactions += 1;
+            return self.check_invariants();
         }
         let lower = self.level_iter(level + 1)?;
         let (number, tree) = self.write_level(|push| {
