@@ -356,10 +356,12 @@ impl DrTree {
         }
         let mut buf = Vec::new();
         let (mut offset, mut len) = (f.root_offset, f.root_len);
+        let mut height = f.height;
         loop {
             self.read_node(offset, len, &mut buf)?;
             *nodes += 1;
             let v = NodeView::parse(&buf)?;
+            height = self.expect_height(&v, height)?;
             let Some(i) = v.last_le(key)? else { return Ok(None) };
             if v.is_leaf() {
                 let start = v.area(i)?.start;
@@ -386,6 +388,59 @@ impl DrTree {
         }
     }
 
+    /// Checks that a node read while descending sits at the height its parent implies (`levels_left` node levels
+    /// from here to the leaves, inclusive); returns the count for its children. Bounds every descent, so a pointer
+    /// cycle in a damaged file is corruption, not a hang.
+    fn expect_height(&self, v: &NodeView<'_>, levels_left: u32) -> Result<u32> {
+        if levels_left == 0 || u32::from(v.header.height) + 1 != levels_left {
+            return Err(
+                Error::corrupt("node height does not match its place in the tree").in_file(&self.path)
+            );
+        }
+        Ok(levels_left - 1)
+    }
+
+    /// Reads every inner node and checks that each child's recorded bounds match the child.
+    fn check_subtree(&self, offset: u64, len: u32, levels_left: u32, want: Option<&ChildRef>) -> Result<()> {
+        let mut buf = Vec::new();
+        self.read_node(offset, len, &mut buf)?;
+        let v = NodeView::parse(&buf)?;
+        let below = self.expect_height(&v, levels_left)?;
+        let bad = |m: &str| Err(Error::corrupt(m.to_string()).in_file(&self.path));
+        match crate::node::decode_node(&buf).map_err(|e| e.in_file(&self.path))? {
+            crate::node::Node::Leaf(areas) => {
+                if let (Some(w), Some(first), Some(last)) = (want, areas.first(), areas.last()) {
+                    let min = areas.iter().map(|a| a.min_seq).min().unwrap_or(0);
+                    let max = areas.iter().map(|a| a.max_seq).max().unwrap_or(0);
+                    let vis = areas.iter().map(|a| a.seq).min().unwrap_or(0);
+                    if w.first != first.start
+                        || w.end != last.end
+                        || (w.min_seq, w.max_seq, w.min_vis) != (min, max, vis)
+                    {
+                        return bad("leaf bounds differ from its parent's entry");
+                    }
+                }
+                if areas.is_empty() {
+                    return bad("empty leaf");
+                }
+            }
+            crate::node::Node::Inner(_, children) => {
+                if let (Some(w), Some(first)) = (want, children.first()) {
+                    if w.first != first.first {
+                        return bad("inner node bounds differ from its parent's entry");
+                    }
+                }
+                if children.is_empty() {
+                    return bad("empty inner node");
+                }
+                for c in &children {
+                    self.check_subtree(c.offset, c.len, below, Some(c))?;
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// The file offset of the leaf that holds the first area ending after `key` (or the leaf region's end).
     fn seek_leaf(&self, key: &[u8]) -> Result<u64> {
         let f = &self.footer;
@@ -394,9 +449,11 @@ impl DrTree {
         }
         let mut buf = Vec::new();
         let (mut offset, mut len) = (f.root_offset, f.root_len);
+        let mut height = f.height;
         loop {
             self.read_node(offset, len, &mut buf)?;
             let v = NodeView::parse(&buf)?;
+            height = self.expect_height(&v, height)?;
             if v.is_leaf() {
                 return Ok(offset);
             }
@@ -421,6 +478,9 @@ impl DrTree {
 
     /// Reads and validates every node and checks order and disjointness of all areas (`rangedb`'s check).
     pub fn check(self: &Arc<Self>) -> Result<u64> {
+        if self.footer.height > 0 {
+            self.check_subtree(self.footer.root_offset, self.footer.root_len, self.footer.height, None)?;
+        }
         let mut prev: Option<Area> = None;
         let mut n = 0u64;
         let mut it = self.iter()?;

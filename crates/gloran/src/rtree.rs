@@ -381,3 +381,56 @@ impl RTree {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use rand::rngs::SmallRng;
+    use rand::{Rng, SeedableRng};
+
+    use super::*;
+
+    #[test]
+    fn random_inserts_keep_the_tree_valid_and_queries_exact() {
+        let mut rng = SmallRng::seed_from_u64(5);
+        let mut t = RTree::new();
+        let mut all = Vec::new();
+        for i in 0..2000u64 {
+            let a: u32 = rng.random_range(0..10_000);
+            let len: u32 = rng.random_range(1..300);
+            // Long shared prefixes: the heuristics see equal projections, answers must stay exact.
+            let key = |x: u32| {
+                let mut k = b"tenant-7/".to_vec();
+                k.extend_from_slice(&x.to_be_bytes());
+                k
+            };
+            let min = if rng.random_bool(0.3) { rng.random_range(0..i + 1) } else { 0 };
+            let area = Area::record(&key(a), &key(a + len), min, i + 1);
+            t.insert(area.clone());
+            all.push(area);
+            if i % 97 == 0 {
+                t.check().unwrap();
+            }
+        }
+        t.check().unwrap();
+        assert!(t.height() >= 3, "2000 entries with fan-out 16 need at least three levels");
+        assert_eq!(t.len(), all.len());
+        for _ in 0..2000 {
+            let mut k = b"tenant-7/".to_vec();
+            k.extend_from_slice(&rng.random_range(0u32..10_400).to_be_bytes());
+            let e = rng.random_range(0..2001);
+            let s = rng.random_range(0..2100);
+            let want = all.iter().any(|a| a.covers(&k, e) && a.seq <= s);
+            let mut v = 0;
+            let got = t.covering(&k, e, s, &mut v);
+            assert_eq!(got.is_some(), want);
+            if let Some(d) = got {
+                assert!(d <= s && d > e);
+            }
+        }
+        let mut taken = t.take();
+        taken.sort_by(Area::order);
+        all.sort_by(Area::order);
+        assert_eq!(taken, all);
+        assert!(t.is_empty());
+    }
+}
