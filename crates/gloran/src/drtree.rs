@@ -425,10 +425,8 @@ impl DrTree {
                 }
             }
             crate::node::Node::Inner(_, children) => {
-                if let (Some(w), Some(first)) = (want, children.first()) {
-                    if w.first != first.first {
-                        return bad("inner node bounds differ from its parent's entry");
-                    }
+                if want.zip(children.first()).is_some_and(|(w, first)| w.first != first.first) {
+                    return bad("inner node bounds differ from its parent's entry");
                 }
                 if children.is_empty() {
                     return bad("empty inner node");
