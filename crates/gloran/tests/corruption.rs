@@ -11,7 +11,10 @@ use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use vfs::{Fs, MemFs, OpenMode};
 
-fn build() -> (Arc<MemFs>, Vec<gloran::LiveFile>, Vec<(Vec<u8>, u64, bool)>) {
+/// A probe `(key, seq)` and whether the undamaged index says it is covered.
+type Probe = (Vec<u8>, u64, bool);
+
+fn build() -> (Arc<MemFs>, Vec<gloran::LiveFile>, Vec<Probe>) {
     let fs = Arc::new(MemFs::new());
     let opts = IndexOptions { node_size: 128, ..IndexOptions::default() };
     let mut idx = GlobalIndex::open(fs.clone(), Path::new("/g"), opts, &[]).unwrap();
@@ -22,7 +25,7 @@ fn build() -> (Arc<MemFs>, Vec<gloran::LiveFile>, Vec<(Vec<u8>, u64, bool)>) {
         idx.insert(&a.to_be_bytes(), &(a + len).to_be_bytes(), 0, seq).unwrap();
     }
     idx.compact_all().unwrap();
-    let probes: Vec<(Vec<u8>, u64, bool)> = (0..200)
+    let probes: Vec<Probe> = (0..200)
         .map(|_| {
             let k = rng.random_range(0u16..1100).to_be_bytes().to_vec();
             let e = rng.random_range(0..60);
@@ -36,7 +39,7 @@ fn build() -> (Arc<MemFs>, Vec<gloran::LiveFile>, Vec<(Vec<u8>, u64, bool)>) {
 
 /// Opens the damaged index and runs everything that reads: each error must be corruption, and every answer
 /// that does come back must be right.
-fn exercise(fs: Arc<MemFs>, live: &[gloran::LiveFile], probes: &[(Vec<u8>, u64, bool)]) -> bool {
+fn exercise(fs: Arc<MemFs>, live: &[gloran::LiveFile], probes: &[Probe]) -> bool {
     let idx = match GlobalIndex::open(fs, Path::new("/g"), IndexOptions::default(), live) {
         Ok(i) => i,
         Err(e) => {
