@@ -302,6 +302,8 @@ pub struct DrTree {
     path: PathBuf,
     len: u64,
     footer: Footer,
+    /// The inner nodes (`[leaves_end, file_len - 68)`), checksums verified at open.
+    inner: Vec<u8>,
 }
 
 impl DrTree {
@@ -315,7 +317,41 @@ impl DrTree {
         let mut b = [0u8; FOOTER_LEN];
         file.read_exact_at(&mut b, len - FOOTER_LEN as u64)?;
         let footer = Footer::decode(&b, len).map_err(|e| e.in_file(path))?;
-        Ok(DrTree { file, path: path.to_path_buf(), len, footer })
+        // Inner nodes are contiguous between the leaves and the footer and about 1/fan-out of the file: keep them
+        // in memory (verified once here), so a lookup reads only its leaf from storage.
+        let body = len - FOOTER_LEN as u64;
+        let inner_len = usize::try_from(body - footer.leaves_end)
+            .map_err(|_| Error::corrupt("inner region too large").in_file(path))?;
+        let mut inner = vec![0u8; inner_len];
+        file.read_exact_at(&mut inner, footer.leaves_end)?;
+        let mut at = 0;
+        while at < inner.len() {
+            let h = Header::parse(&inner[at..]).map_err(|e| e.in_file(path))?;
+            let end = at + h.node_len();
+            let node =
+                inner.get(at..end).ok_or_else(|| Error::corrupt("inner node truncated").in_file(path))?;
+            let v = NodeView::parse(node).map_err(|e| e.in_file(path))?;
+            if v.is_leaf() {
+                return Err(Error::corrupt("leaf in the inner-node region").in_file(path));
+            }
+            at = end;
+        }
+        Ok(DrTree { file, path: path.to_path_buf(), len, footer, inner })
+    }
+
+    /// The bytes of the node at `offset`: borrowed from the inner-node cache, or read from the file into `buf`.
+    fn node<'b>(&'b self, offset: u64, len: u32, buf: &'b mut Vec<u8>) -> Result<NodeView<'b>> {
+        if offset >= self.footer.leaves_end {
+            let at = usize::try_from(offset - self.footer.leaves_end).unwrap_or(usize::MAX);
+            let b = at
+                .checked_add(len as usize)
+                .and_then(|end| self.inner.get(at..end))
+                .ok_or_else(|| Error::corrupt(format!("node pointer {offset}+{len} outside the file")))
+                .map_err(|e| e.in_file(&self.path))?;
+            return NodeView::parse_with(b, false).map_err(|e| e.in_file(&self.path));
+        }
+        self.read_node(offset, len, buf)?;
+        NodeView::parse_with(buf, false)
     }
 
     /// The footer.
@@ -358,9 +394,8 @@ impl DrTree {
         let (mut offset, mut len) = (f.root_offset, f.root_len);
         let mut height = f.height;
         loop {
-            self.read_node(offset, len, &mut buf)?;
+            let v = self.node(offset, len, &mut buf)?;
             *nodes += 1;
-            let v = NodeView::parse(&buf)?;
             height = self.expect_height(&v, height)?;
             let Some(i) = v.last_le(key)? else { return Ok(None) };
             if v.is_leaf() {
@@ -403,11 +438,13 @@ impl DrTree {
     /// Reads every inner node and checks that each child's recorded bounds match the child.
     fn check_subtree(&self, offset: u64, len: u32, levels_left: u32, want: Option<&ChildRef>) -> Result<()> {
         let mut buf = Vec::new();
-        self.read_node(offset, len, &mut buf)?;
-        let v = NodeView::parse(&buf)?;
-        let below = self.expect_height(&v, levels_left)?;
+        let (below, decoded) = {
+            let v = self.node(offset, len, &mut buf)?;
+            let below = self.expect_height(&v, levels_left)?;
+            (below, crate::node::decode_node_view(&v).map_err(|e| e.in_file(&self.path))?)
+        };
         let bad = |m: &str| Err(Error::corrupt(m.to_string()).in_file(&self.path));
-        match crate::node::decode_node(&buf).map_err(|e| e.in_file(&self.path))? {
+        match decoded {
             crate::node::Node::Leaf(areas) => {
                 if let (Some(w), Some(first), Some(last)) = (want, areas.first(), areas.last()) {
                     let min = areas.iter().map(|a| a.min_seq).min().unwrap_or(0);
@@ -449,8 +486,7 @@ impl DrTree {
         let (mut offset, mut len) = (f.root_offset, f.root_len);
         let mut height = f.height;
         loop {
-            self.read_node(offset, len, &mut buf)?;
-            let v = NodeView::parse(&buf)?;
+            let v = self.node(offset, len, &mut buf)?;
             height = self.expect_height(&v, height)?;
             if v.is_leaf() {
                 return Ok(offset);

@@ -232,6 +232,11 @@ impl AreaRef<'_> {
 impl<'a> NodeView<'a> {
     /// Checks length and checksum of a whole encoded node; the entries are checked as they are read.
     pub fn parse(b: &'a [u8]) -> Result<NodeView<'a>> {
+        Self::parse_with(b, true)
+    }
+
+    /// As [`NodeView::parse`]; `verify_crc = false` skips the checksum of a node verified when it was cached.
+    pub fn parse_with(b: &'a [u8], verify_crc: bool) -> Result<NodeView<'a>> {
         let header = Header::parse(b)?;
         if b.len() != header.node_len() {
             return Err(Error::corrupt(format!(
@@ -242,7 +247,7 @@ impl<'a> NodeView<'a> {
         }
         let body_end = HEADER_LEN + header.payload_len as usize;
         let stored = u32_at(b, body_end)?;
-        if crc32c::crc32c(&b[..body_end]) != stored {
+        if verify_crc && crc32c::crc32c(&b[..body_end]) != stored {
             return Err(Error::corrupt("node checksum mismatch"));
         }
         let off_end = HEADER_LEN + 4 * header.count as usize;
@@ -333,7 +338,11 @@ pub enum Node {
 
 /// Decodes and validates a whole node: checksum, lengths, every entry, key order and area sanity.
 pub fn decode_node(b: &[u8]) -> Result<Node> {
-    let v = NodeView::parse(b)?;
+    decode_node_view(&NodeView::parse(b)?)
+}
+
+/// Decodes and validates every entry of a parsed node.
+pub fn decode_node_view(v: &NodeView<'_>) -> Result<Node> {
     if v.is_leaf() {
         let mut out: Vec<Area> = Vec::with_capacity(v.len().min(4096));
         for i in 0..v.len() {
