@@ -75,12 +75,17 @@ impl EstimatorOptions {
         Ok(())
     }
 
-    /// The virtual-bit position of a projected key: linear scaling of `[universe_min, universe_max]`.
+    /// The virtual-bit position of a projected key: linear scaling of `[universe_min, universe_max]` onto
+    /// `virtual_bits` positions.
     #[inline]
-    fn scale(&self, x: u64) -> u64 {
+    fn scale(&self, x: u64, virtual_bits: u64) -> u64 {
         let x = x.clamp(self.universe_min, self.universe_max);
         let span = u128::from(self.universe_max - self.universe_min) + 1;
-        ((u128::from(x - self.universe_min) * u128::from(self.virtual_bits)) / span) as u64
+        ((u128::from(x - self.universe_min) * u128::from(virtual_bits)) / span) as u64
+    }
+
+    fn universe_span(&self) -> f64 {
+        (self.universe_max - self.universe_min) as f64 + 1.0
     }
 }
 
@@ -102,6 +107,10 @@ pub struct Rae {
     wide: Vec<(u64, u64)>,
     capacity: u64,
     records: u64,
+    /// This RAE's virtual bit array size (its linear scaling).
+    virtual_bits: u64,
+    /// Bloom positions set so far (ranges spread into the filter).
+    positions: u64,
     /// Smallest reported delete sequence of the records (readers at older snapshots skip the RAE).
     pub min_vis: u64,
     /// Largest exclusive upper sequence bound of the records (entries at or above are never covered by them).
@@ -109,12 +118,13 @@ pub struct Rae {
 }
 
 impl Rae {
-    fn new(capacity: u64, opts: &EstimatorOptions) -> Self {
+    /// An RAE of `capacity` records whose virtual array has `virtual_bits` positions and whose records are
+    /// expected to set `positions_per_record` Bloom positions each (k = ln 2 · bits per position).
+    fn new(capacity: u64, opts: &EstimatorOptions, virtual_bits: u64, positions_per_record: f64) -> Self {
         let bits = (capacity * u64::from(opts.bits_per_range)).max(64);
         let words = vec![0u64; bits.div_ceil(64) as usize];
-        // Records occupy about two positions on average (one, plus a boundary), so k = ln 2 · bits / positions.
-        let hashes =
-            ((f64::from(opts.bits_per_range) * std::f64::consts::LN_2 / 2.0).round() as u32).clamp(1, 16);
+        let per_position = f64::from(opts.bits_per_range) / positions_per_record.max(1.0);
+        let hashes = ((per_position * std::f64::consts::LN_2).round() as u32).clamp(1, 16);
         Rae {
             words,
             bits: bits.div_ceil(64) * 64,
@@ -122,6 +132,8 @@ impl Rae {
             wide: Vec::new(),
             capacity,
             records: 0,
+            virtual_bits,
+            positions: 0,
             min_vis: u64::MAX,
             max_seq: 0,
         }
@@ -146,11 +158,15 @@ impl Rae {
     }
 
     fn insert(&mut self, a: &Area, opts: &EstimatorOptions) {
-        let (p0, p1) = (opts.scale(key_prefix_u64(&a.start)), opts.scale(end_prefix_u64(&a.end)));
+        let (p0, p1) = (
+            opts.scale(key_prefix_u64(&a.start), self.virtual_bits),
+            opts.scale(end_prefix_u64(&a.end), self.virtual_bits),
+        );
         if p1 - p0 < opts.max_positions_per_range {
             for p in p0..=p1 {
                 self.set(p);
             }
+            self.positions += p1 - p0 + 1;
         } else {
             // Keep the side list a sorted union of disjoint intervals so a probe is one binary search.
             let i = self.wide.partition_point(|w| w.1.saturating_add(1) < p0);
@@ -169,7 +185,7 @@ impl Rae {
     }
 
     fn may_contain(&self, key: &[u8], opts: &EstimatorOptions) -> bool {
-        let p = opts.scale(key_prefix_u64(key));
+        let p = opts.scale(key_prefix_u64(key), self.virtual_bits);
         if self.get(p) {
             return true;
         }
@@ -189,6 +205,9 @@ pub struct Eve {
     opts: EstimatorOptions,
     /// Oldest first; the last is active.
     chain: Vec<Rae>,
+    /// Records seen and the sum of their projected widths (in universe units): the next RAE's scaling.
+    seen: u64,
+    width_sum: f64,
 }
 
 /// The answer of one estimator query.
@@ -203,8 +222,21 @@ pub struct Probe {
 impl Eve {
     /// An empty estimator with one active RAE.
     pub fn new(opts: EstimatorOptions) -> Self {
-        let first = Rae::new(opts.first_capacity, &opts);
-        Eve { opts, chain: vec![first] }
+        let first = Rae::new(opts.first_capacity, &opts, opts.virtual_bits, 2.0);
+        Eve { opts, chain: vec![first], seen: 0, width_sum: 0.0 }
+    }
+
+    /// The scaling of the next RAE. Each RAE fixes its own linear scaling when it is created: the first uses
+    /// `virtual_bits`; later ones size a position to the average projected width of the records seen so far, so
+    /// a typical record occupies about two positions (one, plus a boundary) and `k` is chosen for that. Queries
+    /// scale the key per RAE, so no RAE can give a false negative whatever its scaling.
+    fn next_scaling(&self) -> (u64, f64) {
+        if self.seen == 0 {
+            return (self.opts.virtual_bits, 2.0);
+        }
+        let width = (self.width_sum / self.seen as f64).max(1.0);
+        let bits = (self.opts.universe_span() / width).clamp(2.0, 1.8e19) as u64;
+        (bits.max(2), 2.0)
     }
 
     /// The options.
@@ -217,8 +249,13 @@ impl Eve {
         let full = self.chain.last().is_none_or(|r| r.records >= r.capacity);
         if full {
             let cap = self.chain.last().map_or(self.opts.first_capacity, |r| r.capacity.saturating_mul(2));
-            self.chain.push(Rae::new(cap.min(1 << 34), &self.opts));
+            let (vbits, per_record) = self.next_scaling();
+            self.chain.push(Rae::new(cap.min(1 << 34), &self.opts, vbits, per_record));
         }
+        let lo = key_prefix_u64(&a.start).clamp(self.opts.universe_min, self.opts.universe_max);
+        let hi = end_prefix_u64(&a.end).clamp(self.opts.universe_min, self.opts.universe_max);
+        self.seen += 1;
+        self.width_sum += (hi - lo) as f64;
         if let Some(r) = self.chain.last_mut() {
             r.insert(a, &self.opts);
         }

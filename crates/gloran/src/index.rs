@@ -147,7 +147,16 @@ impl GlobalIndex {
     /// `Corruption`.
     pub fn open(fs: Arc<dyn Fs>, dir: &Path, opts: IndexOptions, live: &[LiveFile]) -> Result<GlobalIndex> {
         opts.validate()?;
-        fs.create_dir_all(dir)?;
+        if !fs.exists(dir)? {
+            fs.create_dir_all(dir)?;
+            // Make the new directory (and any parents just created) durable in their parents, so files synced
+            // into it cannot vanish with it in a crash.
+            let mut p = dir;
+            while let Some(parent) = p.parent().filter(|q| !q.as_os_str().is_empty()) {
+                fs.sync_dir(parent)?;
+                p = parent;
+            }
+        }
         let mut levels: Vec<Option<Level>> = Vec::new();
         let mut next_number = 1;
         for f in live {
@@ -248,6 +257,11 @@ impl GlobalIndex {
         snapshots.sort_unstable();
         snapshots.dedup();
         self.snapshots = snapshots;
+    }
+
+    /// Records in the buffer, not yet in a DR-tree file.
+    pub fn buffered_records(&self) -> usize {
+        self.buffer.len()
     }
 
     /// Whether the buffer holds records not yet in a DR-tree file.

@@ -2,11 +2,12 @@
 
 use crate::Experiment;
 
+mod gloran_index;
 mod machine;
 
 /// All experiments, in the order `rangedb bench all` runs them.
 pub fn all() -> Vec<&'static dyn Experiment> {
-    vec![&machine::Machine]
+    vec![&machine::Machine, &gloran_index::GloranIndex]
 }
 
 /// The experiment called `name`.
