@@ -87,7 +87,13 @@ impl Plot {
         macro_rules! draw {
             ($chart:expr) => {{
                 let mut chart = $chart;
-                chart.configure_mesh().x_desc(&self.x_label).y_desc(&self.y_label).draw()?;
+                chart
+                    .configure_mesh()
+                    .x_desc(&self.x_label)
+                    .y_desc(&self.y_label)
+                    .x_label_formatter(&|v| axis_label(*v))
+                    .y_label_formatter(&|v| axis_label(*v))
+                    .draw()?;
                 for (i, s) in self.series.iter().enumerate() {
                     let color = Palette99::pick(i).to_rgba();
                     chart
@@ -113,5 +119,38 @@ impl Plot {
         }
         root.present()?;
         Ok(())
+    }
+}
+
+/// Axis tick text: at most four significant digits, engineering suffixes for large values.
+fn axis_label(v: f64) -> String {
+    let a = v.abs();
+    let (scaled, suffix) = if a >= 1e12 {
+        (v / 1e12, "T")
+    } else if a >= 1e9 {
+        (v / 1e9, "G")
+    } else if a >= 1e6 {
+        (v / 1e6, "M")
+    } else if a >= 1e4 {
+        (v / 1e3, "k")
+    } else {
+        (v, "")
+    };
+    let text = format!("{scaled:.4}");
+    let text =
+        if text.contains('.') { text.trim_end_matches('0').trim_end_matches('.').to_string() } else { text };
+    format!("{text}{suffix}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::axis_label;
+
+    #[test]
+    fn axis_labels_are_short() {
+        assert_eq!(axis_label(0.6000000000001), "0.6");
+        assert_eq!(axis_label(1_048_576.0), "1.0486M");
+        assert_eq!(axis_label(250.0), "250");
+        assert_eq!(axis_label(0.0), "0");
     }
 }
