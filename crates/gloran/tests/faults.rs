@@ -48,11 +48,11 @@ fn faults_are_io_errors_and_lose_nothing() {
                 errors += 1;
             }
             recs.push((a, b, seq));
-            if rng.random_bool(0.05) {
-                if let Err(e) = idx.compact_all() {
-                    check_io(e);
-                    errors += 1;
-                }
+            if rng.random_bool(0.05)
+                && let Err(e) = idx.compact_all()
+            {
+                check_io(e);
+                errors += 1;
             }
             // Lookups under faults: an answer, when one comes, is right.
             for _ in 0..5 {
