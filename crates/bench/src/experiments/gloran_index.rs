@@ -11,7 +11,7 @@
 //!   ranges of length 100), against a Bloom filter given the same bits that stores every key of every range
 //!   (`bloom-per-key`, the paper's naive solution).
 //!
-//! `--set records=N universe=N probes=N`.
+//! `--set records=N universe=N probes=N fpr_records=N fpr_queries=N fpr_density_pct=N`.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -100,7 +100,7 @@ fn records(rng: &mut SmallRng, n: usize, universe: u64, len: (u64, u64)) -> Vec<
 
 fn point_coverage(ctx: &Ctx, report: &mut Report) -> Result<()> {
     let n: usize = ctx.setting("records", ctx.scale(100_000, 1_000_000))?;
-    let universe: u64 = ctx.setting("universe", ctx.scale(100_000_000, 1_000_000_000))?;
+    let universe: u64 = ctx.setting("universe", ctx.scale(1_000_000_000, 10_000_000_000))?;
     let probes: u64 = ctx.setting("probes", ctx.scale(200_000, 1_000_000))?;
     let mut rng = SmallRng::seed_from_u64(ctx.seed);
     let recs = records(&mut rng, n, universe, (16, 1024));
@@ -302,8 +302,9 @@ impl Bloom {
 fn estimator_fpr(ctx: &Ctx, report: &mut Report) -> Result<()> {
     let n: usize = ctx.setting("fpr_records", ctx.scale(50_000, 1_000_000))?;
     let queries: usize = ctx.setting("fpr_queries", ctx.scale(50_000, 1_000_000))?;
-    // Ranges cover about 5 % of the universe, as sparse deletes over a large key space do.
-    let universe = n as u64 * 100 * 20;
+    // Ranges cover about 1 % of the universe (`--set fpr_density_pct=N`): deletes over a large key space.
+    let density: u64 = ctx.setting("fpr_density_pct", 1)?;
+    let universe = n as u64 * 100 * 100 / density.clamp(1, 100);
     let mut rng = SmallRng::seed_from_u64(ctx.seed ^ 0xF00D);
     let recs = records(&mut rng, n, universe, (100, 100));
     let frag = Fragments::new(&recs);
@@ -314,14 +315,15 @@ fn estimator_fpr(ctx: &Ctx, report: &mut Report) -> Result<()> {
     report.workload(
         "estimator-fpr",
         json!({"records": n, "range_len": 100, "universe_keys": universe, "negative_queries": queries,
-               "first_raes_capacity": n / 7, "virtual_bit_keys": 100}),
+               "first_raes_capacity": n.div_ceil(7), "density_pct": density, "virtual_bit_keys": 100}),
     );
     let mut ours = Vec::new();
     let mut naive = Vec::new();
     for bpr in [2u32, 4, 6, 8, 10, 12, 16] {
         let opts = EstimatorOptions {
             bits_per_range: bpr,
-            first_capacity: (n as u64 / 7).max(1),
+            // The paper's proportion (2 M first capacity for 14 M ranges): the chain ends exactly full.
+            first_capacity: (n as u64).div_ceil(7).max(1),
             universe_min: 0,
             universe_max: universe + 100,
             virtual_bits: (universe + 100) / 100,
