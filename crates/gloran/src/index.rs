@@ -227,7 +227,8 @@ impl GlobalIndex {
     }
 
     /// Records a range delete of `[start, end)` at sequence `seq`, for entries no older than `min_seq` (pass 0
-    /// when unknown). Flushes the buffer when it is full.
+    /// when unknown). Flushes the buffer when it is full and `auto_flush` is on; if that flush fails the record
+    /// stays in the buffer (the error is the flush's).
     /// REQUIRES: `seq` greater than every earlier record's (the engine's sequence order).
     pub fn insert(&mut self, start: &[u8], end: &[u8], min_seq: u64, seq: u64) -> Result<()> {
         if start >= end {
@@ -246,10 +247,15 @@ impl GlobalIndex {
             self.eve.insert(&area);
         }
         self.buffer.insert(area);
-        if self.buffer.bytes() >= self.opts.buffer_bytes {
+        if self.opts.auto_flush && self.needs_flush() {
             self.flush()?;
         }
         Ok(())
+    }
+
+    /// Whether the buffer has reached `buffer_bytes` (with `auto_flush` off, the caller's cue to `flush`).
+    pub fn needs_flush(&self) -> bool {
+        self.buffer.bytes() >= self.opts.buffer_bytes
     }
 
     /// The live snapshots (sorted or not) flushes and compactions must keep distinguishable.

@@ -15,6 +15,10 @@ pub struct IndexOptions {
     pub node_size: usize,
     /// Consult the entry validity estimator before the index on point lookups (default true, §4.3).
     pub use_estimator: bool,
+    /// `insert` flushes the buffer itself when it is full (default true). An engine that must record every
+    /// change of the live-file set in its MANIFEST turns this off and calls `flush` when `needs_flush` says so
+    /// (and at every memtable flush, before the WAL holding the buffered records is deleted).
+    pub auto_flush: bool,
     /// The estimator's shape.
     pub estimator: EstimatorOptions,
 }
@@ -26,6 +30,7 @@ impl Default for IndexOptions {
             size_ratio: 10,
             node_size: 4096,
             use_estimator: true,
+            auto_flush: true,
             estimator: EstimatorOptions::default(),
         }
     }

@@ -57,6 +57,7 @@ fn options(rng: &mut SmallRng) -> IndexOptions {
         size_ratio: rng.random_range(2..4),
         node_size: rng.random_range(64..400),
         use_estimator: rng.random_bool(0.8),
+        auto_flush: rng.random_bool(0.7),
         estimator: EstimatorOptions {
             bits_per_range: rng.random_range(1..12),
             first_capacity: rng.random_range(1..8),
@@ -93,6 +94,11 @@ fn run(seed: u64) {
                 seq += rng.random_range(1..4);
                 let min = if rng.random_bool(0.7) { 0 } else { rng.random_range(0..seq) };
                 idx.insert(&a, &b, min, seq).unwrap();
+                // Without auto-flush the engine flushes on the index's cue.
+                if idx.needs_flush() {
+                    assert!(!opts.auto_flush, "auto-flush leaves no full buffer behind");
+                    idx.flush().unwrap();
+                }
                 let r = Rec { start: a, end: b, min: min.max(watermark), seq };
                 recs.push(r.clone());
                 unflushed.push(r);
