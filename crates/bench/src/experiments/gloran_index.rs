@@ -380,3 +380,37 @@ fn estimator_fpr(ctx: &Ctx, report: &mut Report) -> Result<()> {
     );
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn runs_at_a_tiny_size_with_identical_answers() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut ctx = Ctx::for_tests(dir.path().to_path_buf());
+        for (k, v) in [
+            ("records", "3000"),
+            ("universe", "1000000"),
+            ("probes", "3000"),
+            ("fpr_records", "1400"),
+            ("fpr_queries", "2000"),
+        ] {
+            ctx.set.insert(k.into(), v.into());
+        }
+        let r = GloranIndex.run(&ctx).unwrap();
+        let systems: Vec<&str> = r.results.iter().map(|row| row.system.as_str()).collect();
+        for s in ["lsm-gloran-index", "lsm-gloran-index-noeve", "fragmented-tombstones", "lsm-gloran-eve"] {
+            assert!(systems.contains(&s), "{s} missing");
+        }
+        // The estimator never answers worse than "maybe" for everything, and beats the per-key Bloom filter.
+        let fpr = |sys: &str| {
+            r.results
+                .iter()
+                .find(|row| row.workload == "estimator-fpr-16bits" && row.system == sys)
+                .and_then(|row| row.metrics.get("fpr_ratio").copied())
+                .unwrap()
+        };
+        assert!(fpr("lsm-gloran-eve") < fpr("bloom-per-key"));
+    }
+}
