@@ -369,7 +369,11 @@ fn estimator_fpr(ctx: &Ctx, report: &mut Report) -> Result<()> {
         report.row(
             &w,
             "bloom-per-key",
-            [("fpr_ratio", fpr_naive), ("memory_bytes", (bloom.words.len() * 8) as f64)],
+            [
+                ("fpr_ratio", fpr_naive),
+                ("fpr_oldest_entry_ratio", fpr_naive),
+                ("memory_bytes", (bloom.words.len() * 8) as f64),
+            ],
         );
         naive.push((f64::from(bpr), fpr_naive));
     }
