@@ -13,9 +13,11 @@ use crate::error::{Error, Result};
 /// The next stack of areas with one key range, and the source they come from.
 #[derive(Debug)]
 struct Source {
-    /// `None`: the in-memory list (already positioned).
+    /// `None`: the in-memory list.
     iter: Option<AreaIter>,
-    list: std::vec::IntoIter<Area>,
+    list: std::sync::Arc<Vec<Area>>,
+    /// Next position in `list`.
+    at: usize,
     peeked: Option<Area>,
     /// The current stack: areas with identical `[start, end)`, bands in sequence order.
     stack: Vec<Area>,
@@ -29,7 +31,26 @@ impl Source {
         }
         match &mut self.iter {
             Some(it) => it.next_area(),
-            None => Ok(self.list.next()),
+            None => {
+                let a = self.list.get(self.at).cloned();
+                self.at += 1;
+                Ok(a)
+            }
+        }
+    }
+
+    fn seek(&mut self, key: &[u8]) -> Result<()> {
+        self.peeked = None;
+        self.stack.clear();
+        self.done = false;
+        match &mut self.iter {
+            Some(it) => it.seek(key),
+            None => {
+                // Disjoint and sorted: ends are sorted too, so the first area ending after `key` is found by
+                // binary search.
+                self.at = self.list.partition_point(|a| a.end.as_slice() <= key);
+                Ok(())
+            }
         }
     }
 
@@ -67,7 +88,8 @@ impl Cursor {
     pub(crate) fn new(buffered: Vec<Area>, levels: Vec<AreaIter>, snapshot: u64) -> Self {
         let mut sources = vec![Source {
             iter: None,
-            list: buffered.into_iter(),
+            list: std::sync::Arc::new(buffered),
+            at: 0,
             peeked: None,
             stack: Vec::new(),
             done: false,
@@ -75,7 +97,8 @@ impl Cursor {
         for it in levels {
             sources.push(Source {
                 iter: Some(it),
-                list: Vec::new().into_iter(),
+                list: std::sync::Arc::new(Vec::new()),
+                at: 0,
                 peeked: None,
                 stack: Vec::new(),
                 done: false,
@@ -104,6 +127,17 @@ impl Cursor {
             }
         }
         Ok(None)
+    }
+
+    /// Repositions the cursor so keys from `key` on (in ascending order again) can be asked: for an iterator's
+    /// `seek`, or to restart after the caller moved backwards. Keys before the cursor's original lower bound are
+    /// not covered by the buffered areas it took at creation.
+    pub fn seek(&mut self, key: &[u8]) -> Result<()> {
+        for s in &mut self.sources {
+            s.seek(key)?;
+        }
+        self.last_key = None;
+        Ok(())
     }
 
     /// Whether `(key, seq)` is deleted for the cursor's reader.

@@ -549,6 +549,15 @@ pub struct AreaIter {
 }
 
 impl AreaIter {
+    /// Repositions on the first area whose end key is after `from` (forward or backward).
+    pub fn seek(&mut self, from: &[u8]) -> Result<()> {
+        self.next = self.tree.seek_leaf(from)?;
+        self.buf.clear();
+        self.idx = 0;
+        self.from = from.to_vec();
+        Ok(())
+    }
+
     /// Leaves read so far.
     pub fn leaves_read(&self) -> u64 {
         self.leaves

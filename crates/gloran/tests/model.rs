@@ -178,7 +178,20 @@ fn run(seed: u64) {
             keys.sort();
             let lo = keys[0].clone();
             let mut cur = idx.cursor(&lo, None, s).unwrap();
-            for k in &keys {
+            for (i, k) in keys.iter().enumerate() {
+                // Now and then jump back (an iterator's seek): the cursor must answer from there on.
+                if i > 0 && rng.random_bool(0.1) {
+                    let j = rng.random_range(0..=i);
+                    cur.seek(&keys[j]).unwrap();
+                    for back in &keys[j..i] {
+                        let e = rng.random_range(watermark..=seq + 1);
+                        assert_eq!(
+                            cur.covered(back, e).unwrap(),
+                            model_covered(&recs, back, e, s),
+                            "after seek"
+                        );
+                    }
+                }
                 let e = rng.random_range(watermark..=seq + 1);
                 assert_eq!(
                     cur.covered(k, e).unwrap(),
