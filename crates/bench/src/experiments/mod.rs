@@ -4,10 +4,11 @@ use crate::Experiment;
 
 mod gloran_index;
 mod machine;
+mod nbd;
 
 /// All experiments, in the order `rangedb bench all` runs them.
 pub fn all() -> Vec<&'static dyn Experiment> {
-    vec![&machine::Machine, &gloran_index::GloranIndex]
+    vec![&machine::Machine, &nbd::Nbd, &gloran_index::GloranIndex]
 }
 
 /// The experiment called `name`.
