@@ -42,6 +42,10 @@ use crate::options::IndexOptions;
 use crate::rtree::RTree;
 use crate::stats::{Counters, Stats, add};
 
+/// Longest start or end key a range record may have. Keeps every DR-tree node (a stack of bands sharing one key
+/// range is never split) far below the decoder's node-size limit.
+pub const MAX_KEY_LEN: usize = 64 << 10;
+
 /// One DR-tree file the index relies on: what the engine's MANIFEST records.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct LiveFile {
@@ -233,6 +237,11 @@ impl GlobalIndex {
     pub fn insert(&mut self, start: &[u8], end: &[u8], min_seq: u64, seq: u64) -> Result<()> {
         if start >= end {
             return Err(Error::InvalidArgument("range delete needs start < end".into()));
+        }
+        if start.len().max(end.len()) > MAX_KEY_LEN {
+            return Err(Error::InvalidArgument(format!(
+                "range delete keys are limited to {MAX_KEY_LEN} bytes"
+            )));
         }
         if min_seq >= seq {
             return Err(Error::InvalidArgument("range delete needs min_seq < seq".into()));

@@ -140,3 +140,17 @@ fn gc_watermark_clips_and_drops() {
     let got = disjointize(vec![rec(0, 4, 3), rec(4, 8, 9)], &[], 5).unwrap();
     assert_eq!(got, vec![area(4, 8, 5, 9, 9)]);
 }
+
+#[test]
+fn bad_records_are_invalid_arguments() {
+    let fs = Arc::new(MemFs::new());
+    let mut idx = GlobalIndex::open(fs, Path::new("/g"), IndexOptions::default(), &[]).unwrap();
+    for (s, e, min, seq) in [(&b"b"[..], &b"a"[..], 0, 5), (b"a", b"a", 0, 5), (b"a", b"b", 5, 5)] {
+        assert!(matches!(idx.insert(s, e, min, seq), Err(gloran::Error::InvalidArgument(_))));
+    }
+    let long = vec![b'x'; gloran::MAX_KEY_LEN + 1];
+    assert!(matches!(idx.insert(b"a", &long, 0, 9), Err(gloran::Error::InvalidArgument(_))));
+    assert!(!idx.has_unflushed());
+    let bad = IndexOptions { size_ratio: 1, ..IndexOptions::default() };
+    assert!(GlobalIndex::open(Arc::new(MemFs::new()), Path::new("/g"), bad, &[]).is_err());
+}
