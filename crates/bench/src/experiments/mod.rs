@@ -4,13 +4,21 @@ use crate::Experiment;
 
 mod flexfile;
 mod flextree;
+mod gloran_index;
 mod machine;
 mod nbd;
 mod rask;
 
 /// All experiments, in the order `rangedb bench all` runs them.
 pub fn all() -> Vec<&'static dyn Experiment> {
-    vec![&machine::Machine, &nbd::Nbd, &rask::RaskBench, &flextree::FlexTreeBench, &flexfile::FlexFileBench]
+    vec![
+        &machine::Machine,
+        &rask::RaskBench,
+        &flextree::FlexTreeBench,
+        &flexfile::FlexFileBench,
+        &gloran_index::GloranIndex,
+        &nbd::Nbd,
+    ]
 }
 
 /// The experiment called `name`.

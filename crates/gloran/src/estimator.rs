@@ -1,0 +1,306 @@
+//! The entry validity estimator, EVE (§4.3): a chain of range-aware estimators (RAEs).
+//!
+//! An RAE answers "might a range record cover this key?" with no false negatives. A linear scaling maps the key
+//! universe (keys projected to their first 8 bytes, big-endian, see [`key_prefix_u64`]) onto a *virtual bit
+//! array* of `virtual_bits` positions; a record `[start, end)` occupies the positions from `scale(start)` to
+//! `scale(end)` inclusive, and those positions (not keys) are inserted into a Bloom filter. A lookup scales its key
+//! and probes one position. Because the projection and the scaling are monotone, every key of a record maps into
+//! the record's positions: no false negatives, by construction (and by property test).
+//!
+//! Records so wide that they would occupy more than `max_positions_per_range` positions are not spread into the
+//! Bloom filter; the RAE keeps them as exact position intervals in a small sorted side list instead (checked by
+//! binary search). A wide record covers a large share of the universe anyway, and hashing thousands of positions
+//! would make both inserts and the filter's false-positive rate worse. (Deviation: the paper does not say how long
+//! ranges are bounded.)
+//!
+//! The chain: records go into the *active* RAE; when it holds `capacity` records a new active RAE with twice the
+//! capacity (and Bloom bits) starts and the old one becomes static. Each RAE keeps the smallest and largest sequence
+//! numbers of its records. A query for entry `(key, seq)` at `snapshot` asks the newest RAE first and walks back,
+//! skipping an RAE whose records are all too old to cover the entry (`seq >= max_seq`) or too new for the reader
+//! (`min_vis > snapshot`), and stops at the first positive. All negative: the entry is valid, the index is not read.
+//!
+//! GC (§4.4) drops whole RAEs whose every record is below the garbage-collection watermark.
+
+use crate::area::{Area, end_prefix_u64, key_prefix_u64};
+
+/// Options of the estimator.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EstimatorOptions {
+    /// Bloom bits per range record (default 10, the paper's setting).
+    pub bits_per_range: u32,
+    /// Records the first RAE holds before a new one (of twice the capacity) takes over. The paper's default is
+    /// 0.8 M; ours is 64 Ki so a small database does not allocate a megabyte up front.
+    pub first_capacity: u64,
+    /// Positions of the virtual bit array (default 2^32).
+    pub virtual_bits: u64,
+    /// Smallest projected key of the universe (default 0). Keys below map to position 0.
+    pub universe_min: u64,
+    /// Largest projected key of the universe (default `u64::MAX`). Keys above map to the last position.
+    pub universe_max: u64,
+    /// Widest record (in positions) spread into the Bloom filter; wider ones go to the exact side list (default 32).
+    pub max_positions_per_range: u64,
+}
+
+impl Default for EstimatorOptions {
+    fn default() -> Self {
+        EstimatorOptions {
+            bits_per_range: 10,
+            first_capacity: 64 << 10,
+            virtual_bits: 1 << 32,
+            universe_min: 0,
+            universe_max: u64::MAX,
+            max_positions_per_range: 32,
+        }
+    }
+}
+
+impl EstimatorOptions {
+    /// Checks the options.
+    pub fn validate(&self) -> Result<(), String> {
+        if !(1..=64).contains(&self.bits_per_range) {
+            return Err("estimator bits_per_range must be 1..=64".into());
+        }
+        if self.first_capacity == 0 || self.first_capacity > 1 << 32 {
+            return Err("estimator first_capacity must be 1..=2^32".into());
+        }
+        if self.virtual_bits < 2 {
+            return Err("estimator virtual_bits must be at least 2".into());
+        }
+        if self.universe_min >= self.universe_max {
+            return Err("estimator universe_min must be below universe_max".into());
+        }
+        if self.max_positions_per_range == 0 {
+            return Err("estimator max_positions_per_range must be positive".into());
+        }
+        Ok(())
+    }
+
+    /// The virtual-bit position of a projected key: linear scaling of `[universe_min, universe_max]` onto
+    /// `virtual_bits` positions.
+    #[inline]
+    fn scale(&self, x: u64, virtual_bits: u64) -> u64 {
+        let x = x.clamp(self.universe_min, self.universe_max);
+        let span = u128::from(self.universe_max - self.universe_min) + 1;
+        ((u128::from(x - self.universe_min) * u128::from(virtual_bits)) / span) as u64
+    }
+
+    fn universe_span(&self) -> f64 {
+        (self.universe_max - self.universe_min) as f64 + 1.0
+    }
+}
+
+#[inline]
+fn mix(mut z: u64) -> u64 {
+    // SplitMix64 finalizer: positions are dense small integers and must spread over the filter.
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+/// One range-aware estimator.
+#[derive(Debug, Clone)]
+pub struct Rae {
+    words: Vec<u64>,
+    bits: u64,
+    hashes: u32,
+    /// Exact position intervals of wide records: a sorted union of disjoint intervals.
+    wide: Vec<(u64, u64)>,
+    capacity: u64,
+    records: u64,
+    /// This RAE's virtual bit array size (its linear scaling).
+    virtual_bits: u64,
+    /// Bloom positions set so far (ranges spread into the filter).
+    positions: u64,
+    /// Smallest reported delete sequence of the records (readers at older snapshots skip the RAE).
+    pub min_vis: u64,
+    /// Largest exclusive upper sequence bound of the records (entries at or above are never covered by them).
+    pub max_seq: u64,
+}
+
+impl Rae {
+    /// An RAE of `capacity` records whose virtual array has `virtual_bits` positions and whose records are
+    /// expected to set `positions_per_record` Bloom positions each (k = ln 2 · bits per position).
+    fn new(capacity: u64, opts: &EstimatorOptions, virtual_bits: u64, positions_per_record: f64) -> Self {
+        let bits = (capacity * u64::from(opts.bits_per_range)).max(64);
+        let words = vec![0u64; bits.div_ceil(64) as usize];
+        let per_position = f64::from(opts.bits_per_range) / positions_per_record.max(1.0);
+        let hashes = ((per_position * std::f64::consts::LN_2).round() as u32).clamp(1, 16);
+        Rae {
+            words,
+            bits: bits.div_ceil(64) * 64,
+            hashes,
+            wide: Vec::new(),
+            capacity,
+            records: 0,
+            virtual_bits,
+            positions: 0,
+            min_vis: u64::MAX,
+            max_seq: 0,
+        }
+    }
+
+    fn set(&mut self, pos: u64) {
+        let h = mix(pos);
+        let (h1, h2) = (h, (h >> 32) | 1);
+        for i in 0..u64::from(self.hashes) {
+            let b = h1.wrapping_add(i.wrapping_mul(h2)) % self.bits;
+            self.words[(b / 64) as usize] |= 1 << (b % 64);
+        }
+    }
+
+    fn get(&self, pos: u64) -> bool {
+        let h = mix(pos);
+        let (h1, h2) = (h, (h >> 32) | 1);
+        (0..u64::from(self.hashes)).all(|i| {
+            let b = h1.wrapping_add(i.wrapping_mul(h2)) % self.bits;
+            self.words[(b / 64) as usize] & (1 << (b % 64)) != 0
+        })
+    }
+
+    fn insert(&mut self, a: &Area, opts: &EstimatorOptions) {
+        let (p0, p1) = (
+            opts.scale(key_prefix_u64(&a.start), self.virtual_bits),
+            opts.scale(end_prefix_u64(&a.end), self.virtual_bits),
+        );
+        if p1 - p0 < opts.max_positions_per_range {
+            for p in p0..=p1 {
+                self.set(p);
+            }
+            self.positions += p1 - p0 + 1;
+        } else {
+            // Keep the side list a sorted union of disjoint intervals so a probe is one binary search.
+            let i = self.wide.partition_point(|w| w.1.saturating_add(1) < p0);
+            let mut j = i;
+            let (mut lo, mut hi) = (p0, p1);
+            while j < self.wide.len() && self.wide[j].0 <= hi.saturating_add(1) {
+                lo = lo.min(self.wide[j].0);
+                hi = hi.max(self.wide[j].1);
+                j += 1;
+            }
+            self.wide.splice(i..j, [(lo, hi)]);
+        }
+        self.records += 1;
+        self.min_vis = self.min_vis.min(a.seq);
+        self.max_seq = self.max_seq.max(a.max_seq);
+    }
+
+    fn may_contain(&self, key: &[u8], opts: &EstimatorOptions) -> bool {
+        let p = opts.scale(key_prefix_u64(key), self.virtual_bits);
+        if self.get(p) {
+            return true;
+        }
+        let i = self.wide.partition_point(|w| w.0 <= p);
+        i > 0 && self.wide[i - 1].1 >= p
+    }
+
+    /// Memory held by the RAE.
+    pub fn bytes(&self) -> usize {
+        self.words.len() * 8 + self.wide.len() * 16
+    }
+}
+
+/// The chained entry validity estimator.
+#[derive(Debug, Clone)]
+pub struct Eve {
+    opts: EstimatorOptions,
+    /// Oldest first; the last is active.
+    chain: Vec<Rae>,
+    /// Records seen and the sum of their projected widths (in universe units): the next RAE's scaling.
+    seen: u64,
+    width_sum: f64,
+}
+
+/// The answer of one estimator query.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Probe {
+    /// Whether some RAE said "maybe covered".
+    pub positive: bool,
+    /// RAEs consulted.
+    pub raes_checked: u32,
+}
+
+impl Eve {
+    /// An empty estimator with one active RAE.
+    pub fn new(opts: EstimatorOptions) -> Self {
+        let first = Rae::new(opts.first_capacity, &opts, opts.virtual_bits, 2.0);
+        Eve { opts, chain: vec![first], seen: 0, width_sum: 0.0 }
+    }
+
+    /// The scaling of the next RAE. Each RAE fixes its own linear scaling when it is created: the first uses
+    /// `virtual_bits`; later ones size a position to the average projected width of the records seen so far, so
+    /// a typical record occupies about two positions (one, plus a boundary) and `k` is chosen for that. Queries
+    /// scale the key per RAE, so no RAE can give a false negative whatever its scaling.
+    fn next_scaling(&self) -> (u64, f64) {
+        if self.seen == 0 {
+            return (self.opts.virtual_bits, 2.0);
+        }
+        let width = (self.width_sum / self.seen as f64).max(1.0);
+        let bits = (self.opts.universe_span() / width).clamp(2.0, 1.8e19) as u64;
+        (bits.max(2), 2.0)
+    }
+
+    /// The options.
+    pub fn options(&self) -> &EstimatorOptions {
+        &self.opts
+    }
+
+    /// Adds a range record (or a disjointized area when rebuilding at open).
+    pub fn insert(&mut self, a: &Area) {
+        let full = self.chain.last().is_none_or(|r| r.records >= r.capacity);
+        if full {
+            let cap = self.chain.last().map_or(self.opts.first_capacity, |r| r.capacity.saturating_mul(2));
+            let (vbits, per_record) = self.next_scaling();
+            self.chain.push(Rae::new(cap.min(1 << 34), &self.opts, vbits, per_record));
+        }
+        let lo = key_prefix_u64(&a.start).clamp(self.opts.universe_min, self.opts.universe_max);
+        let hi = end_prefix_u64(&a.end).clamp(self.opts.universe_min, self.opts.universe_max);
+        self.seen += 1;
+        self.width_sum += (hi - lo) as f64;
+        if let Some(r) = self.chain.last_mut() {
+            r.insert(a, &self.opts);
+        }
+    }
+
+    /// Whether `(key, seq)` may be covered by a record a reader at `snapshot` sees. `false` is certain.
+    pub fn probe(&self, key: &[u8], seq: u64, snapshot: u64) -> Probe {
+        let mut checked = 0;
+        for r in self.chain.iter().rev() {
+            if r.records == 0 || seq >= r.max_seq || r.min_vis > snapshot {
+                continue;
+            }
+            checked += 1;
+            if r.may_contain(key, &self.opts) {
+                return Probe { positive: true, raes_checked: checked };
+            }
+        }
+        Probe { positive: false, raes_checked: checked }
+    }
+
+    /// Drops RAEs whose records cannot cover any entry at or above `watermark`. Returns how many were dropped.
+    pub fn gc(&mut self, watermark: u64) -> usize {
+        let before = self.chain.len();
+        let last = self.chain.len().saturating_sub(1);
+        let mut i = 0;
+        self.chain.retain(|r| {
+            let keep = i == last || (r.records > 0 && r.max_seq > watermark);
+            i += 1;
+            keep
+        });
+        before - self.chain.len()
+    }
+
+    /// RAEs in the chain.
+    pub fn len(&self) -> usize {
+        self.chain.len()
+    }
+
+    /// Whether the chain has no RAE (never: there is always an active one).
+    pub fn is_empty(&self) -> bool {
+        self.chain.is_empty()
+    }
+
+    /// Memory held by all RAEs.
+    pub fn bytes(&self) -> usize {
+        self.chain.iter().map(Rae::bytes).sum()
+    }
+}

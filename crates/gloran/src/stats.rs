@@ -1,0 +1,84 @@
+//! Counters of the global index, readable through [`crate::GlobalIndex::stats`].
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Live counters (updated by `&self` lookups, so atomic).
+#[derive(Debug, Default)]
+pub(crate) struct Counters {
+    pub lookups: AtomicU64,
+    pub estimator_checks: AtomicU64,
+    pub estimator_positives: AtomicU64,
+    pub estimator_false_positives: AtomicU64,
+    pub index_probes: AtomicU64,
+    pub covered: AtomicU64,
+    pub nodes_read: AtomicU64,
+    pub buffer_nodes_visited: AtomicU64,
+}
+
+fn get(a: &AtomicU64) -> u64 {
+    a.load(Ordering::Relaxed)
+}
+
+/// A snapshot of the index's statistics.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Stats {
+    /// Point-lookup validity checks (`check_entry`).
+    pub lookups: u64,
+    /// Estimator queries made by lookups.
+    pub estimator_checks: u64,
+    /// Estimator answers "maybe covered".
+    pub estimator_positives: u64,
+    /// Positives the index then found uncovered.
+    pub estimator_false_positives: u64,
+    /// Searches of the LSM-DRtree (buffer and levels).
+    pub index_probes: u64,
+    /// Probes that found the entry covered.
+    pub covered: u64,
+    /// DR-tree nodes read by point probes (divide by `index_probes` for nodes per lookup).
+    pub nodes_read: u64,
+    /// R-tree buffer nodes visited by point probes.
+    pub buffer_nodes_visited: u64,
+    /// Range records inserted.
+    pub records_inserted: u64,
+    /// Buffer flushes.
+    pub flushes: u64,
+    /// Level compactions.
+    pub compactions: u64,
+    /// Bytes of DR-tree files written by flushes, compactions and GC.
+    pub bytes_written: u64,
+    /// GC runs.
+    pub gc_runs: u64,
+    /// Areas GC removed or clipped away (buffer and rewritten level).
+    pub gc_areas_dropped: u64,
+    /// Bytes GC rewrote.
+    pub gc_bytes_rewritten: u64,
+    /// Estimator RAEs GC dropped.
+    pub gc_estimators_dropped: u64,
+    /// Bytes of live DR-tree files.
+    pub index_file_bytes: u64,
+    /// Bytes held by the R-tree buffer.
+    pub buffer_bytes: u64,
+    /// Bytes held by the estimator.
+    pub estimator_bytes: u64,
+    /// RAEs in the estimator chain.
+    pub estimator_raes: u64,
+    /// Areas per disk level.
+    pub level_areas: Vec<u64>,
+}
+
+impl Counters {
+    pub(crate) fn fill(&self, s: &mut Stats) {
+        s.lookups = get(&self.lookups);
+        s.estimator_checks = get(&self.estimator_checks);
+        s.estimator_positives = get(&self.estimator_positives);
+        s.estimator_false_positives = get(&self.estimator_false_positives);
+        s.index_probes = get(&self.index_probes);
+        s.covered = get(&self.covered);
+        s.nodes_read = get(&self.nodes_read);
+        s.buffer_nodes_visited = get(&self.buffer_nodes_visited);
+    }
+}
+
+pub(crate) fn add(a: &AtomicU64, n: u64) {
+    a.fetch_add(n, Ordering::Relaxed);
+}
