@@ -181,8 +181,12 @@ impl Db {
                 "WAL named by the MANIFEST is missing (the MANIFEST may have lost an edit)",
             ));
         }
-        for &l in &logs {
-            vs.next_file = vs.next_file.max(l + 1);
+        // Files written after the last MANIFEST edit (a crash mid-flush) may carry numbers the MANIFEST never
+        // recorded: never reuse a number that exists on disk.
+        for n in &names {
+            if let Some(FileKind::Log(x) | FileKind::Table(x) | FileKind::Manifest(x)) = filename::parse(n) {
+                vs.next_file = vs.next_file.max(x + 1);
+            }
         }
         // Replay WALs in order into memtables, flushing to L0 whenever one fills.
         let topts = table_options(&opts);
