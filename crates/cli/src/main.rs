@@ -7,6 +7,8 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 mod bench_cmd;
+mod inspect;
+mod kv;
 
 #[global_allocator]
 static ALLOC: bench::alloc::CountingAlloc = bench::alloc::CountingAlloc;
@@ -23,12 +25,18 @@ struct Cli {
 enum Command {
     /// Run a benchmark experiment: ours against named peers in one run, with ratios.
     Bench(bench_cmd::BenchArgs),
+    /// Script a key-value engine from standard input (`kv exec --engine lsm`).
+    Kv(kv::KvArgs),
+    /// Dump, lay out, check or scan engine files (wal, sst, manifest, db).
+    Inspect(inspect::InspectArgs),
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Bench(args) => bench_cmd::run(args),
+        Command::Kv(args) => kv::run(args),
+        Command::Inspect(args) => inspect::run(args),
     };
     match result {
         Ok(code) => code,
