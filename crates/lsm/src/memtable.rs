@@ -1,34 +1,80 @@
 //! The memtable: recent writes in memory, ordered, readable while being written.
 //!
-//! The engine sees only this module's API (`add`, `add_range_delete`, `get`, `iter`, `tombstones`, `freeze`), so
-//! the ordered map inside can change without touching the engine. It maps each user key to its versions
-//! (trailer ascending, i.e. oldest first, since writes arrive in sequence order), which is exactly the shape of a
-//! byte-string-keyed ordered map: no internal-key escaping is needed and a seek by user key finds all versions.
-//!
-//! The map is `std::collections::BTreeMap` behind a `RwLock` until the BP-tree (`crates/bptree`) lands on main;
-//! swapping it in changes only `Map` below (see docs/lsm.md, "Memtable").
+//! The engine sees only this module's API (`add`, `add_range_delete`, `get`, `iter`, `tombstones`, `freeze`). The
+//! map is the BP-tree (`crates/bptree`): user key ([`ByteKey`]) -> its versions (trailer ascending, i.e. oldest
+//! first, since writes arrive in sequence order). That is exactly a byte-string-keyed ordered map: no
+//! internal-key escaping is needed and one lookup finds every version of a key. The active memtable is a
+//! [`BpTree`] behind a `RwLock` (one writer: the write-group leader; many readers); [`MemTable::freeze`] turns it
+//! into a [`FrozenBpTree`], fully sorted, which the flush and readers scan.
 //!
 //! Range tombstones live beside the map (the "separate memtable structure" of RocksDB): the raw list plus a
 //! fragmented copy rebuilt lazily after a new range delete, as RocksDB caches its fragmented memtable list.
 //!
-//! Iterators do not hold the lock: each step re-seeks from the last returned internal key under a short read lock,
-//! so writers never wait for a slow scan. A frozen (immutable) memtable takes no more writes.
+//! Iterators never hold the lock between calls: each refill takes a short read lock, copies the next
+//! [`ITER_BATCH`] keys' versions from a BP-tree range, and serves `next`/`prev` from that buffer. Buffered entries
+//! cannot go stale for the iterator's snapshot: anything inserted later has a larger sequence number.
 
-use std::collections::BTreeMap;
 use std::ops::Bound;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, RwLock};
+
+use bptree::{BpTree, ByteKey, FrozenBpTree, HeapSize};
 
 use crate::error::Result;
 use crate::ikey::{self, Kind};
 use crate::iter::InternalIter;
 use crate::tombstones::{Fragments, Tombstone};
 
-type Versions = Vec<(u64, Vec<u8>)>;
-type Map = BTreeMap<Vec<u8>, Versions>;
+/// User keys an iterator copies per refill.
+pub const ITER_BATCH: usize = 64;
 
-/// Per-entry bookkeeping overhead charged to the memtable size (node and vector headers).
+/// Per-entry bookkeeping overhead charged to the memtable size (slot, vector and allocation headers).
 const ENTRY_OVERHEAD: usize = 48;
+
+/// The versions of one user key: `(trailer, value)`, trailer ascending.
+#[derive(Debug, Default, Clone)]
+pub struct Versions(Vec<(u64, Box<[u8]>)>);
+
+impl HeapSize for Versions {
+    fn heap_size(&self) -> usize {
+        self.0.capacity() * std::mem::size_of::<(u64, Box<[u8]>)>()
+            + self.0.iter().map(|(_, v)| v.len()).sum::<usize>()
+    }
+}
+
+enum Map {
+    Active(BpTree<ByteKey, Versions>),
+    Frozen(FrozenBpTree<ByteKey, Versions>),
+}
+
+impl std::fmt::Debug for Map {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Map::Active(t) => write!(f, "Active({} keys)", t.len()),
+            Map::Frozen(t) => write!(f, "Frozen({} keys)", t.len()),
+        }
+    }
+}
+
+impl Map {
+    fn get(&self, k: &[u8]) -> Option<&Versions> {
+        match self {
+            Map::Active(t) => t.get(k),
+            Map::Frozen(t) => t.get(k),
+        }
+    }
+
+    fn range<'a>(
+        &'a self,
+        lo: Bound<&[u8]>,
+        hi: Bound<&[u8]>,
+    ) -> bptree::Range<'a, ByteKey, Versions, bptree::Bpa<ByteKey, Versions>> {
+        match self {
+            Map::Active(t) => t.range::<[u8], _>((lo, hi)),
+            Map::Frozen(t) => t.range::<[u8], _>((lo, hi)),
+        }
+    }
+}
 
 /// One memtable.
 #[derive(Debug)]
@@ -46,7 +92,7 @@ impl MemTable {
     /// An empty memtable whose writes are logged in WAL `log_number`.
     pub fn new(log_number: u64) -> Self {
         MemTable {
-            map: RwLock::new(Map::new()),
+            map: RwLock::new(Map::Active(BpTree::new())),
             tombs: RwLock::new((Vec::new(), Some(Arc::new(Fragments::default())))),
             size: AtomicUsize::new(0),
             entries: AtomicUsize::new(0),
@@ -57,13 +103,16 @@ impl MemTable {
 
     /// Adds a point entry. REQUIRES: not frozen; `seq` larger than any seq added before for `key`.
     pub fn add(&self, seq: u64, kind: Kind, key: &[u8], value: &[u8]) {
-        debug_assert!(!self.frozen.load(Ordering::Relaxed));
         let mut m = self.map.write().unwrap_or_else(|p| p.into_inner());
-        let t = ikey::pack(seq, kind);
-        match m.get_mut(key) {
-            Some(v) => v.push((t, value.to_vec())),
+        let Map::Active(t) = &mut *m else {
+            debug_assert!(false, "write to a frozen memtable");
+            return;
+        };
+        let v = (ikey::pack(seq, kind), Box::<[u8]>::from(value));
+        match t.get_mut(key) {
+            Some(vs) => vs.0.push(v),
             None => {
-                m.insert(key.to_vec(), vec![(t, value.to_vec())]);
+                t.insert(ByteKey::new(key), Versions(vec![v]));
             }
         }
         self.size.fetch_add(key.len() + value.len() + ENTRY_OVERHEAD, Ordering::Relaxed);
@@ -99,8 +148,8 @@ impl MemTable {
     pub fn get(&self, key: &[u8], snapshot: u64) -> Option<(u64, Kind, Vec<u8>)> {
         let m = self.map.read().unwrap_or_else(|p| p.into_inner());
         let v = m.get(key)?;
-        let (t, val) = v.iter().rev().find(|(t, _)| t >> 8 <= snapshot)?;
-        Some((t >> 8, Kind::from_u8((t & 0xff) as u8)?, val.clone()))
+        let (t, val) = v.0.iter().rev().find(|(t, _)| t >> 8 <= snapshot)?;
+        Some((t >> 8, Kind::from_u8((t & 0xff) as u8)?, val.to_vec()))
     }
 
     /// Approximate bytes used.
@@ -118,79 +167,110 @@ impl MemTable {
         self.entries.load(Ordering::Relaxed)
     }
 
-    /// Marks the memtable immutable.
+    /// Makes the memtable immutable: the BP-tree is frozen (sorted once) for the flush and for readers.
     pub fn freeze(&self) {
-        self.frozen.store(true, Ordering::Release);
+        if self.frozen.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let mut m = self.map.write().unwrap_or_else(|p| p.into_inner());
+        let old = std::mem::replace(&mut *m, Map::Active(BpTree::new()));
+        *m = match old {
+            Map::Active(t) => Map::Frozen(t.freeze()),
+            f => f,
+        };
     }
 
     /// A cursor over the point entries in internal-key order.
     pub fn iter(self: &Arc<Self>) -> MemIter {
-        MemIter { mem: self.clone(), key: Vec::new(), value: Vec::new(), valid: false }
+        MemIter { mem: self.clone(), buf: Vec::new(), pos: 0 }
     }
 }
 
-/// A cursor over a memtable that re-seeks under a short read lock at every step.
+/// A cursor over a memtable that copies a batch of entries per short read lock.
 #[derive(Debug)]
 pub struct MemIter {
     mem: Arc<MemTable>,
-    key: Vec<u8>,
-    value: Vec<u8>,
-    valid: bool,
+    /// Encoded internal keys and values, ascending; current = `buf[pos]`.
+    buf: Vec<(Vec<u8>, Box<[u8]>)>,
+    pos: usize,
+}
+
+fn ik(uk: &[u8], t: u64) -> Vec<u8> {
+    let mut k = Vec::with_capacity(uk.len() + 8);
+    k.extend_from_slice(uk);
+    k.extend_from_slice(&t.to_le_bytes());
+    k
 }
 
 impl MemIter {
-    fn set(&mut self, uk: &[u8], t: u64, v: &[u8]) {
-        self.key.clear();
-        self.key.extend_from_slice(uk);
-        self.key.extend_from_slice(&t.to_le_bytes());
-        self.value.clear();
-        self.value.extend_from_slice(v);
-        self.valid = true;
-    }
-
-    /// Positions at the first entry with internal key > (uk, t) when `after`, else >= (uk, t).
-    fn seek_from(&mut self, uk: &[u8], t: u64, after: bool) {
+    /// Fills with the entries at or after (`after` = strictly after) `(uk, t)`; `None` = from the start.
+    fn fill_forward(&mut self, from: Option<(&[u8], u64)>, after: bool) {
+        self.buf.clear();
+        self.pos = 0;
         let mem = self.mem.clone();
         let m = mem.map.read().unwrap_or_else(|p| p.into_inner());
-        if let Some(vs) = m.get(uk) {
-            // Versions are trailer-ascending; internal order is trailer-descending.
-            let found = vs.iter().rev().find(|(vt, _)| if after { *vt < t } else { *vt <= t });
-            if let Some((vt, v)) = found {
-                self.set(uk, *vt, v);
-                return;
+        let lo = match from {
+            Some((uk, _)) => Bound::Included(uk),
+            None => Bound::Unbounded,
+        };
+        for (n, (k, vs)) in m.range(lo, Bound::Unbounded).enumerate() {
+            if n >= ITER_BATCH {
+                break;
+            }
+            let kb = k.as_bytes();
+            for (vt, v) in vs.0.iter().rev() {
+                if let Some((uk, t)) = from
+                    && kb == uk
+                    && (if after { *vt >= t } else { *vt > t })
+                {
+                    continue;
+                }
+                self.buf.push((ik(kb, *vt), v.clone()));
             }
         }
-        match m.range::<[u8], _>((Bound::Excluded(uk), Bound::Unbounded)).next() {
-            Some((k, vs)) => match vs.last() {
-                Some((vt, v)) => self.set(k, *vt, v),
-                None => self.valid = false,
-            },
-            None => self.valid = false,
+    }
+
+    /// Fills with the entries strictly before `(uk, t)` (`None` = from the end); positions at the last.
+    fn fill_backward(&mut self, before: Option<(&[u8], u64)>) {
+        self.buf.clear();
+        let mem = self.mem.clone();
+        let m = mem.map.read().unwrap_or_else(|p| p.into_inner());
+        let hi = match before {
+            Some((uk, _)) => Bound::Included(uk),
+            None => Bound::Unbounded,
+        };
+        // Collected in descending internal order, reversed at the end.
+        for (n, (k, vs)) in m.range(Bound::Unbounded, hi).rev().enumerate() {
+            if n >= ITER_BATCH {
+                break;
+            }
+            let kb = k.as_bytes();
+            for (vt, v) in vs.0.iter() {
+                if let Some((uk, t)) = before
+                    && kb == uk
+                    && *vt <= t
+                {
+                    continue;
+                }
+                self.buf.push((ik(kb, *vt), v.clone()));
+            }
         }
+        self.buf.reverse();
+        self.pos = self.buf.len().saturating_sub(1);
     }
 }
 
 impl InternalIter for MemIter {
     fn valid(&self) -> bool {
-        self.valid
+        self.pos < self.buf.len()
     }
 
     fn seek_to_first(&mut self) {
-        let mem = self.mem.clone();
-        let m = mem.map.read().unwrap_or_else(|p| p.into_inner());
-        match m.iter().next().and_then(|(k, vs)| vs.last().map(|x| (k, x))) {
-            Some((k, (t, v))) => self.set(k, *t, v),
-            None => self.valid = false,
-        }
+        self.fill_forward(None, false);
     }
 
     fn seek_to_last(&mut self) {
-        let mem = self.mem.clone();
-        let m = mem.map.read().unwrap_or_else(|p| p.into_inner());
-        match m.iter().next_back().and_then(|(k, vs)| vs.first().map(|x| (k, x))) {
-            Some((k, (t, v))) => self.set(k, *t, v),
-            None => self.valid = false,
-        }
+        self.fill_backward(None);
     }
 
     fn seek(&mut self, target: &[u8]) {
@@ -198,40 +278,42 @@ impl InternalIter for MemIter {
             self.seek_to_first();
             return;
         }
-        self.seek_from(ikey::user_key(target), ikey::trailer(target), false);
+        self.fill_forward(Some((ikey::user_key(target), ikey::trailer(target))), false);
     }
 
     fn next(&mut self) {
-        let k = std::mem::take(&mut self.key);
-        self.seek_from(ikey::user_key(&k), ikey::trailer(&k), true);
+        self.pos += 1;
+        if self.pos >= self.buf.len()
+            && let Some((k, _)) = self.buf.last()
+        {
+            let k = k.clone();
+            self.fill_forward(Some((ikey::user_key(&k), ikey::trailer(&k))), true);
+        }
     }
 
     fn prev(&mut self) {
-        let k = std::mem::take(&mut self.key);
-        let (uk, t) = (ikey::user_key(&k), ikey::trailer(&k));
-        let mem = self.mem.clone();
-        let m = mem.map.read().unwrap_or_else(|p| p.into_inner());
-        if let Some(vs) = m.get(uk)
-            && let Some((vt, v)) = vs.iter().find(|(vt, _)| *vt > t)
-        {
-            self.set(uk, *vt, v);
+        if self.pos > 0 && self.pos < self.buf.len() {
+            self.pos -= 1;
             return;
         }
-        match m.range::<[u8], _>((Bound::Unbounded, Bound::Excluded(uk))).next_back() {
-            Some((k, vs)) => match vs.first() {
-                Some((vt, v)) => self.set(k, *vt, v),
-                None => self.valid = false,
-            },
-            None => self.valid = false,
+        match self.buf.get(self.pos).or(self.buf.first()) {
+            Some((k, _)) => {
+                let k = k.clone();
+                self.fill_backward(Some((ikey::user_key(&k), ikey::trailer(&k))));
+                if self.buf.is_empty() {
+                    self.pos = 0;
+                }
+            }
+            None => {}
         }
     }
 
     fn key(&self) -> &[u8] {
-        &self.key
+        &self.buf[self.pos].0
     }
 
     fn value(&self) -> &[u8] {
-        &self.value
+        &self.buf[self.pos].1
     }
 
     fn status(&self) -> Result<()> {
@@ -277,5 +359,50 @@ mod tests {
         assert_eq!(m.get(b"b", 2).map(|x| x.2), Some(b"b1".to_vec()));
         assert_eq!(m.get(b"b", 3).map(|x| x.1), Some(Kind::Delete));
         assert_eq!(m.get(b"a", 1), None);
+    }
+
+    #[test]
+    fn buffered_cursor_matches_sorted_reference_across_refills() {
+        use rand::{Rng, SeedableRng};
+        let m = Arc::new(MemTable::new(1));
+        let mut rng = rand::rngs::SmallRng::seed_from_u64(7);
+        let mut all = Vec::new();
+        for seq in 1..3000u64 {
+            let k = format!("k{:04}", rng.random_range(0..700)).into_bytes();
+            let kind = if seq % 5 == 0 { Kind::Delete } else { Kind::Value };
+            m.add(seq, kind, &k, &seq.to_le_bytes());
+            all.push(ikey::make(&k, seq, kind));
+        }
+        all.sort_by(|a, b| ikey::cmp(a, b));
+        for frozen in [false, true] {
+            if frozen {
+                m.freeze();
+            }
+            let mut it = m.iter();
+            it.seek_to_first();
+            let mut got = Vec::new();
+            while it.valid() {
+                got.push(it.key().to_vec());
+                it.next();
+            }
+            assert_eq!(got, all);
+            let mut pos = 1234usize;
+            it.seek(&all[pos]);
+            for _ in 0..5000 {
+                assert_eq!(it.key(), &all[pos][..]);
+                if rng.random_bool(0.5) && pos + 1 < all.len() {
+                    it.next();
+                    pos += 1;
+                } else if pos > 0 {
+                    it.prev();
+                    pos -= 1;
+                }
+            }
+            it.seek_to_last();
+            assert_eq!(it.key(), &all[all.len() - 1][..]);
+            it.seek_to_first();
+            it.prev();
+            assert!(!it.valid());
+        }
     }
 }
