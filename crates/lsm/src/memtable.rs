@@ -296,15 +296,12 @@ impl InternalIter for MemIter {
             self.pos -= 1;
             return;
         }
-        match self.buf.get(self.pos).or(self.buf.first()) {
-            Some((k, _)) => {
-                let k = k.clone();
-                self.fill_backward(Some((ikey::user_key(&k), ikey::trailer(&k))));
-                if self.buf.is_empty() {
-                    self.pos = 0;
-                }
+        if let Some((k, _)) = self.buf.get(self.pos).or(self.buf.first()) {
+            let k = k.clone();
+            self.fill_backward(Some((ikey::user_key(&k), ikey::trailer(&k))));
+            if self.buf.is_empty() {
+                self.pos = 0;
             }
-            None => {}
         }
     }
 
