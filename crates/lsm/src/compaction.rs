@@ -13,7 +13,7 @@ use crate::edit::{FileInfo, VersionEdit};
 use crate::error::{Error, Result};
 use crate::ikey::{self, Kind};
 use crate::iter::{InternalIter, MergingIter};
-use crate::options::Options;
+use crate::options::{CompactionPri, Options};
 use crate::table::{TableBuilder, TableOptions};
 use crate::table_cache::TableCache;
 use crate::tombstones::{Fragments, Tombstone};
@@ -121,7 +121,8 @@ impl Compaction {
     }
 }
 
-/// Picks the most urgent compaction, if any level's score is >= 1.
+/// Picks the most urgent compaction, if any level's score is >= 1. Within a level >= 1 the file is chosen by
+/// `opts.compaction_pri`.
 pub fn pick(v: &Arc<Version>, opts: &Options, pointers: &[Vec<u8>]) -> Option<Compaction> {
     let s = scores(v, opts);
     let (level, score) = s.iter().copied().enumerate().max_by(|a, b| a.1.total_cmp(&b.1))?;
@@ -132,12 +133,21 @@ pub fn pick(v: &Arc<Version>, opts: &Options, pointers: &[Vec<u8>]) -> Option<Co
         return Some(Compaction::new(v.clone(), 0, v.levels[0].clone()));
     }
     let files = &v.levels[level];
-    let ptr = &pointers[level];
-    let f = files
-        .iter()
-        .find(|f| ptr.is_empty() || ikey::cmp(&f.info.largest, ptr).is_gt())
-        .or_else(|| files.first())?
-        .clone();
+    let f = if opts.compaction_pri == CompactionPri::RoundRobin {
+        let ptr = &pointers[level];
+        files.iter().find(|f| ptr.is_empty() || ikey::cmp(&f.info.largest, ptr).is_gt()).or_else(|| files.first())?
+    } else {
+        // RocksDB's kMinOverlappingRatio: the file whose rewrite costs least per byte it moves down.
+        files.iter().min_by_key(|f| {
+            let overlap: u64 = v
+                .overlapping(level + 1, Some(f.smallest_user()), Some(f.largest_user()))
+                .iter()
+                .map(|o| o.info.size)
+                .sum();
+            overlap.saturating_mul(1024) / f.info.size.max(1)
+        })?
+    }
+    .clone();
     Some(Compaction::new(v.clone(), level, vec![f]))
 }
 

@@ -51,6 +51,6 @@ pub use db::{Db, FileEntry, Snapshot};
 pub use db_iter::DbIter;
 pub use error::{Error, Result};
 pub use format::Compression;
-pub use options::{Options, ReadOptions, WriteOptions};
+pub use options::{CompactionPri, Options, ReadOptions, WriteOptions};
 pub use rangedel::{LocalTombstones, RangeDeleteStrategy};
 pub use stats::{LevelStats, SpaceAmp, Stats};

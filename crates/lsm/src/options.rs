@@ -49,6 +49,8 @@ pub struct Options {
     pub max_manifest_file_size: u64,
     /// Largest group of concurrent writes committed with one WAL append (default 1 MiB, as LevelDB).
     pub max_write_group_bytes: usize,
+    /// Which file of a level compaction picks (default `MinOverlappingRatio`, RocksDB's default since 6.x).
+    pub compaction_pri: CompactionPri,
     /// Disable automatic compactions (manual `compact_range` still works; default false).
     pub disable_auto_compactions: bool,
     /// How range deletes are stored and consulted (default: RocksDB-style local tombstones).
@@ -69,6 +71,7 @@ impl std::fmt::Debug for Options {
             .field("block_size", &self.block_size)
             .field("bloom_bits_per_key", &self.bloom_bits_per_key)
             .field("compression", &self.compression)
+            .field("compaction_pri", &self.compaction_pri)
             .field("block_cache_size", &self.block_cache_size)
             .field("range_delete_strategy", &self.range_delete_strategy.name())
             .finish_non_exhaustive()
@@ -98,6 +101,7 @@ impl Default for Options {
             max_open_files: 1000,
             max_manifest_file_size: 1 << 30,
             max_write_group_bytes: 1 << 20,
+            compaction_pri: CompactionPri::MinOverlappingRatio,
             disable_auto_compactions: false,
             range_delete_strategy: Arc::new(LocalTombstones),
         }
@@ -142,6 +146,17 @@ impl Options {
         }
         Ok(())
     }
+}
+
+/// How compaction picks the input file of a level >= 1.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum CompactionPri {
+    /// The file with the smallest ratio of overlapping next-level bytes to its own size (least write
+    /// amplification for the bytes moved; RocksDB's `kMinOverlappingRatio`).
+    #[default]
+    MinOverlappingRatio,
+    /// The next file after the level's compact pointer (LevelDB; RocksDB's `kRoundRobin`).
+    RoundRobin,
 }
 
 /// Options of one write.

@@ -35,6 +35,11 @@ fn opts(rng: &mut SmallRng) -> Options {
         level0_file_num_compaction_trigger: rng.random_range(1..4),
         compression: if rng.random_bool(0.3) { lsm::Compression::Lz4 } else { lsm::Compression::None },
         block_cache_size: rng.random_range(0..65536),
+        compaction_pri: if rng.random_bool(0.5) {
+            lsm::CompactionPri::RoundRobin
+        } else {
+            lsm::CompactionPri::MinOverlappingRatio
+        },
         ..Options::default()
     }
 }
