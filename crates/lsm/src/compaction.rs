@@ -135,7 +135,10 @@ pub fn pick(v: &Arc<Version>, opts: &Options, pointers: &[Vec<u8>]) -> Option<Co
     let files = &v.levels[level];
     let f = if opts.compaction_pri == CompactionPri::RoundRobin {
         let ptr = &pointers[level];
-        files.iter().find(|f| ptr.is_empty() || ikey::cmp(&f.info.largest, ptr).is_gt()).or_else(|| files.first())?
+        files
+            .iter()
+            .find(|f| ptr.is_empty() || ikey::cmp(&f.info.largest, ptr).is_gt())
+            .or_else(|| files.first())?
     } else {
         // RocksDB's kMinOverlappingRatio: the file whose rewrite costs least per byte it moves down.
         files.iter().min_by_key(|f| {

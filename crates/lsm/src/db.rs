@@ -1109,8 +1109,7 @@ impl Inner {
             }
             children.push(Box::new(crate::version::LevelIter::new(files, self.table_cache.clone())));
         }
-        let refs: Vec<&Fragments> = frags.iter().map(|f| &**f).collect();
-        let tombstones = self.opts.range_delete_strategy.iterator_tombstones(&refs, snapshot);
+        let tombstones = self.opts.range_delete_strategy.iterator_tombstones(frags, snapshot);
         Ok(DbIter::new(
             MergingIter::new(children),
             snapshot,

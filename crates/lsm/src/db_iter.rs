@@ -18,7 +18,7 @@ use crate::version::Version;
 pub struct DbIter {
     iter: MergingIter,
     snapshot: u64,
-    tombstones: Fragments,
+    tombstones: Vec<Arc<Fragments>>,
     lower: Option<Vec<u8>>,
     upper: Option<Vec<u8>>,
     forward: bool,
@@ -39,7 +39,7 @@ impl DbIter {
     pub(crate) fn new(
         iter: MergingIter,
         snapshot: u64,
-        tombstones: Fragments,
+        tombstones: Vec<Arc<Fragments>>,
         lower: Option<Vec<u8>>,
         upper: Option<Vec<u8>>,
         version: Arc<Version>,
@@ -57,6 +57,10 @@ impl DbIter {
             err: None,
             _version: version,
         }
+    }
+
+    fn covered(&self, uk: &[u8], seq: u64) -> bool {
+        self.tombstones.iter().any(|f| f.covers(uk, seq, self.snapshot))
     }
 
     /// Whether positioned at a key.
@@ -118,7 +122,7 @@ impl DbIter {
                     Kind::Value => {
                         if skipping && uk.as_slice() <= self.saved_key.as_slice() {
                             // Hidden by a newer entry of the same key.
-                        } else if self.tombstones.covers(&uk, seq, self.snapshot) {
+                        } else if self.covered(&uk, seq) {
                             self.saved_key = uk;
                             skipping = true;
                         } else {
@@ -147,11 +151,8 @@ impl DbIter {
                 if self.lower.as_ref().is_some_and(|l| uk.as_slice() < l.as_slice()) {
                     break;
                 }
-                value_kind = if kind == Kind::Value && !self.tombstones.covers(&uk, seq, self.snapshot) {
-                    Kind::Value
-                } else {
-                    Kind::Delete
-                };
+                value_kind =
+                    if kind == Kind::Value && !self.covered(&uk, seq) { Kind::Value } else { Kind::Delete };
                 if value_kind == Kind::Delete {
                     self.saved_key.clear();
                     self.saved_value.clear();

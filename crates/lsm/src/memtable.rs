@@ -7,8 +7,8 @@
 //! [`BpTree`] behind a `RwLock` (one writer: the write-group leader; many readers); [`MemTable::freeze`] turns it
 //! into a [`FrozenBpTree`], fully sorted, which the flush and readers scan.
 //!
-//! Range tombstones live beside the map (the "separate memtable structure" of RocksDB): the raw list plus a
-//! fragmented copy rebuilt lazily after a new range delete, as RocksDB caches its fragmented memtable list.
+//! Range tombstones live beside the map (the "separate memtable structure" of RocksDB): the raw list plus the
+//! fragmented list, updated in place by each range delete (`Fragments::insert`) so lookups never refragment.
 //!
 //! Iterators never hold the lock between calls: each refill takes a short read lock, copies the next
 //! [`ITER_BATCH`] keys' versions from a BP-tree range, and serves `next`/`prev` from that buffer. Buffered entries
@@ -80,7 +80,9 @@ impl Map {
 #[derive(Debug)]
 pub struct MemTable {
     map: RwLock<Map>,
-    tombs: RwLock<(Vec<Tombstone>, Option<Arc<Fragments>>)>,
+    /// Raw tombstones (for counting) and the fragmented list, kept current incrementally (copy-on-write when an
+    /// iterator still holds the previous list).
+    tombs: RwLock<(Vec<Tombstone>, Arc<Fragments>)>,
     size: AtomicUsize,
     entries: AtomicUsize,
     frozen: AtomicBool,
@@ -93,7 +95,7 @@ impl MemTable {
     pub fn new(log_number: u64) -> Self {
         MemTable {
             map: RwLock::new(Map::Active(BpTree::new())),
-            tombs: RwLock::new((Vec::new(), Some(Arc::new(Fragments::default())))),
+            tombs: RwLock::new((Vec::new(), Arc::new(Fragments::default()))),
             size: AtomicUsize::new(0),
             entries: AtomicUsize::new(0),
             frozen: AtomicBool::new(false),
@@ -123,20 +125,13 @@ impl MemTable {
     pub fn add_range_delete(&self, seq: u64, start: &[u8], end: &[u8]) {
         let mut t = self.tombs.write().unwrap_or_else(|p| p.into_inner());
         t.0.push(Tombstone { start: start.to_vec(), end: end.to_vec(), seq });
-        t.1 = None;
+        Arc::make_mut(&mut t.1).insert(start, end, seq);
         self.size.fetch_add(start.len() + end.len() + ENTRY_OVERHEAD, Ordering::Relaxed);
     }
 
-    /// The fragmented range tombstones (cached until the next range delete).
+    /// The fragmented range tombstones.
     pub fn tombstones(&self) -> Arc<Fragments> {
-        if let Some(f) = &self.tombs.read().unwrap_or_else(|p| p.into_inner()).1 {
-            return f.clone();
-        }
-        let mut t = self.tombs.write().unwrap_or_else(|p| p.into_inner());
-        if t.1.is_none() {
-            t.1 = Some(Arc::new(Fragments::new(&t.0)));
-        }
-        t.1.clone().unwrap_or_default()
+        self.tombs.read().unwrap_or_else(|p| p.into_inner()).1.clone()
     }
 
     /// Number of raw range tombstones.

@@ -15,10 +15,11 @@
 //! The local strategy ("LRR" in the GLORAN paper, §3) costs a probe of every source's tombstone block on every
 //! lookup; GLORAN replaces it by one global index probe.
 
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::memtable::MemTable;
-use crate::tombstones::{Fragments, Tombstone};
+use crate::tombstones::Fragments;
 
 /// Counters a strategy updates during reads.
 #[derive(Debug, Default)]
@@ -49,11 +50,11 @@ pub trait RangeDeleteStrategy: Send + Sync {
         0
     }
 
-    /// Tombstones an iterator at `snapshot` over `[lo, hi)` must apply, given the sources' local tombstones.
-    fn iterator_tombstones(&self, local: &[&Fragments], snapshot: u64) -> Fragments {
-        let ts: Vec<Tombstone> =
-            local.iter().flat_map(|f| f.to_tombstones()).filter(|t| t.seq <= snapshot).collect();
-        Fragments::new(&ts)
+    /// The tombstone lists an iterator at `snapshot` must apply, given the sources' local lists (each list answers
+    /// `covers(key, seq, snapshot)` itself, so nothing is refragmented per iterator).
+    fn iterator_tombstones(&self, local: Vec<Arc<Fragments>>, snapshot: u64) -> Vec<Arc<Fragments>> {
+        let _ = snapshot;
+        local.into_iter().filter(|f| !f.is_empty()).collect()
     }
 
     /// Whether flush and compaction write tombstones into output tables (and carry them to the bottom level).
