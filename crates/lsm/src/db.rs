@@ -144,7 +144,23 @@ impl Db {
     pub fn open(fs: Arc<dyn vfs::Fs>, dir: impl AsRef<Path>, opts: Options) -> Result<Db> {
         opts.validate()?;
         let dir = dir.as_ref().to_path_buf();
+        // Create missing directories and make their entries durable: a new directory whose parent was never synced
+        // may vanish, with everything in it, at a power loss.
+        let mut created = Vec::new();
+        let mut d = Some(dir.as_path());
+        while let Some(p) = d {
+            if p.as_os_str().is_empty() || fs.exists(p)? {
+                break;
+            }
+            created.push(p.to_path_buf());
+            d = p.parent();
+        }
         fs.create_dir_all(&dir)?;
+        for c in created.iter().rev() {
+            if let Some(parent) = c.parent().filter(|p| !p.as_os_str().is_empty()) {
+                fs.sync_dir(parent)?;
+            }
+        }
         let lock_file = fs.lock(&dir.join("LOCK")).map_err(|e| {
             if e.kind() == std::io::ErrorKind::WouldBlock {
                 Error::InvalidArgument(format!("database {} is in use", dir.display()))
