@@ -371,8 +371,12 @@ impl Db {
 
     /// A snapshot of the current state.
     pub fn snapshot(&self) -> Snapshot {
+        // Read and register under the state lock, so a compaction computing the oldest snapshot either sees this
+        // one or used a sequence no larger than it.
+        let mut s = lock(&self.inner.state);
         let seq = self.inner.last_seq.load(Ordering::Acquire);
-        *lock(&self.inner.state).snapshots.entry(seq).or_default() += 1;
+        *s.snapshots.entry(seq).or_default() += 1;
+        drop(s);
         Snapshot { seq, inner: Arc::downgrade(&self.inner) }
     }
 
@@ -1024,10 +1028,12 @@ impl Inner {
 
     fn get(&self, opts: &ReadOptions, key: &[u8]) -> Result<Option<Vec<u8>>> {
         self.counters.gets.fetch_add(1, Ordering::Relaxed);
-        let snapshot = opts.snapshot.unwrap_or_else(|| self.last_seq.load(Ordering::Acquire));
-        let (mem, imm, v) = {
+        // The implicit snapshot is read with the sources under the state lock: every compaction installed in the
+        // captured version used an oldest-snapshot no larger than it, and no memtable switch splits the pair.
+        let (mem, imm, v, snapshot) = {
             let s = lock(&self.state);
-            (s.mem.clone(), s.imm.clone(), s.current.clone())
+            let snap = opts.snapshot.unwrap_or_else(|| self.last_seq.load(Ordering::Acquire));
+            (s.mem.clone(), s.imm.clone(), s.current.clone(), snap)
         };
         let strategy = &*self.opts.range_delete_strategy;
         let local = strategy.keeps_local_tombstones();
@@ -1093,10 +1099,12 @@ impl Inner {
     }
 
     fn iter(&self, opts: &ReadOptions) -> Result<DbIter> {
-        let snapshot = opts.snapshot.unwrap_or_else(|| self.last_seq.load(Ordering::Acquire));
-        let (mem, imm, v) = {
+        // The implicit snapshot is read with the sources under the state lock: every compaction installed in the
+        // captured version used an oldest-snapshot no larger than it, and no memtable switch splits the pair.
+        let (mem, imm, v, snapshot) = {
             let s = lock(&self.state);
-            (s.mem.clone(), s.imm.clone(), s.current.clone())
+            let snap = opts.snapshot.unwrap_or_else(|| self.last_seq.load(Ordering::Acquire));
+            (s.mem.clone(), s.imm.clone(), s.current.clone(), snap)
         };
         let lo = opts.lower_bound.as_deref();
         let hi = opts.upper_bound.as_deref();

@@ -510,6 +510,9 @@ impl VersionSet {
         let r = (|| -> Result<()> {
             w.add_record(&snap.encode())?;
             w.sync()?;
+            // The new MANIFEST's directory entry must be durable before CURRENT can name it: the rename of
+            // CURRENT does not depend on the MANIFEST's creation, so a crash could keep one without the other.
+            self.fs.sync_dir(&self.dir)?;
             vfs::write_atomic(&*self.fs, &self.dir.join("CURRENT"), format!("{name}\n").as_bytes())?;
             Ok(())
         })();
