@@ -9,6 +9,9 @@ use clap::{Parser, Subcommand};
 mod bench_cmd;
 mod inspect;
 mod kv;
+mod nbd;
+mod rask;
+mod trace_cmd;
 
 #[global_allocator]
 static ALLOC: bench::alloc::CountingAlloc = bench::alloc::CountingAlloc;
@@ -29,6 +32,12 @@ enum Command {
     Kv(kv::KvArgs),
     /// Dump, lay out, check or scan engine files (wal, sst, manifest, db).
     Inspect(inspect::InspectArgs),
+    /// Serve a block volume over NBD (`rangedb nbd serve --dir DIR ...`).
+    Nbd(nbd::NbdArgs),
+    /// Generate synthetic EBS block traces and measure traces (write lengths, consecutive writes, I/O compaction).
+    Trace(trace_cmd::TraceArgs),
+    /// RASK, the range-as-a-key index: replay block traces through it.
+    Rask(rask::RaskArgs),
 }
 
 fn main() -> ExitCode {
@@ -37,6 +46,9 @@ fn main() -> ExitCode {
         Command::Bench(args) => bench_cmd::run(args),
         Command::Kv(args) => kv::run(args),
         Command::Inspect(args) => inspect::run(args),
+        Command::Nbd(args) => nbd::run(args).map_err(Into::into),
+        Command::Trace(args) => trace_cmd::run(args),
+        Command::Rask(args) => rask::run(args),
     };
     match result {
         Ok(code) => code,

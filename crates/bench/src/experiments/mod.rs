@@ -4,10 +4,12 @@ use crate::Experiment;
 
 mod lsm;
 mod machine;
+mod nbd;
+mod rask;
 
 /// All experiments, in the order `rangedb bench all` runs them.
 pub fn all() -> Vec<&'static dyn Experiment> {
-    vec![&machine::Machine, &lsm::Lsm]
+    vec![&machine::Machine, &nbd::Nbd, &rask::RaskBench, &lsm::Lsm]
 }
 
 /// The experiment called `name`.
