@@ -8,6 +8,8 @@ use clap::{Parser, Subcommand};
 
 mod bench_cmd;
 mod flexfile;
+mod inspect;
+mod kv;
 mod nbd;
 mod rask;
 mod trace_cmd;
@@ -29,6 +31,10 @@ enum Command {
     Bench(bench_cmd::BenchArgs),
     /// Script (`exec`) or inspect a FlexFile.
     Flexfile(flexfile::FlexfileArgs),
+    /// Script a key-value engine from standard input (`kv exec --engine lsm`).
+    Kv(kv::KvArgs),
+    /// Dump, lay out, check or scan engine files (wal, sst, manifest, db).
+    Inspect(inspect::InspectArgs),
     /// Serve a block volume over NBD (`rangedb nbd serve --dir DIR ...`).
     Nbd(nbd::NbdArgs),
     /// Generate synthetic EBS block traces and measure traces (write lengths, consecutive writes, I/O compaction).
@@ -42,6 +48,8 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Bench(args) => bench_cmd::run(args),
         Command::Flexfile(args) => flexfile::run(args),
+        Command::Kv(args) => kv::run(args),
+        Command::Inspect(args) => inspect::run(args),
         Command::Nbd(args) => nbd::run(args).map_err(Into::into),
         Command::Trace(args) => trace_cmd::run(args),
         Command::Rask(args) => rask::run(args),

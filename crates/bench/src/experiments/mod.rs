@@ -5,6 +5,7 @@ use crate::Experiment;
 mod flexfile;
 mod flextree;
 mod gloran_index;
+mod lsm;
 mod machine;
 mod nbd;
 mod rask;
@@ -16,6 +17,7 @@ pub fn all() -> Vec<&'static dyn Experiment> {
         &rask::RaskBench,
         &flextree::FlexTreeBench,
         &flexfile::FlexFileBench,
+        &lsm::Lsm,
         &gloran_index::GloranIndex,
         &nbd::Nbd,
     ]

@@ -1,0 +1,430 @@
+//! `rangedb bench lsm`: the leveled LSM engine (`lsm-local`) against RocksDB (Debian's 7.8) in one run, with equal
+//! memtable size and count, L0 triggers, level targets, file size, block size, block cache, Bloom bits,
+//! compression (none) and sync (off). Both configurations are printed as notes.
+//!
+//! Workloads (db_bench names, 16-byte keys, 100-byte values): fillseq, fillrandom, overwrite, readrandom, readseq,
+//! seekrandom with 10 and 100 nexts, readwhilewriting (reader throughput while one writer overwrites), deleterandom;
+//! then the GLORAN paper's lookup workload: a loaded store under a stream of point lookups mixed with 1 % and 5 %
+//! range deletes of width 100 keys. Each system also reports write amplification, space amplification (stored
+//! entries over live keys, exact by a scan) and compaction debt (RocksDB's estimate-pending-compaction-bytes).
+//!
+//! Settings: `--set n=KEYS reads=N seeks=N ops=N` (defaults scale with --quick).
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use rand::rngs::SmallRng;
+use rand::seq::SliceRandom;
+use rand::{Rng, SeedableRng};
+use serde_json::json;
+
+use crate::measure::{Stats, time_ops};
+use crate::{Ctx, Experiment, Report, Result};
+
+/// The `lsm` experiment.
+pub struct Lsm;
+
+const VALUE_LEN: usize = 100;
+
+/// The configuration both systems get.
+#[derive(Debug, Clone, Copy)]
+struct Config {
+    write_buffer_size: usize,
+    level_base: u64,
+    target_file_size: u64,
+    block_cache: usize,
+}
+
+trait Kv: Send + Sync {
+    fn put(&self, k: &[u8], v: &[u8]);
+    fn get(&self, k: &[u8]) -> bool;
+    fn delete(&self, k: &[u8]);
+    fn delete_range(&self, a: &[u8], b: &[u8]);
+    /// Seeks to `k` and reads `n` entries; returns how many were read.
+    fn seek_next(&self, k: &[u8], n: usize) -> usize;
+    /// Reads every live entry; returns the count.
+    fn scan_all(&self) -> u64;
+    /// Waits until no compaction is pending.
+    fn settle(&self);
+    /// (write amplification, stored entries, compaction debt bytes).
+    fn amplification(&self, user_bytes: u64) -> (f64, u64, u64);
+}
+
+struct Ours(lsm::Db);
+
+impl Kv for Ours {
+    fn put(&self, k: &[u8], v: &[u8]) {
+        let _ = self.0.put(&lsm::WriteOptions::default(), k, v);
+    }
+    fn get(&self, k: &[u8]) -> bool {
+        matches!(self.0.get(k), Ok(Some(_)))
+    }
+    fn delete(&self, k: &[u8]) {
+        let _ = self.0.delete(&lsm::WriteOptions::default(), k);
+    }
+    fn delete_range(&self, a: &[u8], b: &[u8]) {
+        let _ = self.0.delete_range(&lsm::WriteOptions::default(), a, b);
+    }
+    fn seek_next(&self, k: &[u8], n: usize) -> usize {
+        let Ok(mut it) = self.0.iter(&lsm::ReadOptions::default()) else { return 0 };
+        it.seek(k);
+        let mut c = 0;
+        while it.valid() && c < n {
+            std::hint::black_box(it.value());
+            c += 1;
+            it.next();
+        }
+        c
+    }
+    fn scan_all(&self) -> u64 {
+        let Ok(mut it) = self.0.iter(&lsm::ReadOptions::default()) else { return 0 };
+        it.seek_to_first();
+        let mut c = 0;
+        while it.valid() {
+            std::hint::black_box(it.value());
+            c += 1;
+            it.next();
+        }
+        c
+    }
+    fn settle(&self) {
+        let _ = self.0.flush();
+        let _ = self.0.wait_for_compactions();
+    }
+    fn amplification(&self, _user_bytes: u64) -> (f64, u64, u64) {
+        let s = self.0.stats();
+        let stored = self.0.space_amplification().map(|a| a.total_entries).unwrap_or(0);
+        (s.write_amplification(), stored, s.pending_compaction_bytes)
+    }
+}
+
+struct Rocks {
+    db: rocksdb::DB,
+    opts: rocksdb::Options,
+}
+
+impl Kv for Rocks {
+    fn put(&self, k: &[u8], v: &[u8]) {
+        let _ = self.db.put(k, v);
+    }
+    fn get(&self, k: &[u8]) -> bool {
+        matches!(self.db.get_pinned(k), Ok(Some(_)))
+    }
+    fn delete(&self, k: &[u8]) {
+        let _ = self.db.delete(k);
+    }
+    fn delete_range(&self, a: &[u8], b: &[u8]) {
+        let mut wb = rocksdb::WriteBatch::default();
+        wb.delete_range(a, b);
+        let _ = self.db.write(wb);
+    }
+    fn seek_next(&self, k: &[u8], n: usize) -> usize {
+        let mut it = self.db.raw_iterator();
+        it.seek(k);
+        let mut c = 0;
+        while it.valid() && c < n {
+            std::hint::black_box(it.value());
+            c += 1;
+            it.next();
+        }
+        c
+    }
+    fn scan_all(&self) -> u64 {
+        let mut it = self.db.raw_iterator();
+        it.seek_to_first();
+        let mut c = 0;
+        while it.valid() {
+            std::hint::black_box(it.value());
+            c += 1;
+            it.next();
+        }
+        c
+    }
+    fn settle(&self) {
+        let _ = self.db.flush();
+        loop {
+            let pending =
+                self.db.property_int_value("rocksdb.compaction-pending").ok().flatten().unwrap_or(0);
+            let running =
+                self.db.property_int_value("rocksdb.num-running-compactions").ok().flatten().unwrap_or(0);
+            if pending == 0 && running == 0 {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    }
+    fn amplification(&self, user_bytes: u64) -> (f64, u64, u64) {
+        let stats = self.opts.get_statistics().unwrap_or_default();
+        let counter = |name: &str| -> u64 {
+            stats
+                .lines()
+                .find(|l| l.starts_with(name) && l[name.len()..].starts_with(" COUNT"))
+                .and_then(|l| l.rsplit(':').next())
+                .and_then(|v| v.trim().parse().ok())
+                .unwrap_or(0)
+        };
+        let written = counter("rocksdb.flush.write.bytes") + counter("rocksdb.compact.write.bytes");
+        let wa = if user_bytes == 0 { 0.0 } else { written as f64 / user_bytes as f64 };
+        let props =
+            self.db.property_value("rocksdb.aggregated-table-properties").ok().flatten().unwrap_or_default();
+        let field = |name: &str| -> u64 {
+            props
+                .split(';')
+                .find_map(|p| {
+                    p.trim()
+                        .strip_prefix(name)
+                        .and_then(|v| v.trim().trim_start_matches('=').trim().parse().ok())
+                })
+                .unwrap_or(0)
+        };
+        let mem = self
+            .db
+            .property_int_value("rocksdb.num-entries-active-mem-table")
+            .ok()
+            .flatten()
+            .unwrap_or(0)
+            + self.db.property_int_value("rocksdb.num-entries-imm-mem-tables").ok().flatten().unwrap_or(0);
+        let stored = field("# entries") + field("# range deletions") + mem;
+        let debt = self
+            .db
+            .property_int_value("rocksdb.estimate-pending-compaction-bytes")
+            .ok()
+            .flatten()
+            .unwrap_or(0);
+        (wa, stored, debt)
+    }
+}
+
+fn open_ours(dir: &std::path::Path, c: Config) -> Result<(Arc<dyn Kv>, String)> {
+    let o = lsm::Options {
+        create_if_missing: true,
+        write_buffer_size: c.write_buffer_size,
+        max_bytes_for_level_base: c.level_base,
+        target_file_size_base: c.target_file_size,
+        block_cache_size: c.block_cache,
+        ..lsm::Options::default()
+    };
+    let desc = format!("{o:?}");
+    let fs: Arc<dyn vfs::Fs> = Arc::new(vfs::OsFs::new());
+    Ok((Arc::new(Ours(lsm::Db::open(fs, dir, o).map_err(|e| e.to_string())?)), desc))
+}
+
+fn open_rocks(dir: &std::path::Path, c: Config) -> Result<(Arc<dyn Kv>, String)> {
+    let mut o = rocksdb::Options::default();
+    o.create_if_missing(true);
+    o.set_write_buffer_size(c.write_buffer_size);
+    o.set_max_write_buffer_number(2);
+    o.set_level_zero_file_num_compaction_trigger(4);
+    o.set_level_zero_slowdown_writes_trigger(20);
+    o.set_level_zero_stop_writes_trigger(36);
+    o.set_max_bytes_for_level_base(c.level_base);
+    o.set_max_bytes_for_level_multiplier(10.0);
+    o.set_target_file_size_base(c.target_file_size);
+    o.set_compression_type(rocksdb::DBCompressionType::None);
+    o.set_level_compaction_dynamic_level_bytes(false);
+    o.enable_statistics();
+    let mut t = rocksdb::BlockBasedOptions::default();
+    t.set_block_size(4096);
+    t.set_bloom_filter(10.0, false);
+    t.set_block_cache(&rocksdb::Cache::new_lru_cache(c.block_cache));
+    o.set_block_based_table_factory(&t);
+    let desc = format!(
+        "rocksdb 7.8: write_buffer_size={} max_write_buffer_number=2 l0 triggers 4/20/36 max_bytes_for_level_base={} \
+         multiplier=10 target_file_size_base={} block_size=4096 bloom=10 full filter block_cache={} compression=none \
+         dynamic_level_bytes=false max_background_jobs=2 (default) sync=false",
+        c.write_buffer_size, c.level_base, c.target_file_size, c.block_cache
+    );
+    let db = rocksdb::DB::open(&o, dir)?;
+    Ok((Arc::new(Rocks { db, opts: o }), desc))
+}
+
+fn key(i: u64) -> [u8; 16] {
+    let mut k = [0u8; 16];
+    k[..4].copy_from_slice(b"user");
+    let s = format!("{i:012}");
+    k[4..].copy_from_slice(s.as_bytes());
+    k
+}
+
+fn value(i: u64) -> [u8; VALUE_LEN] {
+    let mut v = [0u8; VALUE_LEN];
+    let mut x = i.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    for b in v.iter_mut() {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        *b = b'a' + (x % 26) as u8;
+    }
+    v
+}
+
+type Opener = fn(&std::path::Path, Config) -> Result<(Arc<dyn Kv>, String)>;
+
+impl Experiment for Lsm {
+    fn name(&self) -> &'static str {
+        "lsm"
+    }
+
+    fn about(&self) -> &'static str {
+        "lsm-local vs rocksdb: db_bench workloads, GLORAN lookup workload with 1%/5% range deletes, write/space \
+         amplification, compaction debt; --set n=KEYS reads=N seeks=N ops=N"
+    }
+
+    fn run(&self, ctx: &Ctx) -> Result<Report> {
+        let n: u64 = ctx.setting("n", ctx.scale(200_000, 2_000_000))?;
+        let reads: u64 = ctx.setting("reads", ctx.scale(100_000, 1_000_000))?;
+        let seeks: u64 = ctx.setting("seeks", ctx.scale(10_000, 100_000))?;
+        let ops: u64 = ctx.setting("ops", ctx.scale(50_000, 500_000))?;
+        let cfg = if ctx.quick {
+            Config {
+                write_buffer_size: 4 << 20,
+                level_base: 16 << 20,
+                target_file_size: 4 << 20,
+                block_cache: 8 << 20,
+            }
+        } else {
+            Config {
+                write_buffer_size: 64 << 20,
+                level_base: 256 << 20,
+                target_file_size: 64 << 20,
+                block_cache: 8 << 20,
+            }
+        };
+        let mut report = Report::new(self.name(), ctx.quick);
+        let params = json!({"keys": n, "key_bytes": 16, "value_bytes": VALUE_LEN, "reads": reads, "seeks": seeks,
+                            "write_buffer_size": cfg.write_buffer_size, "max_bytes_for_level_base": cfg.level_base,
+                            "target_file_size_base": cfg.target_file_size, "block_cache": cfg.block_cache,
+                            "bloom_bits_per_key": 10, "compression": "none", "sync": false});
+        for w in [
+            "fillseq",
+            "fillrandom",
+            "overwrite",
+            "readrandom",
+            "readseq",
+            "seekrandom-10",
+            "seekrandom-100",
+            "readwhilewriting",
+            "deleterandom",
+            "amplification",
+        ] {
+            report.workload(w, params.clone());
+        }
+        for pct in [1, 5] {
+            report.workload(
+                &format!("lookup-rangedel-{pct}pct"),
+                json!({"keys": n, "ops": ops, "range_delete_fraction": pct as f64 / 100.0, "range_width_keys": 100}),
+            );
+        }
+        let systems: [(&str, Opener); 2] = [("lsm-local", open_ours), ("rocksdb", open_rocks)];
+        for (name, open) in systems {
+            let dir = ctx.scratch.join(format!("lsm-{name}"));
+            let _ = std::fs::remove_dir_all(&dir);
+            let mut rng = SmallRng::seed_from_u64(ctx.seed);
+            let mut user_bytes = 0u64;
+            // fillseq on a fresh store.
+            {
+                let (db, desc) = open(&dir, cfg)?;
+                report.note(format!("{name}: {desc}"));
+                let s = time_ops(n, |i| db.put(&key(i), &value(i)));
+                report.row("fillseq", name, s.metrics());
+            }
+            let _ = std::fs::remove_dir_all(&dir);
+            let (db, _) = open(&dir, cfg)?;
+            let mut perm: Vec<u64> = (0..n).collect();
+            perm.shuffle(&mut rng);
+            let s = time_ops(n, |i| db.put(&key(perm[i as usize]), &value(i)));
+            user_bytes += n * (16 + VALUE_LEN as u64);
+            report.row("fillrandom", name, s.metrics());
+            let s = time_ops(n, |i| {
+                let k = (i.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 7) % n;
+                db.put(&key(k), &value(i + n))
+            });
+            user_bytes += n * (16 + VALUE_LEN as u64);
+            report.row("overwrite", name, s.metrics());
+            db.settle();
+            let keys: Vec<u64> = (0..reads).map(|_| rng.random_range(0..n)).collect();
+            let s = time_ops(reads, |i| {
+                std::hint::black_box(db.get(&key(keys[i as usize])));
+            });
+            report.row("readrandom", name, s.metrics());
+            let t = std::time::Instant::now();
+            let c = db.scan_all();
+            let secs = t.elapsed().as_secs_f64();
+            report.row("readseq", name, [("ops_per_sec", c as f64 / secs.max(1e-9))]);
+            for nexts in [10usize, 100] {
+                let s = time_ops(seeks, |i| {
+                    std::hint::black_box(db.seek_next(&key(keys[i as usize % keys.len()]), nexts));
+                });
+                report.row(&format!("seekrandom-{nexts}"), name, s.metrics());
+            }
+            // readwhilewriting: reader throughput while one thread overwrites.
+            let stop = Arc::new(AtomicBool::new(false));
+            let writer = {
+                let db = db.clone();
+                let stop = stop.clone();
+                std::thread::spawn(move || {
+                    let mut i = 0u64;
+                    while !stop.load(Ordering::Relaxed) {
+                        let k = (i.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 5) % n;
+                        db.put(&key(k), &value(i));
+                        i += 1;
+                    }
+                    i
+                })
+            };
+            let s: Stats = time_ops(reads, |i| {
+                std::hint::black_box(db.get(&key(keys[i as usize])));
+            });
+            stop.store(true, Ordering::Relaxed);
+            let written = writer.join().map_err(|_| "writer panicked")?;
+            user_bytes += written * (16 + VALUE_LEN as u64);
+            report.row("readwhilewriting", name, s.metrics());
+            let dels = n / 10;
+            let s = time_ops(dels, |i| db.delete(&key(keys[i as usize % keys.len()])));
+            user_bytes += dels * 16;
+            report.row("deleterandom", name, s.metrics());
+            db.settle();
+            let live = db.scan_all();
+            let (wa, stored, debt) = db.amplification(user_bytes);
+            report.row(
+                "amplification",
+                name,
+                [
+                    ("write_amplification", wa),
+                    ("space_amplification", stored as f64 / live.max(1) as f64),
+                    ("compaction_debt_bytes", debt as f64),
+                ],
+            );
+            drop(db);
+            // GLORAN's lookup workload: point lookups mixed with range deletes of 100 keys.
+            for pct in [1u64, 5] {
+                let _ = std::fs::remove_dir_all(&dir);
+                let (db, _) = open(&dir, cfg)?;
+                for i in 0..n {
+                    db.put(&key(perm[i as usize]), &value(i));
+                }
+                db.settle();
+                let mut r = SmallRng::seed_from_u64(ctx.seed ^ pct);
+                let plan: Vec<(bool, u64)> =
+                    (0..ops).map(|_| (r.random_range(0..100) < pct, r.random_range(0..n))).collect();
+                let s = time_ops(ops, |i| {
+                    let (is_del, k) = plan[i as usize];
+                    if is_del {
+                        db.delete_range(&key(k), &key(k + 100));
+                    } else {
+                        std::hint::black_box(db.get(&key(k)));
+                    }
+                });
+                let w = format!("lookup-rangedel-{pct}pct");
+                report.row(&w, name, s.metrics());
+                drop(db);
+            }
+            let _ = std::fs::remove_dir_all(&dir);
+        }
+        report.note(
+            "lsm-local runs one background thread for flush and compaction; RocksDB uses its default \
+             max_background_jobs=2. Equal settings otherwise (see the two configuration lines).",
+        );
+        Ok(report)
+    }
+}

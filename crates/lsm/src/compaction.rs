@@ -1,0 +1,393 @@
+//! Leveled compaction: picking (scores, L0 file count, round-robin within a level), the merge that drops
+//! shadowed and covered entries and carries range tombstones down, trivial moves, and RocksDB's estimate of
+//! pending compaction bytes.
+//!
+//! Level targets are static (`level_compaction_dynamic_level_bytes = false`, RocksDB 7.x's default): L1 holds
+//! `max_bytes_for_level_base`, each next level `T` times more. Scores: L0 = files / trigger, Li = bytes / target.
+//! The highest score >= 1 is compacted. An L0 compaction takes every L0 file (they overlap) and the L1 files they
+//! overlap; an Li compaction takes the next file after the level's compact pointer and its overlap in Li+1.
+
+use std::sync::Arc;
+
+use crate::edit::{FileInfo, VersionEdit};
+use crate::error::{Error, Result};
+use crate::ikey::{self, Kind};
+use crate::iter::{InternalIter, MergingIter};
+use crate::options::{CompactionPri, Options};
+use crate::table::{TableBuilder, TableOptions};
+use crate::table_cache::TableCache;
+use crate::tombstones::{Fragments, Tombstone};
+use crate::version::{FileMeta, LevelIter, NUM_LEVELS, Version};
+
+/// The target size of level `level` (>= 1).
+pub fn level_target(opts: &Options, level: usize) -> u64 {
+    let mut t = opts.max_bytes_for_level_base;
+    for _ in 1..level {
+        t = t.saturating_mul(opts.max_bytes_for_level_multiplier);
+    }
+    t
+}
+
+/// Compaction scores for levels 0..NUM_LEVELS-1 (the last level is never an input).
+pub fn scores(v: &Version, opts: &Options) -> Vec<f64> {
+    let mut s = Vec::with_capacity(NUM_LEVELS - 1);
+    s.push(v.levels[0].len() as f64 / opts.level0_file_num_compaction_trigger as f64);
+    for l in 1..NUM_LEVELS - 1 {
+        s.push(v.level_bytes(l) as f64 / level_target(opts, l) as f64);
+    }
+    s
+}
+
+/// RocksDB's `EstimateCompactionBytesNeeded` (VersionStorageInfo, static level targets): bytes that compactions
+/// must rewrite to bring every level under its target, counting the fan-out into the next level.
+pub fn pending_compaction_bytes(v: &Version, opts: &Options) -> u64 {
+    let mut needed: u64 = 0;
+    let mut to_next: u64 = 0;
+    let l0: u64 = v.level_bytes(0);
+    let l0_triggered =
+        v.levels[0].len() >= opts.level0_file_num_compaction_trigger || l0 >= opts.max_bytes_for_level_base;
+    if l0_triggered {
+        needed = l0;
+        to_next = l0;
+    }
+    let mut bytes_next_level: u64 = 0;
+    for level in 1..NUM_LEVELS - 1 {
+        let mut level_size = if bytes_next_level > 0 { bytes_next_level } else { v.level_bytes(level) };
+        bytes_next_level = 0;
+        if level == 1 && l0_triggered {
+            needed += level_size;
+        }
+        level_size += to_next;
+        to_next = 0;
+        let target = level_target(opts, level);
+        if level_size > target {
+            to_next = level_size - target;
+            bytes_next_level = v.level_bytes(level + 1);
+            if bytes_next_level > 0 {
+                needed += (to_next as f64 * (bytes_next_level as f64 / level_size as f64 + 1.0)) as u64;
+            }
+        }
+    }
+    needed
+}
+
+/// A chosen compaction.
+#[derive(Debug)]
+pub struct Compaction {
+    /// Input level.
+    pub level: usize,
+    /// Files from `level`.
+    pub inputs: Vec<Arc<FileMeta>>,
+    /// Overlapping files from `level + 1`.
+    pub next: Vec<Arc<FileMeta>>,
+    /// Whether no level below `level + 1` overlaps the key range (tombstones may then be dropped).
+    pub bottommost: bool,
+    /// The version the compaction was picked from (pins the inputs).
+    pub version: Arc<Version>,
+}
+
+impl Compaction {
+    /// The output level.
+    pub fn output_level(&self) -> usize {
+        self.level + 1
+    }
+
+    /// Whether the input can move down without rewriting.
+    pub fn is_trivial_move(&self) -> bool {
+        self.inputs.len() == 1 && self.next.is_empty()
+    }
+
+    /// Total input bytes.
+    pub fn input_bytes(&self) -> u64 {
+        self.inputs.iter().chain(&self.next).map(|f| f.info.size).sum()
+    }
+
+    /// Builds a compaction of `inputs` at `level` into `level + 1`.
+    pub fn new(v: Arc<Version>, level: usize, inputs: Vec<Arc<FileMeta>>) -> Compaction {
+        let lo = inputs.iter().map(|f| f.smallest_user().to_vec()).min().unwrap_or_default();
+        let hi = inputs.iter().map(|f| f.largest_user().to_vec()).max().unwrap_or_default();
+        let next = v.overlapping(level + 1, Some(&lo), Some(&hi));
+        let lo2 = next.iter().map(|f| f.smallest_user().to_vec()).chain([lo]).min().unwrap_or_default();
+        let hi2 = next.iter().map(|f| f.largest_user().to_vec()).chain([hi]).max().unwrap_or_default();
+        let bottommost =
+            ((level + 2)..NUM_LEVELS).all(|l| v.overlapping(l, Some(&lo2), Some(&hi2)).is_empty());
+        Compaction { level, inputs, next, bottommost, version: v }
+    }
+
+    /// Whether `uk` has no entries in levels below the output level (a point tombstone may then be dropped).
+    fn is_base_level_for(&self, uk: &[u8]) -> bool {
+        ((self.level + 2)..NUM_LEVELS)
+            .all(|l| self.version.levels[l].iter().all(|f| !f.overlaps(Some(uk), Some(uk))))
+    }
+}
+
+/// Picks the most urgent compaction, if any level's score is >= 1. Within a level >= 1 the file is chosen by
+/// `opts.compaction_pri`.
+pub fn pick(v: &Arc<Version>, opts: &Options, pointers: &[Vec<u8>]) -> Option<Compaction> {
+    let s = scores(v, opts);
+    let (level, score) = s.iter().copied().enumerate().max_by(|a, b| a.1.total_cmp(&b.1))?;
+    if score < 1.0 {
+        return None;
+    }
+    if level == 0 {
+        return Some(Compaction::new(v.clone(), 0, v.levels[0].clone()));
+    }
+    let files = &v.levels[level];
+    let f = if opts.compaction_pri == CompactionPri::RoundRobin {
+        let ptr = &pointers[level];
+        files
+            .iter()
+            .find(|f| ptr.is_empty() || ikey::cmp(&f.info.largest, ptr).is_gt())
+            .or_else(|| files.first())?
+    } else {
+        // RocksDB's kMinOverlappingRatio: the file whose rewrite costs least per byte it moves down.
+        files.iter().min_by_key(|f| {
+            let overlap: u64 = v
+                .overlapping(level + 1, Some(f.smallest_user()), Some(f.largest_user()))
+                .iter()
+                .map(|o| o.info.size)
+                .sum();
+            overlap.saturating_mul(1024) / f.info.size.max(1)
+        })?
+    }
+    .clone();
+    Some(Compaction::new(v.clone(), level, vec![f]))
+}
+
+/// Keeps the tombstone sequence numbers some reader may still need. Below the oldest snapshot only the newest
+/// covering tombstone of each fragment matters; at the bottom level even that can go (everything it covered in
+/// this key range is being dropped by the same compaction, and nothing lies below).
+pub fn compact_tombstones(f: &Fragments, smallest_snapshot: u64, bottommost: bool) -> Fragments {
+    let mut out = Vec::new();
+    for frag in f.fragments() {
+        let mut kept_old = false;
+        for &seq in &frag.seqs {
+            if seq > smallest_snapshot {
+                out.push(Tombstone { start: frag.start.clone(), end: frag.end.clone(), seq });
+            } else if !kept_old && !bottommost {
+                kept_old = true;
+                out.push(Tombstone { start: frag.start.clone(), end: frag.end.clone(), seq });
+            }
+        }
+    }
+    Fragments::new(&out)
+}
+
+/// What a compaction or flush produced.
+#[derive(Debug, Default)]
+pub struct Outputs {
+    /// The new tables.
+    pub files: Vec<FileInfo>,
+    /// Bytes written.
+    pub bytes: u64,
+    /// Entries dropped because a range tombstone covered them.
+    pub range_covered: u64,
+}
+
+/// Where outputs go and how they are built.
+pub struct OutputSink<'a> {
+    /// File system.
+    pub fs: &'a dyn vfs::Fs,
+    /// Database directory.
+    pub dir: &'a std::path::Path,
+    /// Allocates file numbers.
+    pub new_number: &'a mut dyn FnMut() -> u64,
+    /// Table options.
+    pub table: TableOptions,
+    /// Cut output files at this size (at user-key boundaries).
+    pub target_size: u64,
+}
+
+/// Writes the entries of `input` that survive into tables. Used by flush (one output, memtable input, nothing
+/// dropped but shadowed versions) and compaction.
+///
+/// `smallest_snapshot`: entries hidden from every snapshot are dropped. `drop_point_tombstone(uk)` says when a
+/// point tombstone at or below the oldest snapshot may go. `tombstones` are the input range tombstones (already
+/// compacted); they drop covered entries and are written, clipped, into the output files.
+pub fn write_outputs(
+    sink: &mut OutputSink<'_>,
+    input: &mut dyn InternalIter,
+    smallest_snapshot: u64,
+    drop_point_tombstone: &dyn Fn(&[u8]) -> bool,
+    covering: &Fragments,
+    write_tombstones: Option<&Fragments>,
+) -> Result<Outputs> {
+    let mut out = Outputs::default();
+    let mut builder: Option<(TableBuilder, u64, Option<Vec<u8>>)> = None;
+    let mut cur_key: Option<Vec<u8>> = None;
+    let mut last_seq_for_key = u64::MAX;
+    // Finished outputs: (number, clip start, clip end, builder).
+    type Done = (u64, Option<Vec<u8>>, Option<Vec<u8>>, TableBuilder);
+    let mut done: Vec<Done> = Vec::new();
+    let mut created: Vec<u64> = Vec::new();
+    // The lower clip bound of the next output: the key where the previous output was cut.
+    let mut next_lo: Option<Vec<u8>> = None;
+    let result = (|| -> Result<()> {
+        input.seek_to_first();
+        while input.valid() {
+            let ik = input.key();
+            let p = ikey::parse(ik)
+                .ok_or_else(|| Error::corruption("compaction input", "malformed internal key"))?;
+            let new_key = cur_key.as_deref() != Some(p.user_key);
+            if new_key {
+                cur_key = Some(p.user_key.to_vec());
+                last_seq_for_key = u64::MAX;
+                // Cut the current output at a user-key boundary once it is large enough.
+                if builder.as_ref().is_some_and(|(b, _, _)| b.file_size() >= sink.target_size)
+                    && let Some((b, n, lo)) = builder.take()
+                {
+                    done.push((n, lo, Some(p.user_key.to_vec()), b));
+                    next_lo = Some(p.user_key.to_vec());
+                }
+            }
+            // Hidden by a newer version every snapshot sees, or a point tombstone with nothing left below it.
+            let drop = if last_seq_for_key <= smallest_snapshot
+                || (p.kind == Kind::Delete && p.seq <= smallest_snapshot && drop_point_tombstone(p.user_key))
+            {
+                true
+            } else if covering.max_covering_seq(p.user_key, smallest_snapshot) > p.seq {
+                out.range_covered += 1;
+                true
+            } else {
+                false
+            };
+            last_seq_for_key = p.seq;
+            if !drop {
+                if builder.is_none() {
+                    let n = (sink.new_number)();
+                    created.push(n);
+                    let f = sink
+                        .fs
+                        .open(&sink.dir.join(crate::filename::table_name(n)), vfs::OpenMode::CreateNew)?;
+                    let lo = next_lo.take();
+                    builder = Some((TableBuilder::new(f, sink.table.clone()), n, lo));
+                }
+                if let Some((b, _, _)) = &mut builder {
+                    b.add(input.key(), input.value())?;
+                }
+            }
+            input.next();
+        }
+        input.status()?;
+        if let Some((b, n, lo)) = builder.take() {
+            done.push((n, lo, None, b));
+        } else if next_lo.is_some()
+            && let Some(last) = done.last_mut()
+        {
+            // Cut, but nothing followed: the last output owns the rest of the key space.
+            last.2 = None;
+        }
+        let has_tombstones = write_tombstones.is_some_and(|t| !t.is_empty());
+        if done.is_empty() && has_tombstones {
+            let n = (sink.new_number)();
+            created.push(n);
+            let f = sink.fs.open(&sink.dir.join(crate::filename::table_name(n)), vfs::OpenMode::CreateNew)?;
+            done.push((n, None, None, TableBuilder::new(f, sink.table.clone())));
+        }
+        for (n, lo, hi, mut b) in done.drain(..) {
+            if let Some(t) = write_tombstones {
+                b.add_tombstones(&t.clipped(lo.as_deref(), hi.as_deref()));
+            }
+            let (props, size) = b.finish()?;
+            out.bytes += size;
+            out.files.push(FileInfo {
+                number: n,
+                size,
+                smallest: props.smallest_key.clone(),
+                largest: props.largest_key.clone(),
+                smallest_seq: props.smallest_seq,
+                largest_seq: props.largest_seq,
+                num_entries: props.num_entries,
+                num_deletions: props.num_deletions,
+                num_range_dels: props.num_range_dels,
+            });
+        }
+        Ok(())
+    })();
+    if let Err(e) = result {
+        for n in created {
+            let _ = sink.fs.remove_file(&sink.dir.join(crate::filename::table_name(n)));
+        }
+        return Err(e);
+    }
+    Ok(out)
+}
+
+/// Runs compaction `c`: merges its inputs and returns the edit that installs the outputs.
+pub fn run(
+    c: &Compaction,
+    cache: &Arc<TableCache>,
+    sink: &mut OutputSink<'_>,
+    smallest_snapshot: u64,
+    keep_tombstones: bool,
+) -> Result<(VersionEdit, Outputs)> {
+    let mut children: Vec<Box<dyn InternalIter>> = Vec::new();
+    let mut ts: Vec<Tombstone> = Vec::new();
+    for f in c.inputs.iter().chain(&c.next) {
+        if f.info.num_range_dels > 0 {
+            let t = cache.get(f.number(), f.info.size)?;
+            ts.extend(t.tombstones().to_tombstones());
+        }
+    }
+    if c.level == 0 {
+        for f in &c.inputs {
+            children.push(Box::new(cache.get(f.number(), f.info.size)?.iter()));
+        }
+    } else {
+        children.push(Box::new(LevelIter::new(c.inputs.clone(), cache.clone())));
+    }
+    children.push(Box::new(LevelIter::new(c.next.clone(), cache.clone())));
+    let mut merged = MergingIter::new(children);
+    let all = Fragments::new(&ts);
+    let kept = compact_tombstones(&all, smallest_snapshot, c.bottommost);
+    let outputs = write_outputs(
+        sink,
+        &mut merged,
+        smallest_snapshot,
+        &|uk| c.is_base_level_for(uk),
+        &all,
+        if keep_tombstones { Some(&kept) } else { None },
+    )?;
+    let mut e = VersionEdit::default();
+    for f in &c.inputs {
+        e.deleted.push((c.level as u32, f.number()));
+    }
+    for f in &c.next {
+        e.deleted.push(((c.level + 1) as u32, f.number()));
+    }
+    for f in &outputs.files {
+        e.added.push(((c.level + 1) as u32, f.clone()));
+    }
+    if c.level > 0
+        && let Some(last) = c.inputs.iter().map(|f| &f.info.largest).max_by(|a, b| ikey::cmp(a, b))
+    {
+        e.compact_pointers.push((c.level as u32, last.clone()));
+    }
+    Ok((e, outputs))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pending_bytes_zero_when_within_targets_and_grows_with_l0() {
+        let v = Version { levels: vec![Vec::new(); NUM_LEVELS] };
+        let o = Options::default();
+        assert_eq!(pending_compaction_bytes(&v, &o), 0);
+        assert_eq!(level_target(&o, 1), 256 << 20);
+        assert_eq!(level_target(&o, 3), (256 << 20) * 100);
+    }
+
+    #[test]
+    fn tombstone_compaction_keeps_what_snapshots_need() {
+        let t = |s: &str, e: &str, seq| Tombstone { start: s.into(), end: e.into(), seq };
+        let f = Fragments::new(&[t("a", "c", 5), t("a", "c", 3), t("a", "c", 9)]);
+        let k = compact_tombstones(&f, 6, false);
+        assert_eq!(k.fragments()[0].seqs, vec![9, 5]);
+        let k = compact_tombstones(&f, 6, true);
+        assert_eq!(k.fragments()[0].seqs, vec![9]);
+        let k = compact_tombstones(&f, 100, true);
+        assert!(k.is_empty());
+    }
+}

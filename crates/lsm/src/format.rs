@@ -1,0 +1,173 @@
+//! Shared pieces of the SST format: block handles, the block trailer (compression type + CRC32C), the footer.
+//! See docs/formats/sst.md.
+
+use crate::coding::{Decoder, le_u32, le_u64, masked_crc, masked_crc2, put_varint};
+
+/// The table magic number, last 8 bytes of every SST.
+pub const TABLE_MAGIC: u64 = 0x7a1b_5ed0_4c53_4d01;
+/// The SST format version written by this code.
+pub const FORMAT_VERSION: u32 = 1;
+/// Footer length in bytes.
+pub const FOOTER_LEN: usize = 48;
+/// Block trailer: compression type (1) + masked CRC32C (4).
+pub const TRAILER_LEN: usize = 5;
+/// The largest uncompressed block a reader accepts (guards allocations driven by corrupt lengths).
+pub const MAX_BLOCK_LEN: usize = 64 << 20;
+
+/// Per-block compression.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[repr(u8)]
+pub enum Compression {
+    /// Stored as is.
+    #[default]
+    None = 0,
+    /// LZ4 block format with the uncompressed length prepended (u32 LE).
+    Lz4 = 1,
+}
+
+/// Where a block lives: offset and length of its contents (the trailer follows).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Handle {
+    /// Offset of the block in the file.
+    pub offset: u64,
+    /// Length of the block contents, without the trailer.
+    pub size: u64,
+}
+
+impl Handle {
+    /// Appends the varint encoding.
+    pub fn encode(&self, dst: &mut Vec<u8>) {
+        put_varint(dst, self.offset);
+        put_varint(dst, self.size);
+    }
+
+    /// Decodes a varint-encoded handle.
+    pub fn decode(b: &[u8]) -> Option<Handle> {
+        let mut d = Decoder::new(b);
+        Some(Handle { offset: d.varint()?, size: d.varint()? })
+    }
+}
+
+/// Appends the trailer for `contents` compressed as `ty`.
+pub fn block_trailer(contents: &[u8], ty: Compression) -> [u8; TRAILER_LEN] {
+    let mut t = [0u8; TRAILER_LEN];
+    t[0] = ty as u8;
+    t[1..].copy_from_slice(&masked_crc2(contents, &[ty as u8]).to_le_bytes());
+    t
+}
+
+/// Compresses `raw` if `ty` asks for it and it saves at least 1/8; returns the bytes and the type used.
+pub fn compress(raw: Vec<u8>, ty: Compression) -> (Vec<u8>, Compression) {
+    match ty {
+        Compression::None => (raw, Compression::None),
+        Compression::Lz4 => {
+            let c = lz4_flex::block::compress_prepend_size(&raw);
+            if c.len() < raw.len() - raw.len() / 8 { (c, Compression::Lz4) } else { (raw, Compression::None) }
+        }
+    }
+}
+
+/// Verifies the trailer of `buf` (contents + trailer) and returns the uncompressed contents.
+pub fn unwrap_block(mut buf: Vec<u8>) -> Result<Vec<u8>, String> {
+    let n = buf.len().checked_sub(TRAILER_LEN).ok_or("block shorter than its trailer")?;
+    let ty = buf[n];
+    let crc = le_u32(&buf, n + 1).ok_or("short trailer")?;
+    if masked_crc2(&buf[..n], &[ty]) != crc {
+        return Err("block checksum mismatch".into());
+    }
+    buf.truncate(n);
+    match ty {
+        0 => Ok(buf),
+        1 => {
+            let len = le_u32(&buf, 0).ok_or("short lz4 block")? as usize;
+            if len > MAX_BLOCK_LEN {
+                return Err("lz4 block claims an impossible length".into());
+            }
+            lz4_flex::block::decompress_size_prepended(&buf).map_err(|e| format!("lz4: {e}"))
+        }
+        t => Err(format!("unknown compression type {t}")),
+    }
+}
+
+/// The fixed-size footer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Footer {
+    /// The metaindex block.
+    pub metaindex: Handle,
+    /// The index block.
+    pub index: Handle,
+    /// Format version.
+    pub version: u32,
+}
+
+impl Footer {
+    /// `metaindex off u64 | size u64 | index off u64 | size u64 | version u32 | crc u32 | magic u64`, all LE.
+    pub fn encode(&self) -> [u8; FOOTER_LEN] {
+        let mut b = [0u8; FOOTER_LEN];
+        b[0..8].copy_from_slice(&self.metaindex.offset.to_le_bytes());
+        b[8..16].copy_from_slice(&self.metaindex.size.to_le_bytes());
+        b[16..24].copy_from_slice(&self.index.offset.to_le_bytes());
+        b[24..32].copy_from_slice(&self.index.size.to_le_bytes());
+        b[32..36].copy_from_slice(&self.version.to_le_bytes());
+        let crc = masked_crc(&b[0..36]);
+        b[36..40].copy_from_slice(&crc.to_le_bytes());
+        b[40..48].copy_from_slice(&TABLE_MAGIC.to_le_bytes());
+        b
+    }
+
+    /// Decodes and checks magic, checksum and version.
+    pub fn decode(b: &[u8]) -> Result<Footer, String> {
+        if b.len() != FOOTER_LEN {
+            return Err("short footer".into());
+        }
+        if le_u64(b, 40) != Some(TABLE_MAGIC) {
+            return Err("bad table magic".into());
+        }
+        if le_u32(b, 36) != Some(masked_crc(&b[0..36])) {
+            return Err("footer checksum mismatch".into());
+        }
+        let g = |o| le_u64(b, o).unwrap_or(0);
+        let version = le_u32(b, 32).unwrap_or(0);
+        if version != FORMAT_VERSION {
+            return Err(format!("unsupported table format version {version}"));
+        }
+        Ok(Footer {
+            metaindex: Handle { offset: g(0), size: g(8) },
+            index: Handle { offset: g(16), size: g(24) },
+            version,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn footer_roundtrip_and_checks() {
+        let f = Footer {
+            metaindex: Handle { offset: 1, size: 2 },
+            index: Handle { offset: 300, size: 4000 },
+            version: FORMAT_VERSION,
+        };
+        let b = f.encode();
+        assert_eq!(Footer::decode(&b), Ok(f));
+        for i in 0..FOOTER_LEN {
+            let mut c = b;
+            c[i] ^= 4;
+            assert!(Footer::decode(&c).is_err());
+        }
+    }
+
+    #[test]
+    fn block_wrap_unwrap_with_lz4() {
+        let raw: Vec<u8> = (0..4000).map(|i| (i % 13) as u8).collect();
+        let (c, ty) = compress(raw.clone(), Compression::Lz4);
+        assert_eq!(ty, Compression::Lz4);
+        let mut buf = c.clone();
+        buf.extend_from_slice(&block_trailer(&c, ty));
+        assert_eq!(unwrap_block(buf.clone()).unwrap(), raw);
+        buf[3] ^= 1;
+        assert!(unwrap_block(buf).is_err());
+    }
+}

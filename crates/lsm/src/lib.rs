@@ -1,0 +1,56 @@
+//! A leveled LSM-tree key-value engine.
+//!
+//! Keys and values are byte strings ordered bytewise. Writes go to a write-ahead log (LevelDB's log format) and a
+//! memtable; full memtables are flushed to sorted tables in level 0; leveled compaction (size ratio 10) merges
+//! tables down. Range deletes are RocksDB-style range tombstones behind [`RangeDeleteStrategy`], so the GLORAN
+//! global index can replace them. Every byte of storage goes through [`vfs`], so the engine runs under crash and
+//! fault injection in tests.
+//!
+//! ```no_run
+//! # fn main() -> lsm::Result<()> {
+//! use std::sync::Arc;
+//! let fs: Arc<dyn vfs::Fs> = Arc::new(vfs::OsFs::new());
+//! let db = lsm::Db::open(fs, "/tmp/db", lsm::Options { create_if_missing: true, ..Default::default() })?;
+//! let w = lsm::WriteOptions::default();
+//! db.put(&w, b"k1", b"v1")?;
+//! db.delete_range(&w, b"a", b"k")?;
+//! assert_eq!(db.get(b"k1")?, Some(b"v1".to_vec()));
+//! # Ok(()) }
+//! ```
+//!
+//! The paths (write, read, flush, compaction, recovery) are mapped to files in docs/lsm.md; the formats are in
+//! docs/formats/{wal,sst,manifest}.md.
+
+pub mod batch;
+pub mod block;
+pub mod bloom;
+pub mod cache;
+pub mod coding;
+pub mod compaction;
+mod db;
+pub mod db_iter;
+pub mod edit;
+mod error;
+pub mod filename;
+pub mod format;
+pub mod ikey;
+pub mod iter;
+pub mod memtable;
+mod options;
+pub mod props;
+pub mod rangedel;
+mod stats;
+pub mod table;
+pub mod table_cache;
+pub mod tombstones;
+pub mod version;
+pub mod wal;
+
+pub use batch::WriteBatch;
+pub use db::{Db, FileEntry, Snapshot};
+pub use db_iter::DbIter;
+pub use error::{Error, Result};
+pub use format::Compression;
+pub use options::{CompactionPri, Options, ReadOptions, WriteOptions};
+pub use rangedel::{LocalTombstones, RangeDeleteStrategy};
+pub use stats::{LevelStats, SpaceAmp, Stats};

@@ -1,0 +1,400 @@
+//! The memtable: recent writes in memory, ordered, readable while being written.
+//!
+//! The engine sees only this module's API (`add`, `add_range_delete`, `get`, `iter`, `tombstones`, `freeze`). The
+//! map is the BP-tree (`crates/bptree`): user key ([`ByteKey`]) -> its versions (trailer ascending, i.e. oldest
+//! first, since writes arrive in sequence order). That is exactly a byte-string-keyed ordered map: no
+//! internal-key escaping is needed and one lookup finds every version of a key. The active memtable is a
+//! [`BpTree`] behind a `RwLock` (one writer: the write-group leader; many readers); [`MemTable::freeze`] turns it
+//! into a [`FrozenBpTree`], fully sorted, which the flush and readers scan.
+//!
+//! Range tombstones live beside the map (the "separate memtable structure" of RocksDB): the raw list plus the
+//! fragmented list, updated in place by each range delete (`Fragments::insert`) so lookups never refragment.
+//!
+//! Iterators never hold the lock between calls: each refill takes a short read lock, copies the next
+//! [`ITER_BATCH`] keys' versions from a BP-tree range, and serves `next`/`prev` from that buffer. Buffered entries
+//! cannot go stale for the iterator's snapshot: anything inserted later has a larger sequence number.
+
+use std::ops::Bound;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, RwLock};
+
+use bptree::{BpTree, ByteKey, FrozenBpTree, HeapSize};
+
+use crate::error::Result;
+use crate::ikey::{self, Kind};
+use crate::iter::InternalIter;
+use crate::tombstones::{Fragments, Tombstone};
+
+/// User keys an iterator copies per refill.
+pub const ITER_BATCH: usize = 64;
+
+/// Per-entry bookkeeping overhead charged to the memtable size (slot, vector and allocation headers).
+const ENTRY_OVERHEAD: usize = 48;
+
+/// The versions of one user key: `(trailer, value)`, trailer ascending.
+#[derive(Debug, Default, Clone)]
+pub struct Versions(Vec<(u64, Box<[u8]>)>);
+
+impl HeapSize for Versions {
+    fn heap_size(&self) -> usize {
+        self.0.capacity() * std::mem::size_of::<(u64, Box<[u8]>)>()
+            + self.0.iter().map(|(_, v)| v.len()).sum::<usize>()
+    }
+}
+
+enum Map {
+    Active(BpTree<ByteKey, Versions>),
+    Frozen(FrozenBpTree<ByteKey, Versions>),
+}
+
+impl std::fmt::Debug for Map {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Map::Active(t) => write!(f, "Active({} keys)", t.len()),
+            Map::Frozen(t) => write!(f, "Frozen({} keys)", t.len()),
+        }
+    }
+}
+
+impl Map {
+    fn get(&self, k: &[u8]) -> Option<&Versions> {
+        match self {
+            Map::Active(t) => t.get(k),
+            Map::Frozen(t) => t.get(k),
+        }
+    }
+
+    fn range<'a>(
+        &'a self,
+        lo: Bound<&[u8]>,
+        hi: Bound<&[u8]>,
+    ) -> bptree::Range<'a, ByteKey, Versions, bptree::Bpa<ByteKey, Versions>> {
+        match self {
+            Map::Active(t) => t.range::<[u8], _>((lo, hi)),
+            Map::Frozen(t) => t.range::<[u8], _>((lo, hi)),
+        }
+    }
+}
+
+/// One memtable.
+#[derive(Debug)]
+pub struct MemTable {
+    map: RwLock<Map>,
+    /// Raw tombstones (for counting) and the fragmented list, kept current incrementally (copy-on-write when an
+    /// iterator still holds the previous list).
+    tombs: RwLock<(Vec<Tombstone>, Arc<Fragments>)>,
+    size: AtomicUsize,
+    entries: AtomicUsize,
+    frozen: AtomicBool,
+    /// The WAL file that holds this memtable's writes.
+    pub log_number: u64,
+}
+
+impl MemTable {
+    /// An empty memtable whose writes are logged in WAL `log_number`.
+    pub fn new(log_number: u64) -> Self {
+        MemTable {
+            map: RwLock::new(Map::Active(BpTree::new())),
+            tombs: RwLock::new((Vec::new(), Arc::new(Fragments::default()))),
+            size: AtomicUsize::new(0),
+            entries: AtomicUsize::new(0),
+            frozen: AtomicBool::new(false),
+            log_number,
+        }
+    }
+
+    /// Adds a point entry. REQUIRES: not frozen; `seq` larger than any seq added before for `key`.
+    pub fn add(&self, seq: u64, kind: Kind, key: &[u8], value: &[u8]) {
+        let mut m = self.map.write().unwrap_or_else(|p| p.into_inner());
+        let Map::Active(t) = &mut *m else {
+            debug_assert!(false, "write to a frozen memtable");
+            return;
+        };
+        let v = (ikey::pack(seq, kind), Box::<[u8]>::from(value));
+        match t.get_mut(key) {
+            Some(vs) => vs.0.push(v),
+            None => {
+                t.insert(ByteKey::new(key), Versions(vec![v]));
+            }
+        }
+        self.size.fetch_add(key.len() + value.len() + ENTRY_OVERHEAD, Ordering::Relaxed);
+        self.entries.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Adds a range tombstone `[start, end) @ seq`.
+    pub fn add_range_delete(&self, seq: u64, start: &[u8], end: &[u8]) {
+        let mut t = self.tombs.write().unwrap_or_else(|p| p.into_inner());
+        t.0.push(Tombstone { start: start.to_vec(), end: end.to_vec(), seq });
+        Arc::make_mut(&mut t.1).insert(start, end, seq);
+        self.size.fetch_add(start.len() + end.len() + ENTRY_OVERHEAD, Ordering::Relaxed);
+    }
+
+    /// The fragmented range tombstones.
+    pub fn tombstones(&self) -> Arc<Fragments> {
+        self.tombs.read().unwrap_or_else(|p| p.into_inner()).1.clone()
+    }
+
+    /// Number of raw range tombstones.
+    pub fn num_tombstones(&self) -> usize {
+        self.tombs.read().unwrap_or_else(|p| p.into_inner()).0.len()
+    }
+
+    /// The newest version of `key` with seq <= `snapshot`: `(seq, kind, value)`.
+    pub fn get(&self, key: &[u8], snapshot: u64) -> Option<(u64, Kind, Vec<u8>)> {
+        let m = self.map.read().unwrap_or_else(|p| p.into_inner());
+        let v = m.get(key)?;
+        let (t, val) = v.0.iter().rev().find(|(t, _)| t >> 8 <= snapshot)?;
+        Some((t >> 8, Kind::from_u8((t & 0xff) as u8)?, val.to_vec()))
+    }
+
+    /// Approximate bytes used.
+    pub fn approx_size(&self) -> usize {
+        self.size.load(Ordering::Relaxed)
+    }
+
+    /// Whether nothing (no entry, no tombstone) was added.
+    pub fn is_empty(&self) -> bool {
+        self.entries.load(Ordering::Relaxed) == 0 && self.num_tombstones() == 0
+    }
+
+    /// Point entries added.
+    pub fn num_entries(&self) -> usize {
+        self.entries.load(Ordering::Relaxed)
+    }
+
+    /// Makes the memtable immutable: the BP-tree is frozen (sorted once) for the flush and for readers.
+    pub fn freeze(&self) {
+        if self.frozen.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let mut m = self.map.write().unwrap_or_else(|p| p.into_inner());
+        let old = std::mem::replace(&mut *m, Map::Active(BpTree::new()));
+        *m = match old {
+            Map::Active(t) => Map::Frozen(t.freeze()),
+            f => f,
+        };
+    }
+
+    /// A cursor over the point entries in internal-key order.
+    pub fn iter(self: &Arc<Self>) -> MemIter {
+        MemIter { mem: self.clone(), buf: Vec::new(), pos: 0 }
+    }
+}
+
+/// A cursor over a memtable that copies a batch of entries per short read lock.
+#[derive(Debug)]
+pub struct MemIter {
+    mem: Arc<MemTable>,
+    /// Encoded internal keys and values, ascending; current = `buf[pos]`.
+    buf: Vec<(Vec<u8>, Box<[u8]>)>,
+    pos: usize,
+}
+
+fn ik(uk: &[u8], t: u64) -> Vec<u8> {
+    let mut k = Vec::with_capacity(uk.len() + 8);
+    k.extend_from_slice(uk);
+    k.extend_from_slice(&t.to_le_bytes());
+    k
+}
+
+impl MemIter {
+    /// Fills with the entries at or after (`after` = strictly after) `(uk, t)`; `None` = from the start.
+    fn fill_forward(&mut self, from: Option<(&[u8], u64)>, after: bool) {
+        self.buf.clear();
+        self.pos = 0;
+        let mem = self.mem.clone();
+        let m = mem.map.read().unwrap_or_else(|p| p.into_inner());
+        let lo = match from {
+            Some((uk, _)) => Bound::Included(uk),
+            None => Bound::Unbounded,
+        };
+        for (n, (k, vs)) in m.range(lo, Bound::Unbounded).enumerate() {
+            if n >= ITER_BATCH {
+                break;
+            }
+            let kb = k.as_bytes();
+            for (vt, v) in vs.0.iter().rev() {
+                if let Some((uk, t)) = from
+                    && kb == uk
+                    && (if after { *vt >= t } else { *vt > t })
+                {
+                    continue;
+                }
+                self.buf.push((ik(kb, *vt), v.clone()));
+            }
+        }
+    }
+
+    /// Fills with the entries strictly before `(uk, t)` (`None` = from the end); positions at the last.
+    fn fill_backward(&mut self, before: Option<(&[u8], u64)>) {
+        self.buf.clear();
+        let mem = self.mem.clone();
+        let m = mem.map.read().unwrap_or_else(|p| p.into_inner());
+        let hi = match before {
+            Some((uk, _)) => Bound::Included(uk),
+            None => Bound::Unbounded,
+        };
+        // Collected in descending internal order, reversed at the end.
+        for (n, (k, vs)) in m.range(Bound::Unbounded, hi).rev().enumerate() {
+            if n >= ITER_BATCH {
+                break;
+            }
+            let kb = k.as_bytes();
+            for (vt, v) in vs.0.iter() {
+                if let Some((uk, t)) = before
+                    && kb == uk
+                    && *vt <= t
+                {
+                    continue;
+                }
+                self.buf.push((ik(kb, *vt), v.clone()));
+            }
+        }
+        self.buf.reverse();
+        self.pos = self.buf.len().saturating_sub(1);
+    }
+}
+
+impl InternalIter for MemIter {
+    fn valid(&self) -> bool {
+        self.pos < self.buf.len()
+    }
+
+    fn seek_to_first(&mut self) {
+        self.fill_forward(None, false);
+    }
+
+    fn seek_to_last(&mut self) {
+        self.fill_backward(None);
+    }
+
+    fn seek(&mut self, target: &[u8]) {
+        if target.len() < 8 {
+            self.seek_to_first();
+            return;
+        }
+        self.fill_forward(Some((ikey::user_key(target), ikey::trailer(target))), false);
+    }
+
+    fn next(&mut self) {
+        self.pos += 1;
+        if self.pos >= self.buf.len()
+            && let Some((k, _)) = self.buf.last()
+        {
+            let k = k.clone();
+            self.fill_forward(Some((ikey::user_key(&k), ikey::trailer(&k))), true);
+        }
+    }
+
+    fn prev(&mut self) {
+        if self.pos > 0 && self.pos < self.buf.len() {
+            self.pos -= 1;
+            return;
+        }
+        if let Some((k, _)) = self.buf.get(self.pos).or(self.buf.first()) {
+            let k = k.clone();
+            self.fill_backward(Some((ikey::user_key(&k), ikey::trailer(&k))));
+            if self.buf.is_empty() {
+                self.pos = 0;
+            }
+        }
+    }
+
+    fn key(&self) -> &[u8] {
+        &self.buf[self.pos].0
+    }
+
+    fn value(&self) -> &[u8] {
+        &self.buf[self.pos].1
+    }
+
+    fn status(&self) -> Result<()> {
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn versions_iterate_in_internal_order_both_ways() {
+        let m = Arc::new(MemTable::new(1));
+        m.add(1, Kind::Value, b"b", b"b1");
+        m.add(2, Kind::Value, b"a", b"a2");
+        m.add(3, Kind::Delete, b"b", b"");
+        m.add(4, Kind::Value, b"c", b"c4");
+        let mut it = m.iter();
+        it.seek_to_first();
+        let mut fwd = Vec::new();
+        while it.valid() {
+            fwd.push(it.key().to_vec());
+            it.next();
+        }
+        let want = vec![
+            ikey::make(b"a", 2, Kind::Value),
+            ikey::make(b"b", 3, Kind::Delete),
+            ikey::make(b"b", 1, Kind::Value),
+            ikey::make(b"c", 4, Kind::Value),
+        ];
+        assert_eq!(fwd, want);
+        it.seek_to_last();
+        let mut rev = Vec::new();
+        while it.valid() {
+            rev.push(it.key().to_vec());
+            it.prev();
+        }
+        rev.reverse();
+        assert_eq!(rev, want);
+        it.seek(&ikey::make(b"b", 2, ikey::SEEK_KIND));
+        assert_eq!(it.key(), &want[2][..]);
+        assert_eq!(m.get(b"b", 2).map(|x| x.2), Some(b"b1".to_vec()));
+        assert_eq!(m.get(b"b", 3).map(|x| x.1), Some(Kind::Delete));
+        assert_eq!(m.get(b"a", 1), None);
+    }
+
+    #[test]
+    fn buffered_cursor_matches_sorted_reference_across_refills() {
+        use rand::{Rng, SeedableRng};
+        let m = Arc::new(MemTable::new(1));
+        let mut rng = rand::rngs::SmallRng::seed_from_u64(7);
+        let mut all = Vec::new();
+        for seq in 1..3000u64 {
+            let k = format!("k{:04}", rng.random_range(0..700)).into_bytes();
+            let kind = if seq % 5 == 0 { Kind::Delete } else { Kind::Value };
+            m.add(seq, kind, &k, &seq.to_le_bytes());
+            all.push(ikey::make(&k, seq, kind));
+        }
+        all.sort_by(|a, b| ikey::cmp(a, b));
+        for frozen in [false, true] {
+            if frozen {
+                m.freeze();
+            }
+            let mut it = m.iter();
+            it.seek_to_first();
+            let mut got = Vec::new();
+            while it.valid() {
+                got.push(it.key().to_vec());
+                it.next();
+            }
+            assert_eq!(got, all);
+            let mut pos = 1234usize;
+            it.seek(&all[pos]);
+            for _ in 0..5000 {
+                assert_eq!(it.key(), &all[pos][..]);
+                if rng.random_bool(0.5) && pos + 1 < all.len() {
+                    it.next();
+                    pos += 1;
+                } else if pos > 0 {
+                    it.prev();
+                    pos -= 1;
+                }
+            }
+            it.seek_to_last();
+            assert_eq!(it.key(), &all[all.len() - 1][..]);
+            it.seek_to_first();
+            it.prev();
+            assert!(!it.valid());
+        }
+    }
+}

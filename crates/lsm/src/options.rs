@@ -1,0 +1,178 @@
+//! Options with RocksDB's defaults, and their validation.
+
+use std::sync::Arc;
+
+use crate::error::{Error, Result};
+use crate::format::Compression;
+use crate::rangedel::{LocalTombstones, RangeDeleteStrategy};
+
+/// Database options. Defaults follow RocksDB 7.x (`Options()`), except where a note says otherwise.
+#[derive(Clone)]
+pub struct Options {
+    /// Create the database if the directory holds none (default false).
+    pub create_if_missing: bool,
+    /// Fail if a database already exists (default false).
+    pub error_if_exists: bool,
+    /// Memtable size that triggers a switch to a new memtable (default 64 MiB).
+    pub write_buffer_size: usize,
+    /// Memtables in memory, the mutable one included (default 2: one can flush while the other takes writes).
+    pub max_write_buffer_number: usize,
+    /// L0 file count that triggers an L0 compaction (default 4).
+    pub level0_file_num_compaction_trigger: usize,
+    /// L0 file count at which each write is delayed (default 20).
+    pub level0_slowdown_writes_trigger: usize,
+    /// L0 file count at which writes wait for compaction (default 36).
+    pub level0_stop_writes_trigger: usize,
+    /// Pending compaction bytes at which writes are delayed (default 64 GiB).
+    pub soft_pending_compaction_bytes_limit: u64,
+    /// Pending compaction bytes at which writes wait (default 256 GiB).
+    pub hard_pending_compaction_bytes_limit: u64,
+    /// Target size of L1 (default 256 MiB).
+    pub max_bytes_for_level_base: u64,
+    /// Size ratio T between adjacent levels (default 10).
+    pub max_bytes_for_level_multiplier: u64,
+    /// Target size of compaction output files (default 64 MiB).
+    pub target_file_size_base: u64,
+    /// Uncompressed data block size (default 4 KiB).
+    pub block_size: usize,
+    /// Keys between restart points (default 16).
+    pub block_restart_interval: usize,
+    /// Bloom filter bits per key, 0 disables (default 10).
+    pub bloom_bits_per_key: usize,
+    /// Data block compression (default none; RocksDB defaults to Snappy, which we do not ship: LZ4 is the option).
+    pub compression: Compression,
+    /// Block cache capacity in bytes (default 8 MiB, RocksDB 7.x's default cache).
+    pub block_cache_size: usize,
+    /// Open tables kept (default 1000; RocksDB default is unlimited).
+    pub max_open_files: usize,
+    /// Start a new MANIFEST beyond this size (default 1 GiB as RocksDB's `max_manifest_file_size`).
+    pub max_manifest_file_size: u64,
+    /// Largest group of concurrent writes committed with one WAL append (default 1 MiB, as LevelDB).
+    pub max_write_group_bytes: usize,
+    /// Which file of a level compaction picks (default `MinOverlappingRatio`, RocksDB's default since 6.x).
+    pub compaction_pri: CompactionPri,
+    /// Disable automatic compactions (manual `compact_range` still works; default false).
+    pub disable_auto_compactions: bool,
+    /// How range deletes are stored and consulted (default: RocksDB-style local tombstones).
+    pub range_delete_strategy: Arc<dyn RangeDeleteStrategy>,
+}
+
+impl std::fmt::Debug for Options {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Options")
+            .field("write_buffer_size", &self.write_buffer_size)
+            .field("max_write_buffer_number", &self.max_write_buffer_number)
+            .field("level0_file_num_compaction_trigger", &self.level0_file_num_compaction_trigger)
+            .field("level0_slowdown_writes_trigger", &self.level0_slowdown_writes_trigger)
+            .field("level0_stop_writes_trigger", &self.level0_stop_writes_trigger)
+            .field("max_bytes_for_level_base", &self.max_bytes_for_level_base)
+            .field("max_bytes_for_level_multiplier", &self.max_bytes_for_level_multiplier)
+            .field("target_file_size_base", &self.target_file_size_base)
+            .field("block_size", &self.block_size)
+            .field("bloom_bits_per_key", &self.bloom_bits_per_key)
+            .field("compression", &self.compression)
+            .field("compaction_pri", &self.compaction_pri)
+            .field("block_cache_size", &self.block_cache_size)
+            .field("range_delete_strategy", &self.range_delete_strategy.name())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            create_if_missing: false,
+            error_if_exists: false,
+            write_buffer_size: 64 << 20,
+            max_write_buffer_number: 2,
+            level0_file_num_compaction_trigger: 4,
+            level0_slowdown_writes_trigger: 20,
+            level0_stop_writes_trigger: 36,
+            soft_pending_compaction_bytes_limit: 64 << 30,
+            hard_pending_compaction_bytes_limit: 256 << 30,
+            max_bytes_for_level_base: 256 << 20,
+            max_bytes_for_level_multiplier: 10,
+            target_file_size_base: 64 << 20,
+            block_size: 4096,
+            block_restart_interval: 16,
+            bloom_bits_per_key: 10,
+            compression: Compression::None,
+            block_cache_size: 8 << 20,
+            max_open_files: 1000,
+            max_manifest_file_size: 1 << 30,
+            max_write_group_bytes: 1 << 20,
+            compaction_pri: CompactionPri::MinOverlappingRatio,
+            disable_auto_compactions: false,
+            range_delete_strategy: Arc::new(LocalTombstones),
+        }
+    }
+}
+
+impl Options {
+    /// Rejects settings the engine cannot run with.
+    pub fn validate(&self) -> Result<()> {
+        let bad = |m: &str| Err(Error::InvalidArgument(m.to_string()));
+        if self.write_buffer_size < 1024 {
+            return bad("write_buffer_size must be at least 1 KiB");
+        }
+        if self.max_write_buffer_number < 2 {
+            return bad("max_write_buffer_number must be at least 2");
+        }
+        if self.level0_file_num_compaction_trigger == 0 {
+            return bad("level0_file_num_compaction_trigger must be positive");
+        }
+        if self.level0_slowdown_writes_trigger < self.level0_file_num_compaction_trigger
+            || self.level0_stop_writes_trigger < self.level0_slowdown_writes_trigger
+        {
+            return bad("L0 triggers must satisfy compaction <= slowdown <= stop");
+        }
+        if self.hard_pending_compaction_bytes_limit < self.soft_pending_compaction_bytes_limit {
+            return bad("hard pending compaction limit below the soft one");
+        }
+        if self.max_bytes_for_level_multiplier < 2 {
+            return bad("max_bytes_for_level_multiplier must be at least 2");
+        }
+        if self.max_bytes_for_level_base == 0 || self.target_file_size_base == 0 {
+            return bad("level and file size targets must be positive");
+        }
+        if self.block_size < 64 || self.block_size > (16 << 20) {
+            return bad("block_size must be in 64 B..16 MiB");
+        }
+        if self.block_restart_interval == 0 {
+            return bad("block_restart_interval must be positive");
+        }
+        if self.bloom_bits_per_key > 64 {
+            return bad("bloom_bits_per_key must be at most 64");
+        }
+        Ok(())
+    }
+}
+
+/// How compaction picks the input file of a level >= 1.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum CompactionPri {
+    /// The file with the smallest ratio of overlapping next-level bytes to its own size (least write
+    /// amplification for the bytes moved; RocksDB's `kMinOverlappingRatio`).
+    #[default]
+    MinOverlappingRatio,
+    /// The next file after the level's compact pointer (LevelDB; RocksDB's `kRoundRobin`).
+    RoundRobin,
+}
+
+/// Options of one write.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct WriteOptions {
+    /// Sync the WAL before acknowledging (default false: durable at the next sync or memtable switch).
+    pub sync: bool,
+}
+
+/// Options of one read or iterator.
+#[derive(Debug, Clone, Default)]
+pub struct ReadOptions {
+    /// Read at this snapshot's sequence number (default: the latest).
+    pub snapshot: Option<u64>,
+    /// Iterators: smallest key returned (inclusive).
+    pub lower_bound: Option<Vec<u8>>,
+    /// Iterators: first key not returned (exclusive).
+    pub upper_bound: Option<Vec<u8>>,
+}

@@ -1,0 +1,579 @@
+//! Sorted string tables: the builder that writes one and the reader that serves gets and iterators.
+//!
+//! File layout (docs/formats/sst.md):
+//! ```text
+//! data block 0 | ... | data block n-1 | filter block | range-del block | properties block | metaindex | index | footer
+//! ```
+//! Every block is followed by its trailer (compression type, masked CRC32C). The index maps the last internal key
+//! of each data block to its handle. The metaindex maps `filter.bloom`, `rangedb.range_del` and
+//! `rangedb.properties` to their handles. The filter is one Bloom filter over the table's distinct user keys.
+//! The range-deletion block holds tombstones as `(start, seq, RangeDelete) -> end` in internal-key order; the
+//! reader fragments them once at open and keeps them in memory, as RocksDB caches its fragmented list.
+
+use std::sync::Arc;
+
+use crate::block::{Block, BlockBuilder, BlockIter};
+use crate::bloom;
+use crate::cache::BlockCache;
+use crate::error::{Error, Result};
+use crate::format::{self, Compression, FOOTER_LEN, Footer, Handle, TRAILER_LEN};
+use crate::ikey::{self, Kind};
+use crate::iter::InternalIter;
+use crate::props::TableProps;
+use crate::tombstones::{Fragments, Tombstone};
+
+/// How tables are built.
+#[derive(Debug, Clone)]
+pub struct TableOptions {
+    /// Target uncompressed data block size (default 4 KiB, as RocksDB).
+    pub block_size: usize,
+    /// Keys between restart points (default 16).
+    pub restart_interval: usize,
+    /// Bloom filter bits per key; 0 disables the filter (default 10).
+    pub bloom_bits_per_key: usize,
+    /// Block compression (default none, as our RocksDB comparison runs).
+    pub compression: Compression,
+}
+
+impl Default for TableOptions {
+    fn default() -> Self {
+        TableOptions {
+            block_size: 4096,
+            restart_interval: 16,
+            bloom_bits_per_key: 10,
+            compression: Compression::None,
+        }
+    }
+}
+
+/// Writes one table. Entries must arrive in internal-key order.
+#[derive(Debug)]
+pub struct TableBuilder {
+    file: Arc<dyn vfs::File>,
+    opts: TableOptions,
+    offset: u64,
+    out: Vec<u8>,
+    data: BlockBuilder,
+    index: BlockBuilder,
+    hashes: Vec<u64>,
+    last_user_key: Option<Vec<u8>>,
+    props: TableProps,
+    tombstones: Vec<Tombstone>,
+    first_key: Option<Vec<u8>>,
+    last_key: Vec<u8>,
+}
+
+impl TableBuilder {
+    /// A builder writing to the (new, empty) `file`.
+    pub fn new(file: Arc<dyn vfs::File>, opts: TableOptions) -> Self {
+        let data = BlockBuilder::new(opts.restart_interval);
+        TableBuilder {
+            file,
+            opts,
+            offset: 0,
+            out: Vec::new(),
+            data,
+            index: BlockBuilder::new(1),
+            hashes: Vec::new(),
+            last_user_key: None,
+            props: TableProps { smallest_seq: u64::MAX, ..TableProps::default() },
+            tombstones: Vec::new(),
+            first_key: None,
+            last_key: Vec::new(),
+        }
+    }
+
+    /// Appends a point entry. REQUIRES: `ikey` sorts after the previous one.
+    pub fn add(&mut self, ik: &[u8], value: &[u8]) -> Result<()> {
+        let uk = ikey::user_key(ik);
+        if self.last_user_key.as_deref() != Some(uk) {
+            self.hashes.push(bloom::hash(uk));
+            self.last_user_key = Some(uk.to_vec());
+        }
+        let seq = ikey::seq(ik);
+        self.props.smallest_seq = self.props.smallest_seq.min(seq);
+        self.props.largest_seq = self.props.largest_seq.max(seq);
+        self.props.num_entries += 1;
+        if ikey::trailer(ik) & 0xff == Kind::Delete as u64 {
+            self.props.num_deletions += 1;
+        }
+        self.props.raw_key_bytes += ik.len() as u64;
+        self.props.raw_value_bytes += value.len() as u64;
+        if self.first_key.is_none() {
+            self.first_key = Some(ik.to_vec());
+        }
+        self.last_key.clear();
+        self.last_key.extend_from_slice(ik);
+        self.data.add(ik, value);
+        if self.data.estimated_size() >= self.opts.block_size {
+            self.flush_data()?;
+        }
+        Ok(())
+    }
+
+    /// Adds range tombstones to the range-deletion block (any order).
+    pub fn add_tombstones(&mut self, ts: &[Tombstone]) {
+        self.tombstones.extend_from_slice(ts);
+    }
+
+    /// Point entries added.
+    pub fn num_entries(&self) -> u64 {
+        self.props.num_entries
+    }
+
+    /// Bytes the file will have at least (written + buffered).
+    pub fn file_size(&self) -> u64 {
+        self.offset + self.out.len() as u64 + self.data.estimated_size() as u64
+    }
+
+    fn write_block(&mut self, raw: Vec<u8>, ty: Compression) -> Result<Handle> {
+        let (contents, ty) = format::compress(raw, ty);
+        let h = Handle { offset: self.offset + self.out.len() as u64, size: contents.len() as u64 };
+        let trailer = format::block_trailer(&contents, ty);
+        self.out.extend_from_slice(&contents);
+        self.out.extend_from_slice(&trailer);
+        if self.out.len() >= 256 * 1024 {
+            self.file.write_all_at(&self.out, self.offset)?;
+            self.offset += self.out.len() as u64;
+            self.out.clear();
+        }
+        Ok(h)
+    }
+
+    fn flush_data(&mut self) -> Result<()> {
+        if self.data.is_empty() {
+            return Ok(());
+        }
+        let last = self.data.last_key().to_vec();
+        let raw = self.data.finish();
+        let h = self.write_block(raw, self.opts.compression)?;
+        self.props.data_bytes += h.size + TRAILER_LEN as u64;
+        self.props.num_data_blocks += 1;
+        let mut hv = Vec::new();
+        h.encode(&mut hv);
+        self.index.add(&last, &hv);
+        Ok(())
+    }
+
+    /// Writes the remaining blocks and the footer and syncs the file. Returns the table's properties.
+    pub fn finish(mut self) -> Result<(TableProps, u64)> {
+        self.flush_data()?;
+        let mut meta = Vec::<(&[u8], Handle)>::new();
+        let filter_h = if self.opts.bloom_bits_per_key > 0 && !self.hashes.is_empty() {
+            let f = bloom::build(&self.hashes, self.opts.bloom_bits_per_key);
+            Some(self.write_block(f, Compression::None)?)
+        } else {
+            None
+        };
+        if let Some(h) = filter_h {
+            meta.push((b"filter.bloom", h));
+        }
+        // Range tombstones, in internal-key order, and their effect on the key range.
+        let mut ts = std::mem::take(&mut self.tombstones);
+        ts.retain(|t| t.start < t.end);
+        ts.sort_by(|a, b| a.cmp_ikey(b));
+        ts.dedup();
+        let mut smallest = self.first_key.clone();
+        let mut largest = if self.first_key.is_some() { Some(self.last_key.clone()) } else { None };
+        if !ts.is_empty() {
+            let mut rb = BlockBuilder::new(1);
+            for t in &ts {
+                let k = ikey::make(&t.start, t.seq, Kind::RangeDelete);
+                rb.add(&k, &t.end);
+                self.props.smallest_seq = self.props.smallest_seq.min(t.seq);
+                self.props.largest_seq = self.props.largest_seq.max(t.seq);
+                if smallest.as_ref().is_none_or(|s| ikey::cmp(&k, s).is_lt()) {
+                    smallest = Some(k);
+                }
+                let e = ikey::make(&t.end, ikey::MAX_SEQ, Kind::RangeDelete);
+                if largest.as_ref().is_none_or(|l| ikey::cmp(&e, l).is_gt()) {
+                    largest = Some(e);
+                }
+            }
+            self.props.num_range_dels = ts.len() as u64;
+            let h = self.write_block(rb.finish(), Compression::None)?;
+            meta.push((b"rangedb.range_del", h));
+        }
+        if self.props.smallest_seq == u64::MAX {
+            self.props.smallest_seq = 0;
+        }
+        self.props.smallest_key = smallest.unwrap_or_default();
+        self.props.largest_key = largest.unwrap_or_default();
+        self.props.compression = self.opts.compression as u64;
+        let praw = self.props.encode();
+        let ph = self.write_block(praw, Compression::None)?;
+        meta.push((b"rangedb.properties", ph));
+        meta.sort_by(|a, b| a.0.cmp(b.0));
+        let mut mb = BlockBuilder::new(1);
+        for (name, h) in &meta {
+            let mut hv = Vec::new();
+            h.encode(&mut hv);
+            mb.add(name, &hv);
+        }
+        let metaindex = self.write_block(mb.finish(), Compression::None)?;
+        let iraw = self.index.finish();
+        let index = self.write_block(iraw, Compression::None)?;
+        let footer = Footer { metaindex, index, version: format::FORMAT_VERSION }.encode();
+        self.out.extend_from_slice(&footer);
+        self.file.write_all_at(&self.out, self.offset)?;
+        self.offset += self.out.len() as u64;
+        self.out.clear();
+        self.file.sync_data()?;
+        Ok((self.props, self.offset))
+    }
+}
+
+/// Counters a table lookup updates.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct GetStats {
+    /// Bloom filter consulted.
+    pub bloom_checked: u64,
+    /// Bloom filter ruled the key out.
+    pub bloom_useful: u64,
+}
+
+/// An open table.
+#[derive(Debug)]
+pub struct Table {
+    number: u64,
+    name: String,
+    file: Arc<dyn vfs::File>,
+    size: u64,
+    index: Arc<Block>,
+    filter: Option<Vec<u8>>,
+    props: TableProps,
+    tombstones: Arc<Fragments>,
+    raw_tombstones: usize,
+    cache: Arc<BlockCache>,
+}
+
+impl Table {
+    /// Opens table `number` (file name `name`, `size` bytes), checking footer, index, metaindex, filter,
+    /// properties and range-deletion block checksums.
+    pub fn open(
+        file: Arc<dyn vfs::File>,
+        number: u64,
+        name: &str,
+        size: u64,
+        cache: Arc<BlockCache>,
+    ) -> Result<Table> {
+        let corrupt = |m: String| Error::corruption(name, m);
+        if size < FOOTER_LEN as u64 {
+            return Err(corrupt("file shorter than a footer".into()));
+        }
+        let mut fb = [0u8; FOOTER_LEN];
+        file.read_exact_at(&mut fb, size - FOOTER_LEN as u64)?;
+        let footer = Footer::decode(&fb).map_err(corrupt)?;
+        let read = |h: Handle| read_block(&*file, name, size, h);
+        let index = Arc::new(read(footer.index)?);
+        let meta = Arc::new(read(footer.metaindex)?);
+        let mut filter = None;
+        let mut props = None;
+        let mut ts = Vec::new();
+        let mut it = BlockIter::new(meta, |a, b| a.cmp(b));
+        it.seek_to_first();
+        while it.valid() {
+            let h = Handle::decode(it.value()).ok_or_else(|| corrupt("bad metaindex handle".into()))?;
+            match it.key() {
+                b"filter.bloom" => {
+                    filter = Some(read_raw(&*file, name, size, h)?);
+                }
+                b"rangedb.properties" => {
+                    props = Some(TableProps::decode(Arc::new(read(h)?)).map_err(corrupt)?);
+                }
+                b"rangedb.range_del" => {
+                    let mut ri = BlockIter::new(Arc::new(read(h)?), ikey::cmp);
+                    ri.seek_to_first();
+                    while ri.valid() {
+                        let p = ikey::parse(ri.key())
+                            .filter(|p| p.kind == Kind::RangeDelete)
+                            .ok_or_else(|| corrupt("bad range tombstone key".into()))?;
+                        ts.push(Tombstone {
+                            start: p.user_key.to_vec(),
+                            end: ri.value().to_vec(),
+                            seq: p.seq,
+                        });
+                        ri.next();
+                    }
+                    if ri.corrupt() {
+                        return Err(corrupt("malformed range-deletion block".into()));
+                    }
+                }
+                _ => {}
+            }
+            it.next();
+        }
+        if it.corrupt() {
+            return Err(corrupt("malformed metaindex block".into()));
+        }
+        let props = props.ok_or_else(|| corrupt("missing properties block".into()))?;
+        if props.num_range_dels != ts.len() as u64 {
+            return Err(corrupt("range tombstone count disagrees with properties".into()));
+        }
+        Ok(Table {
+            number,
+            name: name.to_string(),
+            file,
+            size,
+            index,
+            filter,
+            props,
+            raw_tombstones: ts.len(),
+            tombstones: Arc::new(Fragments::new(&ts)),
+            cache,
+        })
+    }
+
+    /// The table's properties.
+    pub fn props(&self) -> &TableProps {
+        &self.props
+    }
+
+    /// The file number.
+    pub fn number(&self) -> u64 {
+        self.number
+    }
+
+    /// The file size.
+    pub fn size(&self) -> u64 {
+        self.size
+    }
+
+    /// The fragmented range tombstones.
+    pub fn tombstones(&self) -> &Arc<Fragments> {
+        &self.tombstones
+    }
+
+    /// Number of range tombstones stored.
+    pub fn num_raw_tombstones(&self) -> usize {
+        self.raw_tombstones
+    }
+
+    fn data_block(&self, h: Handle) -> Result<Arc<Block>> {
+        if let Some(b) = self.cache.get(self.number, h.offset) {
+            return Ok(b);
+        }
+        let b = Arc::new(read_block(&*self.file, &self.name, self.size, h)?);
+        self.cache.insert(self.number, h.offset, b.clone());
+        Ok(b)
+    }
+
+    /// Whether the Bloom filter allows `user_key`.
+    pub fn may_contain(&self, user_key: &[u8], st: &mut GetStats) -> bool {
+        match &self.filter {
+            Some(f) => {
+                st.bloom_checked += 1;
+                let m = bloom::may_contain(f, bloom::hash(user_key));
+                if !m {
+                    st.bloom_useful += 1;
+                }
+                m
+            }
+            None => true,
+        }
+    }
+
+    /// The first entry at or after `target` (an internal key) if it has the same user key.
+    pub fn get(&self, target: &[u8], st: &mut GetStats) -> Result<Option<(Vec<u8>, Vec<u8>)>> {
+        let uk = ikey::user_key(target);
+        if !self.may_contain(uk, st) {
+            return Ok(None);
+        }
+        let mut ii = BlockIter::new(self.index.clone(), ikey::cmp);
+        ii.seek(target);
+        if ii.corrupt() {
+            return Err(Error::corruption(&self.name, "malformed index block"));
+        }
+        if !ii.valid() {
+            return Ok(None);
+        }
+        let h =
+            Handle::decode(ii.value()).ok_or_else(|| Error::corruption(&self.name, "bad index handle"))?;
+        let mut bi = BlockIter::new(self.data_block(h)?, ikey::cmp);
+        bi.seek(target);
+        if bi.corrupt() {
+            return Err(Error::corruption(&self.name, "malformed data block"));
+        }
+        if bi.valid() && ikey::user_key(bi.key()) == uk {
+            return Ok(Some((bi.key().to_vec(), bi.value().to_vec())));
+        }
+        Ok(None)
+    }
+
+    /// A cursor over the point entries.
+    pub fn iter(self: &Arc<Self>) -> TableIter {
+        TableIter {
+            table: self.clone(),
+            index: BlockIter::new(self.index.clone(), ikey::cmp),
+            data: None,
+            err: None,
+        }
+    }
+}
+
+fn read_raw(file: &dyn vfs::File, name: &str, size: u64, h: Handle) -> Result<Vec<u8>> {
+    let len = h.size.checked_add(TRAILER_LEN as u64).filter(|&l| l <= format::MAX_BLOCK_LEN as u64);
+    let end = len.and_then(|l| h.offset.checked_add(l));
+    let (Some(len), Some(end)) = (len, end) else {
+        return Err(Error::corruption(name, "block handle out of range"));
+    };
+    if end > size - FOOTER_LEN as u64 {
+        return Err(Error::corruption(name, "block handle past the end of the table"));
+    }
+    let mut buf = vec![0u8; len as usize];
+    file.read_exact_at(&mut buf, h.offset)?;
+    format::unwrap_block(buf).map_err(|m| Error::corruption(name, format!("block at {}: {m}", h.offset)))
+}
+
+fn read_block(file: &dyn vfs::File, name: &str, size: u64, h: Handle) -> Result<Block> {
+    let raw = read_raw(file, name, size, h)?;
+    Block::new(raw).ok_or_else(|| Error::corruption(name, format!("malformed block at {}", h.offset)))
+}
+
+/// A two-level cursor: the index block picks a data block, the data block iterates entries.
+#[derive(Debug)]
+pub struct TableIter {
+    table: Arc<Table>,
+    index: BlockIter,
+    data: Option<BlockIter>,
+    err: Option<Error>,
+}
+
+impl TableIter {
+    fn load_data(&mut self) -> bool {
+        self.data = None;
+        if !self.index.valid() {
+            if self.index.corrupt() {
+                self.err = Some(Error::corruption(&self.table.name, "malformed index block"));
+            }
+            return false;
+        }
+        let Some(h) = Handle::decode(self.index.value()) else {
+            self.err = Some(Error::corruption(&self.table.name, "bad index handle"));
+            return false;
+        };
+        match self.table.data_block(h) {
+            Ok(b) => {
+                self.data = Some(BlockIter::new(b, ikey::cmp));
+                true
+            }
+            Err(e) => {
+                self.err = Some(e);
+                false
+            }
+        }
+    }
+
+    fn data_valid(&mut self) -> bool {
+        match &self.data {
+            Some(d) if d.valid() => true,
+            Some(d) if d.corrupt() => {
+                self.err = Some(Error::corruption(&self.table.name, "malformed data block"));
+                self.data = None;
+                false
+            }
+            _ => false,
+        }
+    }
+
+    fn skip_forward(&mut self) {
+        while self.err.is_none() && !self.data_valid() {
+            if self.err.is_some() {
+                break;
+            }
+            if self.data.is_some() {
+                self.index.next();
+            }
+            if !self.load_data() {
+                self.data = None;
+                return;
+            }
+            if let Some(d) = &mut self.data {
+                d.seek_to_first();
+            }
+        }
+    }
+
+    fn skip_backward(&mut self) {
+        while self.err.is_none() && !self.data_valid() {
+            if self.err.is_some() {
+                break;
+            }
+            if self.data.is_some() {
+                self.index.prev();
+            }
+            if !self.load_data() {
+                self.data = None;
+                return;
+            }
+            if let Some(d) = &mut self.data {
+                d.seek_to_last();
+            }
+        }
+    }
+}
+
+impl InternalIter for TableIter {
+    fn valid(&self) -> bool {
+        self.err.is_none() && self.data.as_ref().is_some_and(|d| d.valid())
+    }
+
+    fn seek_to_first(&mut self) {
+        self.index.seek_to_first();
+        if self.load_data()
+            && let Some(d) = &mut self.data
+        {
+            d.seek_to_first();
+        }
+        self.skip_forward();
+    }
+
+    fn seek_to_last(&mut self) {
+        self.index.seek_to_last();
+        if self.load_data()
+            && let Some(d) = &mut self.data
+        {
+            d.seek_to_last();
+        }
+        self.skip_backward();
+    }
+
+    fn seek(&mut self, target: &[u8]) {
+        self.index.seek(target);
+        if self.load_data()
+            && let Some(d) = &mut self.data
+        {
+            d.seek(target);
+        }
+        self.skip_forward();
+    }
+
+    fn next(&mut self) {
+        if let Some(d) = &mut self.data {
+            d.next();
+        }
+        self.skip_forward();
+    }
+
+    fn prev(&mut self) {
+        if let Some(d) = &mut self.data {
+            d.prev();
+        }
+        self.skip_backward();
+    }
+
+    fn key(&self) -> &[u8] {
+        self.data.as_ref().map_or(&[], |d| d.key())
+    }
+
+    fn value(&self) -> &[u8] {
+        self.data.as_ref().map_or(&[], |d| d.value())
+    }
+
+    fn status(&self) -> Result<()> {
+        match &self.err {
+            Some(e) => Err(e.clone()),
+            None => Ok(()),
+        }
+    }
+}

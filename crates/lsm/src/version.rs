@@ -1,0 +1,534 @@
+//! Versions: which tables make up each level at a point in time, and the MANIFEST that records how they change.
+//!
+//! A [`Version`] is immutable and shared through `Arc`: every iterator, snapshot read and compaction pins the
+//! version it started from, so the tables it needs cannot be deleted under it. Tables are `Arc<FileMeta>`; when an
+//! edit removes a table from the current version its `FileMeta` is marked removed, and when the last version
+//! holding it goes away `Drop` queues its number for deletion ([`Obsolete`]). A trivial move re-adds the same
+//! `FileMeta` at another level, so it is never marked.
+//!
+//! [`VersionSet`] owns the MANIFEST: edits are appended and synced before the new version is installed, and a new
+//! MANIFEST (a snapshot of the current version) is started at open and when the old one grows large; CURRENT is
+//! switched to it with the write-temp, sync, rename, sync-dir sequence.
+
+use std::cmp::Ordering;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering as AtOrd};
+use std::sync::{Arc, Mutex};
+
+use crate::edit::{COMPARATOR, FileInfo, VersionEdit};
+use crate::error::{Error, Result};
+use crate::filename;
+use crate::ikey;
+use crate::iter::InternalIter;
+use crate::table::TableIter;
+use crate::table_cache::TableCache;
+use crate::wal::{LogReader, LogWriter};
+
+/// Number of levels (RocksDB's default).
+pub const NUM_LEVELS: usize = 7;
+
+/// Numbers of files no version references any more, waiting to be deleted.
+pub type Obsolete = Arc<Mutex<Vec<u64>>>;
+
+/// A table in a version.
+#[derive(Debug)]
+pub struct FileMeta {
+    /// What the MANIFEST records.
+    pub info: FileInfo,
+    removed: AtomicBool,
+    /// Set while a compaction has the file as input, so two compactions never pick the same file.
+    pub being_compacted: AtomicBool,
+    obsolete: Obsolete,
+}
+
+impl FileMeta {
+    /// The file number.
+    pub fn number(&self) -> u64 {
+        self.info.number
+    }
+    /// Smallest user key.
+    pub fn smallest_user(&self) -> &[u8] {
+        ikey::user_key(&self.info.smallest)
+    }
+    /// Largest user key (inclusive bound, conservative for tombstone ends).
+    pub fn largest_user(&self) -> &[u8] {
+        ikey::user_key(&self.info.largest)
+    }
+    /// Whether the file's user-key range intersects `[lo, hi]` (`None` = unbounded).
+    pub fn overlaps(&self, lo: Option<&[u8]>, hi: Option<&[u8]>) -> bool {
+        !(lo.is_some_and(|l| self.largest_user() < l) || hi.is_some_and(|h| self.smallest_user() > h))
+    }
+}
+
+impl Drop for FileMeta {
+    fn drop(&mut self) {
+        if self.removed.load(AtOrd::Acquire) {
+            self.obsolete.lock().unwrap_or_else(|p| p.into_inner()).push(self.info.number);
+        }
+    }
+}
+
+/// The tables of every level.
+#[derive(Debug, Default)]
+pub struct Version {
+    /// `levels[0]` newest first (may overlap); other levels sorted by key, non-overlapping.
+    pub levels: Vec<Vec<Arc<FileMeta>>>,
+}
+
+impl Version {
+    fn empty() -> Self {
+        Version { levels: vec![Vec::new(); NUM_LEVELS] }
+    }
+
+    /// Bytes in `level`.
+    pub fn level_bytes(&self, level: usize) -> u64 {
+        self.levels[level].iter().map(|f| f.info.size).sum()
+    }
+
+    /// The files of `level` whose user-key range intersects `[lo, hi]`. For level 0 the range is widened until
+    /// closed under overlap (LevelDB's rule), so a newer L0 file is never left above an older one it overlaps.
+    pub fn overlapping(&self, level: usize, lo: Option<&[u8]>, hi: Option<&[u8]>) -> Vec<Arc<FileMeta>> {
+        let mut lo = lo.map(<[u8]>::to_vec);
+        let mut hi = hi.map(<[u8]>::to_vec);
+        'restart: loop {
+            let mut out = Vec::new();
+            for f in &self.levels[level] {
+                if f.overlaps(lo.as_deref(), hi.as_deref()) {
+                    if level == 0 {
+                        if lo.as_ref().is_some_and(|l| f.smallest_user() < l.as_slice()) {
+                            lo = Some(f.smallest_user().to_vec());
+                            continue 'restart;
+                        }
+                        if hi.as_ref().is_some_and(|h| f.largest_user() > h.as_slice()) {
+                            hi = Some(f.largest_user().to_vec());
+                            continue 'restart;
+                        }
+                    }
+                    out.push(f.clone());
+                }
+            }
+            return out;
+        }
+    }
+
+    /// For level > 0: index of the first file whose largest key >= `target` (an internal key).
+    pub fn find_file(&self, level: usize, target: &[u8]) -> usize {
+        self.levels[level].partition_point(|f| ikey::cmp(&f.info.largest, target) == Ordering::Less)
+    }
+
+    /// Checks level ordering: L0 by sequence, L1+ sorted and non-overlapping (internal-key bounds).
+    pub fn check(&self) -> std::result::Result<(), String> {
+        for (l, files) in self.levels.iter().enumerate() {
+            for f in files {
+                if ikey::cmp(&f.info.smallest, &f.info.largest) == Ordering::Greater {
+                    return Err(format!("L{l} file {} has smallest > largest", f.number()));
+                }
+            }
+            if l > 0 {
+                for w in files.windows(2) {
+                    if ikey::cmp(&w[0].info.largest, &w[1].info.smallest) != Ordering::Less {
+                        return Err(format!("L{l} files {} and {} overlap", w[0].number(), w[1].number()));
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Every live file number.
+    pub fn live_files(&self) -> Vec<u64> {
+        self.levels.iter().flatten().map(|f| f.number()).collect()
+    }
+}
+
+/// Concatenates the (sorted, disjoint) files of one level, opening each table only when reached.
+pub struct LevelIter {
+    files: Vec<Arc<FileMeta>>,
+    cache: Arc<TableCache>,
+    idx: usize,
+    cur: Option<TableIter>,
+    err: Option<Error>,
+}
+
+impl std::fmt::Debug for LevelIter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LevelIter").field("files", &self.files.len()).field("idx", &self.idx).finish()
+    }
+}
+
+impl LevelIter {
+    /// Iterates `files` (sorted, non-overlapping).
+    pub fn new(files: Vec<Arc<FileMeta>>, cache: Arc<TableCache>) -> Self {
+        LevelIter { idx: files.len(), files, cache, cur: None, err: None }
+    }
+
+    fn open(&mut self, idx: usize) -> bool {
+        self.idx = idx;
+        self.cur = None;
+        let Some(f) = self.files.get(idx) else { return false };
+        match self.cache.get(f.number(), f.info.size) {
+            Ok(t) => {
+                self.cur = Some(t.iter());
+                true
+            }
+            Err(e) => {
+                self.err = Some(e);
+                false
+            }
+        }
+    }
+
+    fn settle_forward(&mut self) {
+        while self.err.is_none() {
+            match &self.cur {
+                Some(c) if c.valid() => return,
+                Some(c) if c.status().is_err() => {
+                    self.err = c.status().err();
+                    return;
+                }
+                _ => {}
+            }
+            if !self.open(self.idx + 1) {
+                return;
+            }
+            if let Some(c) = &mut self.cur {
+                c.seek_to_first();
+            }
+        }
+    }
+
+    fn settle_backward(&mut self) {
+        while self.err.is_none() {
+            match &self.cur {
+                Some(c) if c.valid() => return,
+                Some(c) if c.status().is_err() => {
+                    self.err = c.status().err();
+                    return;
+                }
+                _ => {}
+            }
+            if self.idx == 0 || self.idx > self.files.len() {
+                self.cur = None;
+                self.idx = self.files.len();
+                return;
+            }
+            if !self.open(self.idx - 1) {
+                return;
+            }
+            if let Some(c) = &mut self.cur {
+                c.seek_to_last();
+            }
+        }
+    }
+}
+
+impl InternalIter for LevelIter {
+    fn valid(&self) -> bool {
+        self.err.is_none() && self.cur.as_ref().is_some_and(|c| c.valid())
+    }
+
+    fn seek_to_first(&mut self) {
+        if self.open(0)
+            && let Some(c) = &mut self.cur
+        {
+            c.seek_to_first();
+        }
+        self.settle_forward();
+    }
+
+    fn seek_to_last(&mut self) {
+        if !self.files.is_empty()
+            && self.open(self.files.len() - 1)
+            && let Some(c) = &mut self.cur
+        {
+            c.seek_to_last();
+        }
+        self.settle_backward();
+    }
+
+    fn seek(&mut self, target: &[u8]) {
+        let i = self.files.partition_point(|f| ikey::cmp(&f.info.largest, target) == Ordering::Less);
+        if self.open(i)
+            && let Some(c) = &mut self.cur
+        {
+            c.seek(target);
+        }
+        self.settle_forward();
+    }
+
+    fn next(&mut self) {
+        if let Some(c) = &mut self.cur {
+            c.next();
+        }
+        self.settle_forward();
+    }
+
+    fn prev(&mut self) {
+        if let Some(c) = &mut self.cur {
+            c.prev();
+        }
+        self.settle_backward();
+    }
+
+    fn key(&self) -> &[u8] {
+        self.cur.as_ref().map_or(&[], |c| c.key())
+    }
+
+    fn value(&self) -> &[u8] {
+        self.cur.as_ref().map_or(&[], |c| c.value())
+    }
+
+    fn status(&self) -> Result<()> {
+        match &self.err {
+            Some(e) => Err(e.clone()),
+            None => Ok(()),
+        }
+    }
+}
+
+/// The MANIFEST and the chain of versions.
+#[derive(Debug)]
+pub struct VersionSet {
+    fs: Arc<dyn vfs::Fs>,
+    dir: PathBuf,
+    current: Arc<Version>,
+    /// The next unused file number.
+    pub next_file: u64,
+    /// WALs below this number are flushed.
+    pub log_number: u64,
+    /// The last sequence number made durable in the MANIFEST (the DB keeps the live one).
+    pub last_seq: u64,
+    /// Round-robin compaction start per level.
+    pub compact_pointers: Vec<Vec<u8>>,
+    manifest: Option<LogWriter>,
+    manifest_number: u64,
+    /// Start a new MANIFEST when the current one passes this size.
+    pub max_manifest_size: u64,
+    obsolete: Obsolete,
+}
+
+impl VersionSet {
+    /// An empty version set for a new database (nothing written yet).
+    pub fn new(fs: Arc<dyn vfs::Fs>, dir: PathBuf, obsolete: Obsolete) -> Self {
+        VersionSet {
+            fs,
+            dir,
+            current: Arc::new(Version::empty()),
+            next_file: 2,
+            log_number: 0,
+            last_seq: 0,
+            compact_pointers: vec![Vec::new(); NUM_LEVELS],
+            manifest: None,
+            manifest_number: 0,
+            max_manifest_size: 64 << 20,
+            obsolete,
+        }
+    }
+
+    /// The current version.
+    pub fn current(&self) -> Arc<Version> {
+        self.current.clone()
+    }
+
+    /// The live MANIFEST's number.
+    pub fn manifest_number(&self) -> u64 {
+        self.manifest_number
+    }
+
+    /// Allocates a file number.
+    pub fn new_file_number(&mut self) -> u64 {
+        let n = self.next_file;
+        self.next_file += 1;
+        n
+    }
+
+    /// Rebuilds the state from CURRENT and the MANIFEST it names.
+    pub fn recover(&mut self) -> Result<()> {
+        let cur = vfs::read_all(&*self.fs, &self.dir.join("CURRENT"))?;
+        let name = std::str::from_utf8(&cur)
+            .ok()
+            .and_then(|s| s.strip_suffix('\n'))
+            .filter(|s| matches!(filename::parse(s), Some(filename::FileKind::Manifest(_))))
+            .ok_or_else(|| Error::corruption("CURRENT", "does not name a MANIFEST"))?
+            .to_string();
+        let Some(filename::FileKind::Manifest(mnum)) = filename::parse(&name) else {
+            return Err(Error::corruption("CURRENT", "does not name a MANIFEST"));
+        };
+        let data = match vfs::read_all(&*self.fs, &self.dir.join(&name)) {
+            Ok(d) => d,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Err(Error::corruption(name, "MANIFEST named by CURRENT is missing"));
+            }
+            Err(e) => return Err(e.into()),
+        };
+        let mut r = LogReader::from_bytes(data, &name);
+        let mut version = Version::empty();
+        let (mut log_number, mut next_file, mut last_seq) = (None, None, None);
+        let mut first = true;
+        while let Some(rec) = r.next_record() {
+            let e = VersionEdit::decode(rec).map_err(|m| Error::corruption(name.clone(), m))?;
+            if first && e.comparator.as_deref() != Some(COMPARATOR) {
+                return Err(Error::corruption(name, "MANIFEST does not start with the bytewise comparator"));
+            }
+            first = false;
+            log_number = e.log_number.or(log_number);
+            next_file = e.next_file.or(next_file);
+            last_seq = e.last_seq.or(last_seq);
+            for (l, k) in &e.compact_pointers {
+                if let Some(p) = self.compact_pointers.get_mut(*l as usize) {
+                    *p = k.clone();
+                }
+            }
+            version = self.apply(&version, &e, false).map_err(|m| Error::corruption(name.clone(), m))?;
+        }
+        // A damaged final record is a torn append that was never acknowledged (edits are synced before they take
+        // effect). The check that WAL `log_number` still exists, done by the caller, catches a lost edit whose
+        // effects were relied on.
+        if first {
+            return Err(Error::corruption(name, "MANIFEST holds no complete edit"));
+        }
+        let (Some(log_number), Some(next_file), Some(last_seq)) = (log_number, next_file, last_seq) else {
+            return Err(Error::corruption(name, "MANIFEST lacks log number, next file or last sequence"));
+        };
+        version.check().map_err(|m| Error::corruption(name.clone(), m))?;
+        if version.live_files().iter().any(|&n| n >= next_file) {
+            return Err(Error::corruption(name, "a table number is not below the next file number"));
+        }
+        self.current = Arc::new(version);
+        self.log_number = log_number;
+        self.next_file = next_file.max(mnum + 1);
+        self.last_seq = last_seq;
+        self.manifest_number = mnum;
+        Ok(())
+    }
+
+    /// Builds the version that results from applying `e` to `base`. With `mark`, removed files are marked so
+    /// they are deleted once unreferenced.
+    fn apply(&self, base: &Version, e: &VersionEdit, mark: bool) -> std::result::Result<Version, String> {
+        let mut v = Version::empty();
+        let added: std::collections::HashSet<u64> = e.added.iter().map(|(_, f)| f.number).collect();
+        let mut moved: std::collections::HashMap<u64, Arc<FileMeta>> = std::collections::HashMap::new();
+        for (l, files) in base.levels.iter().enumerate() {
+            for f in files {
+                if e.deleted.contains(&(l as u32, f.number())) {
+                    if added.contains(&f.number()) {
+                        moved.insert(f.number(), f.clone());
+                    } else if mark {
+                        f.removed.store(true, AtOrd::Release);
+                    }
+                } else {
+                    v.levels[l].push(f.clone());
+                }
+            }
+        }
+        for (l, info) in &e.added {
+            let l = *l as usize;
+            if l >= NUM_LEVELS {
+                return Err(format!("file {} added at level {l}", info.number));
+            }
+            if v.levels.iter().flatten().any(|f| f.number() == info.number) {
+                return Err(format!("file {} added twice", info.number));
+            }
+            let f = moved.remove(&info.number).unwrap_or_else(|| {
+                Arc::new(FileMeta {
+                    info: info.clone(),
+                    removed: AtomicBool::new(false),
+                    being_compacted: AtomicBool::new(false),
+                    obsolete: self.obsolete.clone(),
+                })
+            });
+            v.levels[l].push(f);
+        }
+        v.levels[0]
+            .sort_by(|a, b| b.info.largest_seq.cmp(&a.info.largest_seq).then(b.number().cmp(&a.number())));
+        for files in v.levels.iter_mut().skip(1) {
+            files.sort_by(|a, b| ikey::cmp(&a.info.smallest, &b.info.smallest));
+        }
+        Ok(v)
+    }
+
+    /// Records `e` in the MANIFEST (synced) and installs the resulting version.
+    /// REQUIRES: the caller serializes edits (one background worker at a time).
+    pub fn log_and_apply(&mut self, mut e: VersionEdit) -> Result<()> {
+        if let Some(n) = e.log_number {
+            debug_assert!(n >= self.log_number);
+        }
+        e.next_file = Some(self.next_file);
+        e.last_seq = Some(e.last_seq.unwrap_or(self.last_seq).max(self.last_seq));
+        let v = self.apply(&self.current, &e, false).map_err(|m| Error::corruption("version edit", m))?;
+        #[cfg(feature = "invariants")]
+        if let Err(m) = v.check() {
+            return Err(Error::corruption("version edit", m));
+        }
+        let need_new = self.manifest.as_ref().is_none_or(|m| m.len() >= self.max_manifest_size);
+        if need_new {
+            self.write_new_manifest(&v, &e)?;
+        } else if let Some(m) = &mut self.manifest {
+            m.add_record(&e.encode())?;
+            m.sync()?;
+        }
+        // Only now, with the edit durable, do removed files become deletable.
+        let v = self.apply(&self.current, &e, true).map_err(|m| Error::corruption("version edit", m))?;
+        if let Some(n) = e.log_number {
+            self.log_number = n;
+        }
+        self.last_seq = e.last_seq.unwrap_or(self.last_seq);
+        for (l, k) in e.compact_pointers {
+            self.compact_pointers[l as usize] = k;
+        }
+        self.current = Arc::new(v);
+        Ok(())
+    }
+
+    /// Writes a MANIFEST holding a snapshot of `v` (plus `e`'s scalar fields) and switches CURRENT to it.
+    fn write_new_manifest(&mut self, v: &Version, e: &VersionEdit) -> Result<()> {
+        let num = self.new_file_number();
+        let name = filename::manifest_name(num);
+        let path = self.dir.join(&name);
+        let file = self.fs.open(&path, vfs::OpenMode::CreateTruncate)?;
+        let mut w = LogWriter::new(file, 0);
+        let mut snap = VersionEdit {
+            comparator: Some(COMPARATOR.to_string()),
+            log_number: Some(e.log_number.unwrap_or(self.log_number)),
+            next_file: Some(self.next_file),
+            last_seq: e.last_seq,
+            ..VersionEdit::default()
+        };
+        for (l, k) in self.compact_pointers.iter().enumerate() {
+            if !k.is_empty() {
+                snap.compact_pointers.push((l as u32, k.clone()));
+            }
+        }
+        for (l, k) in &e.compact_pointers {
+            snap.compact_pointers.push((*l, k.clone()));
+        }
+        for (l, files) in v.levels.iter().enumerate() {
+            for f in files {
+                snap.added.push((l as u32, f.info.clone()));
+            }
+        }
+        let r = (|| -> Result<()> {
+            w.add_record(&snap.encode())?;
+            w.sync()?;
+            // The new MANIFEST's directory entry must be durable before CURRENT can name it: the rename of
+            // CURRENT does not depend on the MANIFEST's creation, so a crash could keep one without the other.
+            self.fs.sync_dir(&self.dir)?;
+            vfs::write_atomic(&*self.fs, &self.dir.join("CURRENT"), format!("{name}\n").as_bytes())?;
+            Ok(())
+        })();
+        if let Err(err) = r {
+            // CURRENT may or may not name the new MANIFEST; keep the old writer unusable so the next edit starts
+            // yet another MANIFEST rather than appending to one CURRENT may not name.
+            // The file is left for the startup cleanup: removing it here could remove the file CURRENT names.
+            self.manifest = None;
+            return Err(err);
+        }
+        let old = self.manifest_number;
+        self.manifest = Some(w);
+        self.manifest_number = num;
+        if old != 0 && old != num {
+            let _ = self.fs.remove_file(&self.dir.join(filename::manifest_name(old)));
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,119 @@
+//! End-to-end behaviour of the public API on an in-memory file system.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::sync::Arc;
+
+use lsm::{Db, Options, ReadOptions, WriteBatch, WriteOptions};
+
+fn tiny() -> Options {
+    Options {
+        create_if_missing: true,
+        write_buffer_size: 4 << 10,
+        max_bytes_for_level_base: 16 << 10,
+        target_file_size_base: 8 << 10,
+        block_size: 256,
+        level0_file_num_compaction_trigger: 2,
+        ..Options::default()
+    }
+}
+
+fn open(fs: &Arc<vfs::MemFs>, o: Options) -> Db {
+    let f: Arc<dyn vfs::Fs> = fs.clone();
+    Db::open(f, "/db", o).unwrap()
+}
+
+#[test]
+fn put_get_delete_range_and_reopen() {
+    let fs = Arc::new(vfs::MemFs::new());
+    let w = WriteOptions::default();
+    {
+        let db = open(&fs, tiny());
+        for i in 0..2000u32 {
+            db.put(&w, format!("k{i:05}").as_bytes(), format!("v{i}").as_bytes()).unwrap();
+        }
+        db.delete(&w, b"k00005").unwrap();
+        db.delete_range(&w, b"k00100", b"k00200").unwrap();
+        assert_eq!(db.get(b"k00004").unwrap(), Some(b"v4".to_vec()));
+        assert_eq!(db.get(b"k00005").unwrap(), None);
+        assert_eq!(db.get(b"k00150").unwrap(), None);
+        assert_eq!(db.get(b"k00200").unwrap(), Some(b"v200".to_vec()));
+        db.flush().unwrap();
+        db.compact_range(None, None).unwrap();
+        assert_eq!(db.get(b"k00150").unwrap(), None);
+        assert_eq!(db.get(b"k01999").unwrap(), Some(b"v1999".to_vec()));
+        let s = db.stats();
+        assert!(s.flushes > 0 && s.compactions > 0, "{s:?}");
+        db.close().unwrap();
+    }
+    let db = open(&fs, tiny());
+    assert_eq!(db.get(b"k00005").unwrap(), None);
+    assert_eq!(db.get(b"k00150").unwrap(), None);
+    assert_eq!(db.get(b"k01999").unwrap(), Some(b"v1999".to_vec()));
+    let all = db.scan(&ReadOptions::default(), b"", b"\xff", usize::MAX).unwrap();
+    assert_eq!(all.len(), 2000 - 1 - 100);
+    let r = db.rscan(&ReadOptions::default(), b"k00090", b"k00210", usize::MAX).unwrap();
+    let keys: Vec<_> = r.iter().map(|(k, _)| String::from_utf8(k.clone()).unwrap()).collect();
+    assert_eq!(keys.first().map(String::as_str), Some("k00209"));
+    assert_eq!(keys.last().map(String::as_str), Some("k00090"));
+    assert_eq!(keys.len(), 10 + 10);
+}
+
+#[test]
+fn snapshots_see_the_past_and_batches_are_atomic() {
+    let fs = Arc::new(vfs::MemFs::new());
+    let db = open(&fs, tiny());
+    let w = WriteOptions { sync: true };
+    db.put(&w, b"a", b"1").unwrap();
+    let snap = db.snapshot();
+    let mut b = WriteBatch::new();
+    b.put(b"a", b"2");
+    b.put(b"b", b"2");
+    b.delete_range(b"c", b"d");
+    db.write(&w, b).unwrap();
+    let at = ReadOptions { snapshot: Some(snap.seq()), ..Default::default() };
+    assert_eq!(db.get_opt(&at, b"a").unwrap(), Some(b"1".to_vec()));
+    assert_eq!(db.get_opt(&at, b"b").unwrap(), None);
+    db.flush().unwrap();
+    db.compact_range(None, None).unwrap();
+    assert_eq!(db.get_opt(&at, b"a").unwrap(), Some(b"1".to_vec()));
+    assert_eq!(db.get(b"a").unwrap(), Some(b"2".to_vec()));
+    drop(snap);
+    assert!(db.delete_range(&w, b"z", b"a").is_err());
+}
+
+#[test]
+fn iterator_bounds_seek_and_direction_changes() {
+    let fs = Arc::new(vfs::MemFs::new());
+    let db = open(&fs, tiny());
+    let w = WriteOptions::default();
+    for i in 0..300u32 {
+        db.put(&w, format!("{i:04}").as_bytes(), b"x").unwrap();
+        if i == 150 {
+            db.flush().unwrap();
+        }
+    }
+    db.delete_range(&w, b"0100", b"0110").unwrap();
+    let mut it = db
+        .iter(&ReadOptions {
+            lower_bound: Some(b"0050".to_vec()),
+            upper_bound: Some(b"0250".to_vec()),
+            ..Default::default()
+        })
+        .unwrap();
+    it.seek(b"0099");
+    assert_eq!(it.key(), b"0099");
+    it.next();
+    assert_eq!(it.key(), b"0110");
+    it.prev();
+    assert_eq!(it.key(), b"0099");
+    it.seek_for_prev(b"0105");
+    assert_eq!(it.key(), b"0099");
+    it.seek_to_last();
+    assert_eq!(it.key(), b"0249");
+    it.seek_to_first();
+    assert_eq!(it.key(), b"0050");
+    it.prev();
+    assert!(!it.valid());
+    it.seek(b"0000");
+    assert_eq!(it.key(), b"0050");
+}

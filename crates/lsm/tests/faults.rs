@@ -1,0 +1,167 @@
+//! EIO and ENOSPC during flush and compaction (`FaultFs`): writes stop with a typed background error, reads keep
+//! working and see every acknowledged write, and after the fault clears a reopen recovers everything.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use lsm::{Db, Error, Options, ReadOptions, WriteOptions};
+use vfs::{Fault, FaultFs, FaultKind, Op};
+
+fn opts() -> Options {
+    Options {
+        create_if_missing: true,
+        write_buffer_size: 4096,
+        max_bytes_for_level_base: 16384,
+        target_file_size_base: 4096,
+        block_size: 256,
+        level0_file_num_compaction_trigger: 2,
+        ..Options::default()
+    }
+}
+
+fn run(fault: Fault, label: &str, preload: u32) {
+    let mem: Arc<dyn vfs::Fs> = Arc::new(vfs::MemFs::new());
+    let ffs = Arc::new(FaultFs::new(mem.clone()));
+    let f: Arc<dyn vfs::Fs> = ffs.clone();
+    let db = Db::open(f, "/db", opts()).unwrap();
+    let w = WriteOptions::default();
+    let mut model = BTreeMap::new();
+    // Some data on disk first (flushes and compactions succeed), then the fault.
+    for i in 0..preload {
+        let k = format!("key{:04}", (i * 37) % 500).into_bytes();
+        db.put(&w, &k, format!("pre{i}").as_bytes()).unwrap();
+        model.insert(k, format!("pre{i}").into_bytes());
+    }
+    db.flush().unwrap();
+    ffs.inject(fault);
+    let mut stopped = None;
+    for i in 0..5000u32 {
+        let k = format!("key{:04}", (i * 13) % 500).into_bytes();
+        let v = format!("v{i}").into_bytes();
+        match db.put(&w, &k, &v) {
+            Ok(()) => {
+                model.insert(k, v);
+            }
+            Err(e) => {
+                stopped = Some(e);
+                break;
+            }
+        }
+    }
+    let e = stopped.unwrap_or_else(|| panic!("{label}: writes never stopped"));
+    // The write that met a failed WAL append gets the I/O error itself; writes after a failed flush or compaction
+    // get the background error. Either way the error is typed as I/O, and every later write fails.
+    assert!(e.is_io(), "{label}: {e} is not an I/O error");
+    assert!(db.background_error().is_some());
+    let later = db.put(&w, b"x", b"y").unwrap_err();
+    assert!(matches!(later, Error::Background(_)) && later.is_io(), "{label}: {later}");
+    let got: BTreeMap<_, _> =
+        db.scan(&ReadOptions::default(), b"", b"\xff", usize::MAX).unwrap().into_iter().collect();
+    assert_eq!(got, model, "{label}: reads after the fault");
+    for (k, v) in model.iter().take(50) {
+        assert_eq!(db.get(k).unwrap().as_ref(), Some(v), "{label}");
+    }
+    // The device recovers; a reopen (on the raw file system) finds every acknowledged write.
+    ffs.clear_all();
+    drop(db);
+    let db = Db::open(mem, "/db", opts()).unwrap();
+    let got: BTreeMap<_, _> =
+        db.scan(&ReadOptions::default(), b"", b"\xff", usize::MAX).unwrap().into_iter().collect();
+    assert_eq!(got, model, "{label}: after reopen");
+    db.put(&WriteOptions { sync: true }, b"again", b"ok").unwrap();
+    db.flush().unwrap();
+}
+
+#[test]
+fn eio_and_enospc_in_flush_stop_writes_and_lose_nothing() {
+    for kind in [FaultKind::Eio, FaultKind::NoSpace] {
+        run(
+            Fault::after(Op::Write, 3, kind).on_paths(".sst").persistent(),
+            &format!("flush write {kind:?}"),
+            300,
+        );
+        run(
+            Fault::after(Op::Sync, 0, kind).on_paths(".sst").persistent(),
+            &format!("flush sync {kind:?}"),
+            300,
+        );
+        run(
+            Fault::after(Op::Write, 0, kind).on_paths(".sst").partial(),
+            &format!("partial write {kind:?}"),
+            300,
+        );
+    }
+}
+
+#[test]
+fn eio_and_enospc_in_compaction_and_manifest_stop_writes_and_lose_nothing() {
+    for kind in [FaultKind::Eio, FaultKind::NoSpace] {
+        // Enough preloaded tables that the next flushes trigger compactions, whose output writes then fail.
+        run(
+            Fault::after(Op::Write, 40, kind).on_paths(".sst").persistent(),
+            &format!("compaction {kind:?}"),
+            2000,
+        );
+        run(
+            Fault::after(Op::Sync, 0, kind).on_paths("MANIFEST").persistent(),
+            &format!("manifest {kind:?}"),
+            300,
+        );
+        run(Fault::after(Op::Write, 0, kind).on_paths(".log").persistent(), &format!("wal {kind:?}"), 300);
+    }
+}
+
+#[test]
+fn a_failed_manual_compaction_stops_writes_and_keeps_the_inputs() {
+    for kind in [FaultKind::Eio, FaultKind::NoSpace] {
+        let mem: Arc<dyn vfs::Fs> = Arc::new(vfs::MemFs::new());
+        let ffs = Arc::new(FaultFs::new(mem.clone()));
+        let f: Arc<dyn vfs::Fs> = ffs.clone();
+        let o = Options { disable_auto_compactions: true, ..opts() };
+        let db = Db::open(f, "/db", o.clone()).unwrap();
+        let w = WriteOptions::default();
+        let mut model = BTreeMap::new();
+        for i in 0..1500u32 {
+            let k = format!("key{:04}", (i * 37) % 700).into_bytes();
+            db.put(&w, &k, format!("v{i}").as_bytes()).unwrap();
+            model.insert(k, format!("v{i}").into_bytes());
+            if i % 500 == 499 {
+                db.delete_range(
+                    &w,
+                    format!("key{:04}", i % 700).as_bytes(),
+                    format!("key{:04}", i % 700 + 20).as_bytes(),
+                )
+                .unwrap();
+                let (a, b) = (
+                    format!("key{:04}", i % 700).into_bytes(),
+                    format!("key{:04}", i % 700 + 20).into_bytes(),
+                );
+                let ks: Vec<_> = model.range(a..b).map(|(k, _)| k.clone()).collect();
+                for k in ks {
+                    model.remove(&k);
+                }
+            }
+        }
+        db.flush().unwrap();
+        assert!(db.stats().levels[0].files >= 2);
+        ffs.inject(Fault::after(Op::Write, 1, kind).on_paths(".sst").persistent());
+        let e = db.compact_range(None, None).unwrap_err();
+        assert!(e.is_io(), "{kind:?}: {e}");
+        let later = db.put(&w, b"x", b"y").unwrap_err();
+        assert!(matches!(later, Error::Background(_)) && later.is_io());
+        let got: BTreeMap<_, _> =
+            db.scan(&ReadOptions::default(), b"", b"\xff", usize::MAX).unwrap().into_iter().collect();
+        assert_eq!(got, model, "{kind:?}: reads after the failed compaction");
+        ffs.clear_all();
+        drop(db);
+        let db = Db::open(mem, "/db", o).unwrap();
+        let got: BTreeMap<_, _> =
+            db.scan(&ReadOptions::default(), b"", b"\xff", usize::MAX).unwrap().into_iter().collect();
+        assert_eq!(got, model, "{kind:?}: after reopen");
+        db.compact_range(None, None).unwrap();
+        let got: BTreeMap<_, _> =
+            db.scan(&ReadOptions::default(), b"", b"\xff", usize::MAX).unwrap().into_iter().collect();
+        assert_eq!(got, model, "{kind:?}: after a successful compaction");
+    }
+}
