@@ -70,7 +70,7 @@
 
 mod bpa;
 mod byte_key;
-//mod concurrent;
+mod concurrent;
 mod error;
 mod frozen;
 mod heap_size;
@@ -83,7 +83,7 @@ mod tree;
 
 pub use bpa::{Bpa, BpaIter};
 pub use byte_key::ByteKey;
-//pub use concurrent::{ConcurrentBpTree, ConcurrentRange};
+pub use concurrent::{ConcurrentBpTree, ConcurrentRange};
 pub use error::{Error, Result};
 pub use frozen::FrozenBpTree;
 pub use heap_size::HeapSize;

@@ -117,10 +117,15 @@ where
         if let Some(i) = items.windows(2).position(|w| w[0].0 >= w[1].0) {
             return Err(Error::UnsortedInput(i + 1));
         }
+        Ok(Self::from_sorted(opts, items))
+    }
+
+    /// Builds a tree from entries with strictly increasing keys. REQUIRES: sorted, valid options.
+    pub(crate) fn from_sorted(opts: Options, items: Vec<(K, V)>) -> Self {
         let mut t = Self::build(opts);
         let n = items.len();
         if n == 0 {
-            return Ok(t);
+            return t;
         }
         t.len = n;
         t.heap_bytes = items.iter().map(|(k, v)| k.heap_size() + v.heap_size()).sum();
@@ -165,7 +170,7 @@ where
             t.height += 1;
         }
         t.root = level[0].1;
-        Ok(t)
+        t
     }
 
     /// The options the tree was built with.
