@@ -61,13 +61,19 @@ impl Fs for MemFs {
     fn open(&self, path: &Path, mode: OpenMode) -> Result<Arc<dyn File>> {
         let mut st = self.state()?;
         if st.dirs.contains(path) {
-            return Err(io::Error::new(io::ErrorKind::IsADirectory, format!("{} is a directory", path.display())));
+            return Err(io::Error::new(
+                io::ErrorKind::IsADirectory,
+                format!("{} is a directory", path.display()),
+            ));
         }
         let existing = st.files.get(path).cloned();
         let contents = match (mode, existing) {
             (OpenMode::ReadOnly | OpenMode::ReadWrite, None) => return Err(not_found(path)),
             (OpenMode::CreateNew, Some(_)) => {
-                return Err(io::Error::new(io::ErrorKind::AlreadyExists, format!("{} exists", path.display())));
+                return Err(io::Error::new(
+                    io::ErrorKind::AlreadyExists,
+                    format!("{} exists", path.display()),
+                ));
             }
             (OpenMode::CreateTruncate, Some(c)) => {
                 c.write().map_err(|_| poisoned())?.clear();
@@ -124,7 +130,10 @@ impl Fs for MemFs {
                 break;
             }
             if st.files.contains_key(d) {
-                return Err(io::Error::new(io::ErrorKind::NotADirectory, format!("{} is a file", d.display())));
+                return Err(io::Error::new(
+                    io::ErrorKind::NotADirectory,
+                    format!("{} is a file", d.display()),
+                ));
             }
             st.dirs.insert(d.to_path_buf());
         }
@@ -249,7 +258,10 @@ impl File for MemFile {
         let (off, len) = (to_usize(offset)?, to_usize(len)?);
         let end = off.checked_add(len).ok_or_else(|| io::Error::other("range end overflows"))?;
         if end >= data.len() {
-            return Err(io::Error::new(io::ErrorKind::InvalidInput, "collapse_range reaches the end of the file"));
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "collapse_range reaches the end of the file",
+            ));
         }
         data.drain(off..end);
         Ok(())
@@ -272,7 +284,10 @@ mod tests {
         assert!(fs.open(Path::new("/db/a"), OpenMode::CreateNew).is_err());
         fs.rename(Path::new("/db/a"), Path::new("/db/b")).unwrap();
         assert_eq!(fs.list_dir(Path::new("/db")).unwrap(), vec!["b".to_string()]);
-        assert_eq!(fs.open(Path::new("/db/a"), OpenMode::ReadOnly).unwrap_err().kind(), io::ErrorKind::NotFound);
+        assert_eq!(
+            fs.open(Path::new("/db/a"), OpenMode::ReadOnly).unwrap_err().kind(),
+            io::ErrorKind::NotFound
+        );
     }
 
     #[test]

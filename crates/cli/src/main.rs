@@ -1,0 +1,40 @@
+//! `rangedb`: the command-line face of RangeDB.
+//!
+//! Each subcommand lives in its own module; this file only parses and dispatches.
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+mod bench_cmd;
+
+#[global_allocator]
+static ALLOC: bench::alloc::CountingAlloc = bench::alloc::CountingAlloc;
+
+/// RangeDB: storage engines that make ranges first-class.
+#[derive(Debug, Parser)]
+#[command(name = "rangedb", version, about, long_about = None, propagate_version = true)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run a benchmark experiment: ours against named peers in one run, with ratios.
+    Bench(bench_cmd::BenchArgs),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Bench(args) => bench_cmd::run(args),
+    };
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("rangedb: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,47 @@
+//! `rangedb bench` end to end: the binary runs an experiment and writes the spec's JSON.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::process::Command;
+
+fn rangedb() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_rangedb"))
+}
+
+#[test]
+fn bench_machine_writes_json_with_the_four_limits() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("m.json");
+    let out = rangedb()
+        .args(["bench", "machine", "--quick", "--json"])
+        .arg(&json)
+        .arg("--scratch")
+        .arg(dir.path().join("scratch"))
+        .args(["--set", "scan_log2_bytes=22", "--set", "disk_bytes=4194304", "--set", "fsyncs=5"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let table = String::from_utf8(out.stdout).unwrap();
+    assert!(table.contains("seq_read_bytes_per_sec") && table.contains("write_bytes_per_sec"));
+    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    assert_eq!(v["experiment"], "machine");
+    assert_eq!(v["results"].as_array().unwrap().len(), 4);
+}
+
+#[test]
+fn bench_rejects_unknown_experiments_and_bad_settings() {
+    let out = rangedb().args(["bench", "no-such-thing"]).output().unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("unknown experiment"));
+    let out = rangedb().args(["bench", "machine", "--quick", "--set", "scan_log2_bytes=5"]).output().unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("scan_log2_bytes"));
+}
+
+#[test]
+fn help_is_useful_on_every_level() {
+    let out = rangedb().arg("--help").output().unwrap();
+    assert!(String::from_utf8_lossy(&out.stdout).contains("bench"));
+    let out = rangedb().args(["bench", "list"]).output().unwrap();
+    assert!(String::from_utf8_lossy(&out.stdout).contains("machine"));
+}
