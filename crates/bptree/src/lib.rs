@@ -73,6 +73,8 @@ mod byte_key;
 mod concurrent;
 mod error;
 mod frozen;
+#[doc(hidden)]
+pub mod fuzz_support;
 mod heap_size;
 mod iter;
 mod leaf;

@@ -2,11 +2,12 @@
 
 use crate::Experiment;
 
+mod bptree;
 mod machine;
 
 /// All experiments, in the order `rangedb bench all` runs them.
 pub fn all() -> Vec<&'static dyn Experiment> {
-    vec![&machine::Machine]
+    vec![&machine::Machine, &bptree::BpTreeBench]
 }
 
 /// The experiment called `name`.
