@@ -502,41 +502,57 @@ impl<K: Ord + Default, V: Default> Leaf<K, V> for Bpa<K, V> {
                 p = 1 + self.keys[bs..bs + c].partition_point(|k| !above(k.borrow(), start));
             }
         }
-        if b < hl {
-            self.sort_block(b, stats);
-        }
         let mut done = 0;
-        while done < length {
-            // The next block entry, moving to (and sorting) the next block at the end of one.
-            while b < hl && p > self.count(b) {
-                b += 1;
-                p = 0;
-                if b < hl {
-                    self.sort_block(b, stats);
+        while b < hl {
+            self.sort_block(b, stats);
+            let (h, s, c) = (self.hdr(b), self.blk(b), self.count(b));
+            let (keys, vals) = (&self.keys, &self.vals);
+            // The block's entries in order: position 0 is the header, position i >= 1 is slot s + i - 1.
+            let last = if c == 0 { h } else { s + c - 1 };
+            if li >= log_n || keys[li] > keys[last] {
+                // No log entry falls inside this block: emit its run without interleaving.
+                if p == 0 {
+                    f(&keys[h], &vals[h]);
+                    done += 1;
+                    if done == length {
+                        return done;
+                    }
+                    p = 1;
                 }
-            }
-            let bslot = (b < hl).then(|| if p == 0 { self.hdr(b) } else { self.blk(b) + p - 1 });
-            let slot = match (li < log_n, bslot) {
-                (false, None) => break,
-                (true, None) => {
-                    li += 1;
-                    li - 1
+                let from = s + p - 1;
+                let n = (s + c - from).min(length - done);
+                for (k, v) in keys[from..from + n].iter().zip(&vals[from..from + n]) {
+                    f(k, v);
                 }
-                (false, Some(s)) => {
-                    p += 1;
-                    s
+                done += n;
+                if done == length {
+                    return done;
                 }
-                (true, Some(s)) => {
-                    if self.keys[li] < self.keys[s] {
+            } else {
+                for pos in p..=c {
+                    let slot = if pos == 0 { h } else { s + pos - 1 };
+                    let k = &keys[slot];
+                    while li < log_n && keys[li] < *k {
+                        f(&keys[li], &vals[li]);
                         li += 1;
-                        li - 1
-                    } else {
-                        p += 1;
-                        s
+                        done += 1;
+                        if done == length {
+                            return done;
+                        }
+                    }
+                    f(k, &vals[slot]);
+                    done += 1;
+                    if done == length {
+                        return done;
                     }
                 }
-            };
-            f(&self.keys[slot], &self.vals[slot]);
+            }
+            b += 1;
+            p = 0;
+        }
+        while li < log_n && done < length {
+            f(&self.keys[li], &self.vals[li]);
+            li += 1;
             done += 1;
         }
         done
@@ -637,6 +653,32 @@ impl<K: Ord + Default, V: Default> Leaf<K, V> for Bpa<K, V> {
             + self.vals.len() * mem::size_of::<V>()
             + self.counts.len() * 2
             + self.sorted.len() * 8
+    }
+
+    fn check_light(&self) -> Result<(), String> {
+        let log_n = self.log_len as usize;
+        let hl = self.header_len as usize;
+        if log_n >= self.log_size as usize {
+            return Err(format!("log has no free slot ({log_n})"));
+        }
+        if hl > self.num_blocks as usize {
+            return Err("header_len above num_blocks".into());
+        }
+        if self.headers().windows(2).any(|w| w[0] >= w[1]) {
+            return Err("header not sorted".into());
+        }
+        let mut total = log_n + hl;
+        for b in 0..self.num_blocks as usize {
+            let c = self.count(b);
+            if (b >= hl && c != 0) || c >= self.block_size as usize {
+                return Err(format!("block {b} holds {c} entries (no free slot, or unused)"));
+            }
+            total += c;
+        }
+        if total != self.len as usize {
+            return Err(format!("len {} but {} entries", self.len, total));
+        }
+        Ok(())
     }
 
     fn check(&self) -> Result<(), String> {

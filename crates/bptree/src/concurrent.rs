@@ -320,7 +320,9 @@ where
         let (mut w, _) = self.write_leaf_optimistic(&key);
         let Node::Leaf(l) = &mut *w else { unreachable!("write descent ends at a leaf") };
         if l.leaf.len() < self.split_at {
-            return Ok(l.leaf.insert(key, value, local));
+            let old = l.leaf.insert(key, value, local);
+            check_leaf(&l.leaf, false);
+            return Ok(old);
         }
         if let Some(v) = l.leaf.get_mut(&key) {
             return Ok(Some(mem::replace(v, value)));
@@ -375,6 +377,8 @@ where
         l.epoch += 1;
         let old =
             if key >= pivot { rleaf.insert(key, value, local) } else { l.leaf.insert(key, value, local) };
+        check_leaf(&l.leaf, true);
+        check_leaf(&rleaf, true);
         let right = Self::new_leaf(rleaf, l.next.take());
         l.next = Some(right.clone());
         self.leaves.fetch_add(1, Ordering::Relaxed);
@@ -459,7 +463,9 @@ where
         let (mut w, is_root) = self.write_leaf_optimistic(key);
         let Node::Leaf(l) = &mut *w else { unreachable!("write descent ends at a leaf") };
         if is_root || l.leaf.len() > self.merge_at || l.leaf.get(key).is_none() {
-            return Some(l.leaf.remove(key, local));
+            let out = l.leaf.remove(key, local);
+            check_leaf(&l.leaf, false);
+            return Some(out);
         }
         None
     }
@@ -541,6 +547,8 @@ where
             left.leaf.load_sorted(all.into_iter());
             right.leaf.load_sorted(upper.into_iter());
         }
+        check_leaf(&left.leaf, true);
+        check_leaf(&right.leaf, true);
         drop((lg, rg));
         // Walk up the held ancestors, merging or rebalancing internal nodes that fell below fanout / 2. Internal
         // siblings are locked in any order: only a holder of the parent's write lock (us) can reach them as a
@@ -830,6 +838,18 @@ where
             }
         }
         Ok(())
+    }
+}
+
+/// With the `invariants` feature, checks a leaf just changed (fully after structural changes).
+#[inline]
+fn check_leaf<K: Ord, V, L: Leaf<K, V>>(_leaf: &L, _full: bool) {
+    #[cfg(feature = "invariants")]
+    {
+        let r = if _full { _leaf.check() } else { _leaf.check_light() };
+        if let Err(e) = r {
+            panic!("leaf invariant violated: {e}");
+        }
     }
 }
 

@@ -102,8 +102,14 @@ pub trait Leaf<K: Ord, V>: Sized {
     /// Bytes this leaf occupies, not counting heap memory owned by keys and values.
     fn memory_usage(&self) -> usize;
 
-    /// Checks every structural invariant; describes the first violation.
+    /// Checks every structural invariant; describes the first violation. O(leaf size · log).
     fn check(&self) -> Result<(), String>;
+
+    /// The invariants that must hold after every insert, in O(header) time: run after every leaf operation
+    /// with the `invariants` feature (the full `check` runs after flushes, splits and merges).
+    fn check_light(&self) -> Result<(), String> {
+        self.check()
+    }
 }
 
 /// Whether `key` is at or after the lower bound `lo`.

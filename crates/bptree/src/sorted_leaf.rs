@@ -176,6 +176,13 @@ impl<K: Ord, V> Leaf<K, V> for SortedLeaf<K, V> {
             + self.vals.capacity() * mem::size_of::<V>()
     }
 
+    fn check_light(&self) -> Result<(), String> {
+        if self.keys.len() != self.vals.len() {
+            return Err("keys and values differ in length".into());
+        }
+        Ok(())
+    }
+
     fn check(&self) -> Result<(), String> {
         if self.keys.len() != self.vals.len() {
             return Err("keys and values differ in length".into());

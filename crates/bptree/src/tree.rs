@@ -327,8 +327,13 @@ where
         if level == 0 {
             let entry = &mut self.leaves[node as usize];
             if entry.leaf.len() < self.split_at {
+                let flushes = self.stats.flushes;
                 let old = entry.leaf.insert(key, value, &mut self.stats);
-                self.check_leaf(node);
+                if self.stats.flushes != flushes {
+                    self.check_leaf(node);
+                } else {
+                    self.check_leaf_light(node);
+                }
                 return (old, None);
             }
             if let Some(v) = entry.leaf.get_mut(&key) {
@@ -427,7 +432,7 @@ where
     {
         if level == 0 {
             let out = self.leaves[node as usize].leaf.remove(key, &mut self.stats);
-            self.check_leaf(node);
+            self.check_leaf_light(node);
             return out;
         }
         let n = &self.nodes[node as usize];
@@ -532,6 +537,14 @@ where
         n.keys.clear();
         n.children.clear();
         self.free_nodes.push(id);
+    }
+
+    #[inline]
+    fn check_leaf_light(&self, _id: u32) {
+        #[cfg(feature = "invariants")]
+        if let Err(e) = self.leaves[_id as usize].leaf.check_light() {
+            panic!("leaf {_id} invariant violated: {e}");
+        }
     }
 
     #[inline]
