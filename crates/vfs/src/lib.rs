@@ -1,13 +1,15 @@
 //! The storage I/O layer: the only way RangeDB's persistent code touches storage.
 //!
 //! Every engine takes an `Arc<dyn Fs>` so the same code runs on real files ([`OsFs`]), in memory ([`MemFs`]),
-//! under simulated power loss (`CrashFs`) and under injected I/O errors (`FaultFs`). What an engine may assume of
+//! under simulated power loss ([`CrashFs`]) and under injected I/O errors ([`FaultFs`]). What an engine may assume of
 //! the media is written down in `docs/vfs.md`; the short form:
 //!
 //! - `write_all_at` is not atomic and not durable; after a crash an unsynced write may be absent, present, or torn
 //!   at 512-byte sector granularity.
 //! - `sync_data` makes the file's contents (and its length) durable; it says nothing about the directory entry.
 //! - `create`, `rename` and `remove_file` are atomic but become durable only after `sync_dir` of the parent.
+//! - Nothing orders unsynced writes; only a completed `sync_data` does.
+//! - A failed `sync_data` or `sync_dir` is never retried: the engine treats the file's unsynced writes as lost.
 //!
 //! Errors are `std::io::Error`: the engines wrap them as their own `Io` variant, keeping them separate from
 //! corruption. [`is_no_space`] and [`is_eio`] classify the two failures that fault injection produces.
@@ -17,9 +19,14 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+mod crash;
+mod fault;
 mod mem;
 mod os;
+mod rng;
 
+pub use crash::{CrashFs, CrashMode, CrashPoint, CrashStats, SECTOR_SIZE, is_crash_point};
+pub use fault::{Fault, FaultFs, FaultKind, Op, Trigger};
 pub use mem::MemFs;
 pub use os::OsFs;
 
@@ -147,6 +154,23 @@ pub fn is_no_space(e: &io::Error) -> bool {
 /// Whether `e` is a device I/O error (EIO).
 pub fn is_eio(e: &io::Error) -> bool {
     e.raw_os_error() == Some(libc::EIO)
+}
+
+/// `path` with `.` components dropped and `..` resolved lexically, so every in-memory file system names one file
+/// one way (`db/./a`, `db//a` and `db/x/../a` are all `db/a`). A `..` above the start is dropped.
+pub(crate) fn normalize(path: &Path) -> PathBuf {
+    use std::path::Component;
+    let mut out = PathBuf::new();
+    for c in path.components() {
+        match c {
+            Component::CurDir => {}
+            Component::ParentDir => {
+                out.pop();
+            }
+            c => out.push(c),
+        }
+    }
+    out
 }
 
 /// Joins a file name onto a directory: the helper engines use to name their files.

@@ -1,4 +1,8 @@
 //! An in-memory file system: fast, shared between handles, lost when dropped. Syncs are no-ops.
+//!
+//! Paths are normalized lexically on entry (`db/./a`, `db//a` and `db/x/../a` name one file), so `list_dir`,
+//! `exists` and `open` agree however a caller spells a path. `""` and `/` are distinct roots, as a relative and an
+//! absolute path are on the OS.
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::fmt;
@@ -6,7 +10,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 
-use crate::{File, FileLock, Fs, OpenMode, Result};
+use crate::{File, FileLock, Fs, OpenMode, Result, normalize};
 
 /// The bytes of one in-memory file, shared by every handle opened on it.
 pub(crate) type Contents = Arc<RwLock<Vec<u8>>>;
@@ -59,8 +63,9 @@ impl MemFs {
 
 impl Fs for MemFs {
     fn open(&self, path: &Path, mode: OpenMode) -> Result<Arc<dyn File>> {
+        let path = &normalize(path);
         let mut st = self.state()?;
-        if st.dirs.contains(path) {
+        if Self::dir_exists(&st, path) {
             return Err(io::Error::new(
                 io::ErrorKind::IsADirectory,
                 format!("{} is a directory", path.display()),
@@ -93,13 +98,21 @@ impl Fs for MemFs {
     }
 
     fn remove_file(&self, path: &Path) -> Result<()> {
+        let path = &normalize(path);
         self.state()?.files.remove(path).map(|_| ()).ok_or_else(|| not_found(path))
     }
 
     fn rename(&self, from: &Path, to: &Path) -> Result<()> {
+        let (from, to) = (&normalize(from), &normalize(to));
         let mut st = self.state()?;
         if !Self::dir_exists(&st, &parent(to)) {
             return Err(not_found(&parent(to)));
+        }
+        if Self::dir_exists(&st, to) {
+            return Err(io::Error::new(
+                io::ErrorKind::IsADirectory,
+                format!("{} is a directory", to.display()),
+            ));
         }
         let c = st.files.remove(from).ok_or_else(|| not_found(from))?;
         st.files.insert(to.to_path_buf(), c);
@@ -107,6 +120,7 @@ impl Fs for MemFs {
     }
 
     fn list_dir(&self, dir: &Path) -> Result<Vec<String>> {
+        let dir = &normalize(dir);
         let st = self.state()?;
         if !Self::dir_exists(&st, dir) {
             return Err(not_found(dir));
@@ -124,39 +138,39 @@ impl Fs for MemFs {
     }
 
     fn create_dir_all(&self, dir: &Path) -> Result<()> {
+        let dir = normalize(dir);
         let mut st = self.state()?;
-        for d in dir.ancestors() {
-            if d.as_os_str().is_empty() || d == Path::new("/") {
-                break;
-            }
-            if st.files.contains_key(d) {
-                return Err(io::Error::new(
-                    io::ErrorKind::NotADirectory,
-                    format!("{} is a file", d.display()),
-                ));
-            }
+        let ancestors = || dir.ancestors().take_while(|d| !d.as_os_str().is_empty() && *d != Path::new("/"));
+        // Check every ancestor before creating any, so a failed call leaves nothing behind.
+        if let Some(d) = ancestors().find(|d| st.files.contains_key(*d)) {
+            return Err(io::Error::new(io::ErrorKind::NotADirectory, format!("{} is a file", d.display())));
+        }
+        for d in ancestors() {
             st.dirs.insert(d.to_path_buf());
         }
         Ok(())
     }
 
     fn sync_dir(&self, dir: &Path) -> Result<()> {
+        let dir = &normalize(dir);
         let st = self.state()?;
         if Self::dir_exists(&st, dir) { Ok(()) } else { Err(not_found(dir)) }
     }
 
     fn exists(&self, path: &Path) -> Result<bool> {
+        let path = &normalize(path);
         let st = self.state()?;
         Ok(st.files.contains_key(path) || Self::dir_exists(&st, path))
     }
 
     fn lock(&self, path: &Path) -> Result<Box<dyn FileLock>> {
-        self.open(path, OpenMode::CreateOrOpen)?;
+        let path = normalize(path);
+        self.open(&path, OpenMode::CreateOrOpen)?;
         let mut held = self.locks.lock().map_err(|_| poisoned())?;
-        if !held.insert(path.to_path_buf()) {
+        if !held.insert(path.clone()) {
             return Err(io::Error::new(io::ErrorKind::WouldBlock, format!("{} is locked", path.display())));
         }
-        Ok(Box::new(MemLock { path: path.to_path_buf(), locks: self.locks.clone() }))
+        Ok(Box::new(MemLock { path, locks: self.locks.clone() }))
     }
 }
 
@@ -216,6 +230,10 @@ impl File for MemFile {
 
     fn write_all_at(&self, buf: &[u8], offset: u64) -> Result<()> {
         self.check_writable()?;
+        if buf.is_empty() {
+            // pwrite of nothing does not extend the file.
+            return Ok(());
+        }
         let mut data = self.contents.write().map_err(|_| poisoned())?;
         let off = to_usize(offset)?;
         let end = off.checked_add(buf.len()).ok_or_else(|| io::Error::other("write end overflows"))?;
@@ -288,6 +306,65 @@ mod tests {
             fs.open(Path::new("/db/a"), OpenMode::ReadOnly).unwrap_err().kind(),
             io::ErrorKind::NotFound
         );
+    }
+
+    #[test]
+    fn list_dir_and_lookups_agree_on_path_spellings() {
+        let fs = MemFs::new();
+        fs.create_dir_all(Path::new("db/./wal")).unwrap();
+        fs.open(Path::new("db//wal/../a"), OpenMode::CreateNew).unwrap();
+        fs.open(Path::new("/abs"), OpenMode::CreateNew).unwrap();
+        for spelling in ["db", "db/", "./db", "db/.", "db/wal/.."] {
+            assert_eq!(fs.list_dir(Path::new(spelling)).unwrap(), vec!["a".to_string(), "wal".to_string()]);
+        }
+        assert!(fs.exists(Path::new("./db/a")).unwrap());
+        assert_eq!(fs.list_dir(Path::new("")).unwrap(), vec!["db".to_string()]);
+        assert_eq!(fs.list_dir(Path::new(".")).unwrap(), vec!["db".to_string()]);
+        assert_eq!(fs.list_dir(Path::new("/")).unwrap(), vec!["abs".to_string()]);
+        assert!(fs.open(Path::new("db/a"), OpenMode::CreateNew).is_err());
+        fs.rename(Path::new("./db/a"), Path::new("db/wal/b")).unwrap();
+        assert_eq!(fs.list_dir(Path::new("db/wal")).unwrap(), vec!["b".to_string()]);
+    }
+
+    #[test]
+    fn regression_create_dir_all_under_a_file_leaves_nothing() {
+        let fs = MemFs::new();
+        fs.open(Path::new("f"), OpenMode::CreateNew).unwrap();
+        assert_eq!(fs.create_dir_all(Path::new("f/x/y")).unwrap_err().kind(), io::ErrorKind::NotADirectory);
+        assert!(!fs.exists(Path::new("f/x")).unwrap());
+        assert!(!fs.exists(Path::new("f/x/y")).unwrap());
+    }
+
+    #[test]
+    fn regression_the_root_cannot_be_opened_as_a_file() {
+        let fs = MemFs::new();
+        for root in ["", "/", "."] {
+            let e = fs.open(Path::new(root), OpenMode::CreateOrOpen).unwrap_err();
+            assert_eq!(e.kind(), io::ErrorKind::IsADirectory, "{root:?}");
+        }
+        assert!(fs.list_dir(Path::new("")).unwrap().is_empty());
+        fs.open(Path::new("f"), OpenMode::CreateNew).unwrap();
+        assert_eq!(fs.rename(Path::new("f"), Path::new("")).unwrap_err().kind(), io::ErrorKind::IsADirectory);
+    }
+
+    #[test]
+    fn regression_empty_write_does_not_extend() {
+        let fs = MemFs::new();
+        let f = fs.open(Path::new("f"), OpenMode::CreateNew).unwrap();
+        f.write_all_at(&[], 4096).unwrap();
+        assert_eq!(f.len().unwrap(), 0);
+    }
+
+    #[test]
+    fn regression_rename_onto_a_directory_fails() {
+        let fs = MemFs::new();
+        fs.create_dir_all(Path::new("d")).unwrap();
+        fs.open(Path::new("f"), OpenMode::CreateNew).unwrap();
+        assert_eq!(
+            fs.rename(Path::new("f"), Path::new("d")).unwrap_err().kind(),
+            io::ErrorKind::IsADirectory
+        );
+        assert!(fs.exists(Path::new("f")).unwrap());
     }
 
     #[test]

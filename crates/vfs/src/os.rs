@@ -40,7 +40,16 @@ impl Fs for OsFs {
                 o.write(true).create(true).truncate(true);
             }
         }
-        Ok(Arc::new(OsFile { file: o.open(path)? }))
+        let file = o.open(path)?;
+        // Linux opens a directory read-only without complaint; refuse it here as the in-memory file systems do,
+        // so the error comes at open and not at the first read.
+        if file.metadata()?.is_dir() {
+            return Err(io::Error::new(
+                io::ErrorKind::IsADirectory,
+                format!("{} is a directory", path.display()),
+            ));
+        }
+        Ok(Arc::new(OsFile { file }))
     }
 
     fn remove_file(&self, path: &Path) -> Result<()> {
@@ -175,6 +184,29 @@ mod tests {
         assert_eq!(fs.lock(&dir.path().join("LOCK")).unwrap_err().kind(), io::ErrorKind::WouldBlock);
         drop(l);
         assert!(fs.lock(&dir.path().join("LOCK")).is_ok());
+    }
+
+    #[test]
+    fn regression_opening_a_directory_fails_at_open() {
+        let dir = tempfile::tempdir().unwrap();
+        let e = OsFs::new().open(dir.path(), OpenMode::ReadOnly).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::IsADirectory);
+    }
+
+    #[test]
+    fn list_rename_remove_round_trip() {
+        let dir = tempfile::tempdir().unwrap();
+        let fs = OsFs::new();
+        let sub = dir.path().join("db");
+        fs.create_dir_all(&sub).unwrap();
+        fs.open(&sub.join("a"), OpenMode::CreateNew).unwrap().write_all_at(b"x", 0).unwrap();
+        fs.rename(&sub.join("a"), &sub.join("b")).unwrap();
+        fs.sync_dir(&sub).unwrap();
+        assert_eq!(fs.list_dir(&sub).unwrap(), vec!["b".to_string()]);
+        assert_eq!(crate::read_all(&fs, &sub.join("b")).unwrap(), b"x");
+        fs.remove_file(&sub.join("b")).unwrap();
+        assert!(!fs.exists(&sub.join("b")).unwrap());
+        assert!(fs.open(&sub.join("b"), OpenMode::ReadOnly).is_err());
     }
 
     #[test]
