@@ -7,6 +7,9 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 mod bench_cmd;
+mod flexfile;
+mod nbd;
+mod rask;
 mod trace_cmd;
 
 #[global_allocator]
@@ -24,15 +27,24 @@ struct Cli {
 enum Command {
     /// Run a benchmark experiment: ours against named peers in one run, with ratios.
     Bench(bench_cmd::BenchArgs),
+    /// Script (`exec`) or inspect a FlexFile.
+    Flexfile(flexfile::FlexfileArgs),
+    /// Serve a block volume over NBD (`rangedb nbd serve --dir DIR ...`).
+    Nbd(nbd::NbdArgs),
     /// Generate synthetic EBS block traces and measure traces (write lengths, consecutive writes, I/O compaction).
     Trace(trace_cmd::TraceArgs),
+    /// RASK, the range-as-a-key index: replay block traces through it.
+    Rask(rask::RaskArgs),
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Bench(args) => bench_cmd::run(args),
+        Command::Flexfile(args) => flexfile::run(args),
+        Command::Nbd(args) => nbd::run(args).map_err(Into::into),
         Command::Trace(args) => trace_cmd::run(args),
+        Command::Rask(args) => rask::run(args),
     };
     match result {
         Ok(code) => code,

@@ -1,0 +1,388 @@
+//! `rangedb bench flexfile`: Table 2 and Fig. 11 of the FlexFile paper on the scratch disk.
+//!
+//! Write phase, building a file of `size_mib` MiB from 4 KiB blocks:
+//! - random-insert: each block inserted at a random 4 KiB-aligned offset of the file so far. `flexfile` uses
+//!   `FlexFile::insert`; `ext4-insert-range` uses `fallocate(FALLOC_FL_INSERT_RANGE)` (through
+//!   `vfs::File::insert_range`) then writes the block; `ext4-rewrite` shifts the tail by rewriting it and is stopped
+//!   after `rewrite_secs` seconds, as the paper stopped its REWRITE test.
+//! - random-write: every block written once, in random order (`flexfile` vs `ext4-pwrite`).
+//! - seq-write: blocks appended in order.
+//!
+//! Each write phase ends with a sync, timed separately (`final_sync_ns`). Reported: ops/s of the writes (overall and
+//! per sixteenth of the build, plotted), the write
+//! amplification as bytes written to the underlying files per user byte (`file_wa_ratio`, FlexFile's own counters;
+//! 1.0 for the plain files, whose metadata writes are invisible to the process) and as sectors written by the
+//! device per user byte (`device_wa_ratio`, from /proc/diskstats; includes anything else writing to that device).
+//! Read phase on each built file: sequential and random (each block once, shuffled) 4 KiB reads, a first pass
+//! (`cold` with `--set cold=1`, which drops the machine's clean page cache, else `first`) and a second pass
+//! (`warm`).
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use flexfile::{FlexFile, Options};
+use rand::rngs::SmallRng;
+use rand::seq::SliceRandom;
+use rand::{Rng, SeedableRng};
+use serde_json::json;
+use vfs::{Fs, OpenMode, OsFs};
+
+use crate::measure::Latencies;
+use crate::{Ctx, Experiment, Plot, Report, Result};
+
+/// The `flexfile` experiment.
+pub struct FlexFileBench;
+
+const BLOCK: usize = 4096;
+
+impl Experiment for FlexFileBench {
+    fn name(&self) -> &'static str {
+        "flexfile"
+    }
+
+    fn about(&self) -> &'static str {
+        "FlexFile Table 2 / Fig. 11: 4 KiB random insert, random write, sequential write building a file, then \
+         sequential and random 4 KiB reads; FlexFile vs ext4 insert-range, rewrite and pwrite; --set size_mib=N \
+         rewrite_secs=N cold=0|1 patterns=random-insert,random-write,seq-write"
+    }
+
+    fn run(&self, ctx: &Ctx) -> Result<Report> {
+        let mut report = Report::new(self.name(), ctx.quick);
+        let size_mib: u64 = ctx.setting("size_mib", ctx.scale(256, 1024))?;
+        let rewrite_secs: u64 = ctx.setting("rewrite_secs", ctx.scale(5, 30))?;
+        let patterns: String = ctx.setting("patterns", "random-insert,random-write,seq-write".to_string())?;
+        let cold: u8 = ctx.setting("cold", 0)?;
+        let root = ctx.scratch.join("flexfile-bench");
+        let fs: Arc<dyn Fs> = Arc::new(OsFs::new());
+        let _ = std::fs::remove_dir_all(&root);
+        fs.create_dir_all(&root)?;
+        let nblocks = size_mib * (1 << 20) / BLOCK as u64;
+        let mut plot = Plot::new("Random 4 KiB inserts (Fig. 11a)", "MiB written", "ops per second");
+        plot.log_y = true;
+        for pattern in patterns.split(',').map(str::trim) {
+            let ops = gen_offsets(pattern, nblocks, ctx.seed)?;
+            report.workload(pattern, json!({ "size_mib": size_mib, "block": BLOCK, "ops": ops.len() }));
+            // FlexFile.
+            let dir = root.join(format!("flex-{pattern}"));
+            let (series, path) = flex_write(&mut report, ctx, fs.clone(), &dir, pattern, &ops)?;
+            if pattern == "random-insert" {
+                plot = plot.series("flexfile", series);
+            }
+            read_phase(
+                &mut report,
+                pattern,
+                "flexfile",
+                nblocks,
+                ctx.seed,
+                cold != 0,
+                &mut FlexReader::open(fs.clone(), &path)?,
+            )?;
+            let _ = std::fs::remove_dir_all(&dir);
+            // The plain-file peers.
+            let peers: &[&str] = if pattern == "random-insert" {
+                &["ext4-insert-range", "ext4-rewrite"]
+            } else {
+                &["ext4-pwrite"]
+            };
+            for &peer in peers {
+                let path = root.join(format!("{peer}-{pattern}"));
+                let secs =
+                    if peer == "ext4-rewrite" { Some(Duration::from_secs(rewrite_secs)) } else { None };
+                match plain_write(&mut report, ctx, fs.clone(), &path, pattern, peer, &ops, secs)? {
+                    Some(series) => {
+                        if pattern == "random-insert" {
+                            plot = plot.series(peer, series);
+                        }
+                        if peer != "ext4-rewrite" {
+                            read_phase(
+                                &mut report,
+                                pattern,
+                                peer,
+                                nblocks,
+                                ctx.seed,
+                                cold != 0,
+                                &mut PlainReader::open(fs.clone(), &path)?,
+                            )?;
+                        }
+                    }
+                    None => {
+                        report.note(format!(
+                            "{peer}: the scratch file system does not support insert-range; skipped"
+                        ));
+                    }
+                }
+                let _ = std::fs::remove_file(&path);
+            }
+        }
+        report.plot(plot);
+        report.note("Write amplification: file_wa_ratio counts bytes FlexFile writes to its data, log and tree files per user byte; device_wa_ratio counts sectors the scratch device wrote (shared machine: includes other writers).");
+        let _ = std::fs::remove_dir_all(&root);
+        Ok(report)
+    }
+}
+
+/// The block index of each operation: for inserts, the position (in blocks) in the file so far.
+fn gen_offsets(pattern: &str, n: u64, seed: u64) -> Result<Vec<u64>> {
+    let mut rng = SmallRng::seed_from_u64(seed);
+    Ok(match pattern {
+        "random-insert" => (0..n).map(|i| rng.random_range(0..=i)).collect(),
+        "random-write" => {
+            let mut v: Vec<u64> = (0..n).collect();
+            v.shuffle(&mut rng);
+            v
+        }
+        "seq-write" => (0..n).collect(),
+        p => return Err(format!("unknown pattern {p}").into()),
+    })
+}
+
+fn block_for(i: u64) -> Vec<u8> {
+    let mut b = vec![0u8; BLOCK];
+    for (j, x) in b.chunks_mut(8).enumerate() {
+        x.copy_from_slice(&(i.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ j as u64).to_le_bytes());
+    }
+    b
+}
+
+/// Sectors written by the block device holding `path` (from /proc/diskstats), if it can be found.
+fn device_sectors_written(path: &Path) -> Option<u64> {
+    use std::os::unix::fs::MetadataExt;
+    let dev = std::fs::metadata(path).ok()?.dev();
+    let (major, minor) = (((dev >> 8) & 0xfff) as u64, ((dev & 0xff) | ((dev >> 12) & 0xfff00)) as u64);
+    let stats = std::fs::read_to_string("/proc/diskstats").ok()?;
+    stats.lines().find_map(|l| {
+        let f: Vec<&str> = l.split_whitespace().collect();
+        (f.len() > 9 && f[0].parse::<u64>().ok()? == major && f[1].parse::<u64>().ok()? == minor)
+            .then(|| f[9].parse().ok())
+            .flatten()
+    })
+}
+
+/// Windows of the build: (MiB written at the end of the window, ops/s in the window).
+struct Windows {
+    every: u64,
+    last: Instant,
+    points: Vec<(f64, f64)>,
+}
+
+impl Windows {
+    fn new(n: u64) -> Self {
+        Windows { every: (n / 16).max(1), last: Instant::now(), points: Vec::new() }
+    }
+
+    fn tick(&mut self, i: u64) {
+        if (i + 1).is_multiple_of(self.every) {
+            let dt = self.last.elapsed().as_secs_f64();
+            self.points
+                .push(((i + 1) as f64 * BLOCK as f64 / (1 << 20) as f64, self.every as f64 / dt.max(1e-9)));
+            self.last = Instant::now();
+        }
+    }
+}
+
+fn flex_write(
+    report: &mut Report,
+    ctx: &Ctx,
+    fs: Arc<dyn Fs>,
+    dir: &Path,
+    pattern: &str,
+    ops: &[u64],
+) -> Result<(Vec<(f64, f64)>, PathBuf)> {
+    let _ = std::fs::remove_dir_all(dir);
+    let mut f = FlexFile::create(fs, dir, Options::default())?;
+    let dev0 = device_sectors_written(&ctx.scratch);
+    let mut lat = Latencies::new();
+    let mut win = Windows::new(ops.len() as u64);
+    let bar = ctx.progress(ops.len() as u64, format!("flexfile {pattern}"));
+    let start = Instant::now();
+    for (i, &b) in ops.iter().enumerate() {
+        let data = block_for(i as u64);
+        let t = Instant::now();
+        if pattern == "random-insert" {
+            f.insert(b * BLOCK as u64, &data)?;
+        } else {
+            f.write(b * BLOCK as u64, &data)?;
+        }
+        lat.record_duration(t.elapsed());
+        win.tick(i as u64);
+        if i.is_multiple_of(4096) {
+            bar.set_position(i as u64);
+        }
+    }
+    let elapsed = start.elapsed();
+    let t = Instant::now();
+    f.sync()?;
+    let sync_ns = t.elapsed().as_nanos() as f64;
+    bar.finish_and_clear();
+    let user = (ops.len() * BLOCK) as f64;
+    let st = f.stats();
+    let mut m = vec![
+        ("ops_per_sec", ops.len() as f64 / elapsed.as_secs_f64()),
+        ("p50_ns", lat.p(0.5) as f64),
+        ("p99_ns", lat.p(0.99) as f64),
+        ("file_wa_ratio", st.write_amplification()),
+        ("final_sync_ns", sync_ns),
+        ("extents_count", st.extents as f64),
+    ];
+    if let (Some(a), Some(b)) = (dev0, device_sectors_written(&ctx.scratch)) {
+        m.push(("device_wa_ratio", (b - a) as f64 * 512.0 / user));
+    }
+    report.row(pattern, "flexfile", m);
+    f.close()?;
+    Ok((win.points, dir.to_path_buf()))
+}
+
+#[allow(clippy::too_many_arguments)]
+fn plain_write(
+    report: &mut Report,
+    ctx: &Ctx,
+    fs: Arc<dyn Fs>,
+    path: &Path,
+    pattern: &str,
+    peer: &str,
+    ops: &[u64],
+    budget: Option<Duration>,
+) -> Result<Option<Vec<(f64, f64)>>> {
+    let f = fs.open(path, OpenMode::CreateTruncate)?;
+    let dev0 = device_sectors_written(&ctx.scratch);
+    let mut lat = Latencies::new();
+    let mut win = Windows::new(ops.len() as u64);
+    let bar = ctx.progress(ops.len() as u64, format!("{peer} {pattern}"));
+    let start = Instant::now();
+    let mut size = 0u64;
+    let mut done = 0u64;
+    let mut tail = Vec::new();
+    for (i, &b) in ops.iter().enumerate() {
+        if budget.is_some_and(|d| start.elapsed() > d) {
+            break;
+        }
+        let data = block_for(i as u64);
+        let off = b * BLOCK as u64;
+        let t = Instant::now();
+        if pattern == "random-insert" && off < size {
+            if peer == "ext4-insert-range" {
+                match f.insert_range(off, BLOCK as u64) {
+                    Ok(()) => {}
+                    Err(e) if e.kind() == std::io::ErrorKind::Unsupported || e.raw_os_error() == Some(95) => {
+                        return Ok(None);
+                    }
+                    Err(e) => return Err(e.into()),
+                }
+            } else {
+                tail.resize((size - off) as usize, 0);
+                f.read_exact_at(&mut tail, off)?;
+                f.write_all_at(&tail, off + BLOCK as u64)?;
+            }
+        }
+        f.write_all_at(&data, off)?;
+        size = if pattern == "random-insert" { size + BLOCK as u64 } else { size.max(off + BLOCK as u64) };
+        lat.record_duration(t.elapsed());
+        win.tick(i as u64);
+        done += 1;
+        if i.is_multiple_of(4096) {
+            bar.set_position(i as u64);
+        }
+    }
+    let elapsed = start.elapsed();
+    let t = Instant::now();
+    f.sync_data()?;
+    let sync_ns = t.elapsed().as_nanos() as f64;
+    bar.finish_and_clear();
+    let user = (done as usize * BLOCK) as f64;
+    let mut m = vec![
+        ("ops_per_sec", done as f64 / elapsed.as_secs_f64()),
+        ("p50_ns", lat.p(0.5) as f64),
+        ("p99_ns", lat.p(0.99) as f64),
+        ("file_wa_ratio", 1.0),
+        ("final_sync_ns", sync_ns),
+    ];
+    if let (Some(a), Some(b)) = (dev0, device_sectors_written(&ctx.scratch)) {
+        m.push(("device_wa_ratio", (b - a) as f64 * 512.0 / user.max(1.0)));
+    }
+    report.row(pattern, peer, m);
+    if done < ops.len() as u64 {
+        report.note(format!(
+            "{peer} on {pattern}: stopped after {done} of {} operations (time budget)",
+            ops.len()
+        ));
+    }
+    Ok(Some(win.points))
+}
+
+trait BlockReader {
+    fn read_block(&mut self, off: u64, buf: &mut [u8]) -> Result<()>;
+    fn drop_cache(&mut self) -> bool;
+}
+
+struct FlexReader {
+    f: FlexFile,
+}
+
+impl FlexReader {
+    fn open(fs: Arc<dyn Fs>, dir: &Path) -> Result<Self> {
+        Ok(FlexReader { f: FlexFile::open(fs, dir, Options::default())? })
+    }
+}
+
+impl BlockReader for FlexReader {
+    fn read_block(&mut self, off: u64, buf: &mut [u8]) -> Result<()> {
+        Ok(self.f.read(off, buf)?)
+    }
+    fn drop_cache(&mut self) -> bool {
+        drop_page_cache()
+    }
+}
+
+struct PlainReader {
+    f: Arc<dyn vfs::File>,
+}
+
+impl PlainReader {
+    fn open(fs: Arc<dyn Fs>, path: &Path) -> Result<Self> {
+        Ok(PlainReader { f: fs.open(path, OpenMode::ReadOnly)? })
+    }
+}
+
+impl BlockReader for PlainReader {
+    fn read_block(&mut self, off: u64, buf: &mut [u8]) -> Result<()> {
+        Ok(self.f.read_exact_at(buf, off)?)
+    }
+    fn drop_cache(&mut self) -> bool {
+        drop_page_cache()
+    }
+}
+
+fn drop_page_cache() -> bool {
+    // Only clean pages are dropped; the files were synced at the end of their write phase.
+    std::fs::write("/proc/sys/vm/drop_caches", "3").is_ok()
+}
+
+fn read_phase(
+    report: &mut Report,
+    pattern: &str,
+    system: &str,
+    n: u64,
+    seed: u64,
+    cold: bool,
+    r: &mut dyn BlockReader,
+) -> Result<()> {
+    let mut rng = SmallRng::seed_from_u64(seed ^ 0xfeed);
+    let mut shuffled: Vec<u64> = (0..n).collect();
+    shuffled.shuffle(&mut rng);
+    let seq: Vec<u64> = (0..n).collect();
+    let mut buf = vec![0u8; BLOCK];
+    for (kind, order) in [("seq", &seq), ("rand", &shuffled)] {
+        let cold = cold && r.drop_cache();
+        for pass in [if cold { "cold" } else { "first" }, "warm"] {
+            let start = Instant::now();
+            for &b in order.iter() {
+                r.read_block(b * BLOCK as u64, &mut buf)?;
+            }
+            let rate = n as f64 / start.elapsed().as_secs_f64();
+            let w = format!("{kind}-read-{pass} ({pattern} build)");
+            report.row(&w, system, [("ops_per_sec", rate)]);
+        }
+    }
+    Ok(())
+}

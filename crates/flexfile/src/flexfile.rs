@@ -1,0 +1,729 @@
+//! FlexFile: a persistent file with O(log N) insert-range and collapse-range (§4 of the paper).
+//!
+//! # Design
+//!
+//! A FlexFile is a directory of three files (see `docs/formats/flexfile.md`):
+//!
+//! - `flexfile.data`: segments written log-structured ([`Segments`]); new bytes always go to the open segment,
+//!   whose in-memory buffer merges contiguous small writes.
+//! - `flexfile.tree`: the FlexTree, checkpointed copy-on-write ([`TreeFile`]).
+//! - `flexfile.log`: the logical log of tree operations since the last checkpoint ([`crate::log`]).
+//!
+//! Every mutation is expressed as logical [`Op`]s, applied to the in-memory tree and appended to the log buffer.
+//! Write ordering:
+//!
+//! 1. *commit* (on `sync`, after a GC round, or when the log buffer fills at the end of an operation): the data
+//!    file is synced, then the buffered entries and a commit entry are appended to the log and the log is synced.
+//!    Segments emptied by the committed operations become reusable only now.
+//! 2. *checkpoint* (when the log file passes `checkpoint_log_bytes`, at `close`, after recovery): the data file is
+//!    synced, dirty nodes go to free tree slots, the tree file is synced, the header flips to version `v + 1` and
+//!    is synced; then the log is reset to version `v + 1`. A log whose version differs from the tree's is ignored.
+//!
+//! Operations are atomic with respect to crashes: a batch in the log holds whole operations only (the buffer is
+//! committed between operations, never inside one, and grows as needed for one large operation instead of
+//! overflowing), and garbage collection runs only between operations. After a crash the file holds the state at
+//! some operation boundary no earlier than the last completed `sync`.
+//!
+//! Space management (§4.1): `valid` bytes per segment; before an operation that writes `n` bytes, if the data file
+//! already holds more than `live / utilization_cap + reserve + need` segments and fewer than `reserve + need` are
+//! free, the emptiest segments no fuller than the cap are relocated in batches, each batch followed by a commit.
+//! Extents are at most 1/32 of a segment, so relocating a segment at most 30/32 full always nets free space, and
+//! each round is bounded, so the loop terminates (the reference implementation's did not).
+//!
+//! Errors: any failure after a mutation has started poisons the handle (`Error::Poisoned` from then on); the
+//! files stay consistent and reopening recovers the last committed state.
+
+use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use vfs::OpenMode;
+
+use crate::error::{Error, Result};
+use crate::flextree::{FlexTree, HOLE, MAX_SIZE};
+use crate::log::{self, ENTRY_LEN, Op};
+use crate::options::Options;
+use crate::segments::Segments;
+use crate::treefile::TreeFile;
+
+/// File names inside a FlexFile directory.
+pub const DATA_FILE: &str = "flexfile.data";
+/// The tree file's name.
+pub const TREE_FILE: &str = "flexfile.tree";
+/// The log file's name.
+pub const LOG_FILE: &str = "flexfile.log";
+/// The lock file's name.
+pub const LOCK_FILE: &str = "LOCK";
+
+/// Counters and shape figures, all plain numbers readable through the API.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Stats {
+    /// Logical size.
+    pub size: u64,
+    /// Extents in the tree (holes included).
+    pub extents: u64,
+    /// Tree nodes.
+    pub tree_nodes: u64,
+    /// Segments in the data file's address space.
+    pub segments: u64,
+    /// Free segments.
+    pub free_segments: u64,
+    /// Segments holding live data (or open).
+    pub used_segments: u64,
+    /// Bytes mapped by data extents.
+    pub live_bytes: u64,
+    /// Average data-extent length in bytes (0 for no data).
+    pub avg_extent_bytes: f64,
+    /// Dead fraction of the used segments: `1 - live / (used * capacity)`.
+    pub fragmentation: f64,
+    /// GC rounds run.
+    pub gc_rounds: u64,
+    /// Segments GC emptied.
+    pub gc_segments: u64,
+    /// Bytes GC relocated.
+    pub gc_bytes: u64,
+    /// Bytes handed to write and insert.
+    pub user_bytes: u64,
+    /// Bytes written to the data file.
+    pub data_bytes_written: u64,
+    /// Bytes written to the log file.
+    pub log_bytes_written: u64,
+    /// Bytes written to the tree file.
+    pub tree_bytes_written: u64,
+    /// Log commits.
+    pub commits: u64,
+    /// Tree checkpoints.
+    pub checkpoints: u64,
+    /// Tree node splits.
+    pub splits: u64,
+    /// Tree node merges.
+    pub merges: u64,
+    /// Tree leaf rebases.
+    pub rebases: u64,
+    /// Operations replayed from the log at open.
+    pub replayed_ops: u64,
+}
+
+impl Stats {
+    /// Bytes written to all three files per user byte written.
+    pub fn write_amplification(&self) -> f64 {
+        if self.user_bytes == 0 {
+            return 0.0;
+        }
+        (self.data_bytes_written + self.log_bytes_written + self.tree_bytes_written) as f64
+            / self.user_bytes as f64
+    }
+}
+
+/// A FlexFile. Not thread-safe by itself (`&mut self` for everything that may touch the files).
+#[derive(Debug)]
+pub struct FlexFile {
+    fs: Arc<dyn vfs::Fs>,
+    dir: PathBuf,
+    _lock: Box<dyn vfs::FileLock>,
+    opts: Options,
+    tree: FlexTree,
+    tf: TreeFile,
+    log: Arc<dyn vfs::File>,
+    log_len: u64,
+    log_buf: Vec<u8>,
+    data: Segments,
+    poisoned: bool,
+    stats: Stats,
+}
+
+fn chunks(len: u64, max: u64) -> impl Iterator<Item = (u64, u64)> {
+    (0..len.div_ceil(max)).map(move |i| (i * max, (len - i * max).min(max)))
+}
+
+impl FlexFile {
+    /// Creates a new FlexFile in `dir` (created if missing). Fails if `dir` already holds one.
+    pub fn create(fs: Arc<dyn vfs::Fs>, dir: &Path, opts: Options) -> Result<FlexFile> {
+        opts.validate()?;
+        fs.create_dir_all(dir)?;
+        if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
+            // The directory entry itself must survive a crash once create returns.
+            fs.sync_dir(parent)?;
+        }
+        let lock = fs.lock(&dir.join(LOCK_FILE))?;
+        if fs.exists(&dir.join(TREE_FILE))? {
+            return Err(Error::invalid(format!("{} already holds a FlexFile", dir.display())));
+        }
+        let data = fs.open(&dir.join(DATA_FILE), OpenMode::CreateTruncate)?;
+        let log = fs.open(&dir.join(LOG_FILE), OpenMode::CreateTruncate)?;
+        let mut tree = FlexTree::new(opts.tree_config())?;
+        // The tree file is written under a temporary name and renamed last: a directory holds a FlexFile exactly
+        // when it holds a tree file with a valid header.
+        let tmp = dir.join(format!("{TREE_FILE}.tmp"));
+        let tfile = fs.open(&tmp, OpenMode::CreateTruncate)?;
+        let tf = TreeFile::create(tfile, &opts, &mut tree)?;
+        log.write_all_at(&log::encode_header(tf.version()), 0)?;
+        log.sync_data()?;
+        data.sync_data()?;
+        drop((tf, log, data));
+        fs.rename(&tmp, &dir.join(TREE_FILE))?;
+        fs.sync_dir(dir)?;
+        drop(lock);
+        Self::open(fs, dir, opts)
+    }
+
+    /// Opens the FlexFile in `dir`, recovering from the log. The format parameters stored in the tree file
+    /// (segment and node sizes, capacities) override those in `opts`; the policy knobs of `opts` apply.
+    pub fn open(fs: Arc<dyn vfs::Fs>, dir: &Path, opts: Options) -> Result<FlexFile> {
+        let lock = fs.lock(&dir.join(LOCK_FILE))?;
+        let tpath = dir.join(TREE_FILE);
+        if !fs.exists(&tpath)? {
+            return Err(Error::invalid(format!("{} holds no FlexFile", dir.display())));
+        }
+        let tfile = fs.open(&tpath, OpenMode::ReadWrite)?;
+        let h = TreeFile::read_header(tfile.as_ref())?;
+        let opts = Options {
+            segment_size: h.segment_size,
+            max_extent: h.max_extent,
+            block_size: h.block_size,
+            leaf_cap: h.leaf_cap as usize,
+            internal_cap: h.internal_cap as usize,
+            node_size: h.node_size,
+            ..opts
+        };
+        opts.validate()
+            .map_err(|e| Error::corruption("tree", format!("stored parameters are invalid: {e}")))?;
+        let (tf, tree) = TreeFile::open(tfile, opts.tree_config())?;
+        let data = fs.open(&dir.join(DATA_FILE), OpenMode::CreateOrOpen)?;
+        let log = fs.open(&dir.join(LOG_FILE), OpenMode::CreateOrOpen)?;
+        let data = Segments::new(data, &opts)?;
+        let mut f = FlexFile {
+            fs,
+            dir: dir.to_path_buf(),
+            _lock: lock,
+            opts,
+            tree,
+            tf,
+            log,
+            log_len: 0,
+            log_buf: Vec::new(),
+            data,
+            poisoned: false,
+            stats: Stats::default(),
+        };
+        f.recover()?;
+        Ok(f)
+    }
+
+    fn recover(&mut self) -> Result<()> {
+        let len = usize::try_from(self.log.len()?).map_err(|_| Error::corruption("log", "log too large"))?;
+        let mut bytes = vec![0u8; len];
+        self.log.read_exact_at(&mut bytes, 0)?;
+        let parsed = log::parse(&bytes, self.tf.version())?;
+        // The log header is synced at creation and rewritten only after a newer tree header is durable, so an
+        // invalid header or one newer than the tree means damage (a lost newest header), never a crash.
+        match parsed.version {
+            None => return Err(Error::corruption("log", "invalid log header")),
+            Some(v) if v > self.tf.version() => {
+                return Err(Error::corruption(
+                    "tree",
+                    format!(
+                        "the log extends version {v} but the newest valid tree header is {}",
+                        self.tf.version()
+                    ),
+                ));
+            }
+            _ => {}
+        }
+        for op in &parsed.ops {
+            self.apply(op, false).map_err(|e| match e {
+                Error::InvalidArgument(m) => {
+                    Error::corruption("log", format!("entry does not apply to the tree: {m}"))
+                }
+                e => e,
+            })?;
+        }
+        self.stats.replayed_ops = parsed.ops.len() as u64;
+        let mut valid: HashMap<u64, u64> = HashMap::new();
+        let seg = self.opts.segment_size;
+        self.tree.for_each_extent(|_, e| {
+            if !e.is_hole() {
+                *valid.entry(e.addr / seg).or_default() += e.len as u64;
+            }
+        })?;
+        self.data.set_valid(valid)?;
+        if !parsed.ops.is_empty()
+            || parsed.version != Some(self.tf.version())
+            || bytes.len() > log::HEADER_LEN
+        {
+            // Fold the replayed log into a new tree version and start a fresh log.
+            self.checkpoint_inner()?;
+        } else {
+            self.log_len = log::HEADER_LEN as u64;
+        }
+        Ok(())
+    }
+
+    /// The options in force (format parameters as stored).
+    pub fn options(&self) -> &Options {
+        &self.opts
+    }
+
+    /// The directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The logical size in bytes.
+    pub fn size(&self) -> u64 {
+        self.tree.size()
+    }
+
+    /// The in-memory extent index (read-only).
+    pub fn tree(&self) -> &FlexTree {
+        &self.tree
+    }
+
+    /// The durable tree version.
+    pub fn version(&self) -> u64 {
+        self.tf.version()
+    }
+
+    fn guard<T>(&mut self, f: impl FnOnce(&mut Self) -> Result<T>) -> Result<T> {
+        if self.poisoned {
+            return Err(Error::Poisoned);
+        }
+        let r = f(self);
+        if r.is_err() {
+            self.poisoned = true;
+        }
+        r
+    }
+
+    /// Applies one operation to the tree and the space accounting (`account` false during replay, where the
+    /// counters are rebuilt from the tree afterwards).
+    fn apply(&mut self, op: &Op, account: bool) -> Result<()> {
+        match *op {
+            Op::Insert { off, len, addr, tag } => {
+                self.tree.insert(off, len as u64, addr, tag)?;
+                if account && addr != HOLE {
+                    self.data.add_valid(addr, len as u64)?;
+                }
+            }
+            Op::Collapse { off, len } => {
+                let removed = self.tree.collapse(off, len as u64)?;
+                if account {
+                    for p in removed.iter().filter(|p| p.addr != HOLE) {
+                        self.data.sub_valid(p.addr, p.len)?;
+                    }
+                }
+            }
+            Op::Relocate { off, len, addr } => {
+                let old = self.tree.remap(off, len as u64, addr)?;
+                if account {
+                    self.data.sub_valid(old, len as u64)?;
+                    self.data.add_valid(addr, len as u64)?;
+                }
+            }
+            Op::SetTag { off, tag } => self.tree.set_tag(off, tag)?,
+        }
+        Ok(())
+    }
+
+    fn run(&mut self, op: Op) -> Result<()> {
+        self.apply(&op, true)?;
+        self.log_buf.extend_from_slice(&log::encode_op(self.tf.version(), &op));
+        Ok(())
+    }
+
+    fn insert_hole(&mut self, off: u64, len: u64) -> Result<()> {
+        for (o, n) in chunks(len, u32::MAX as u64) {
+            self.run(Op::Insert { off: off + o, len: n as u32, addr: HOLE, tag: 0 })?;
+        }
+        Ok(())
+    }
+
+    fn end_op(&mut self) -> Result<()> {
+        if self.log_buf.len() >= self.opts.log_buffer_bytes {
+            self.commit()?;
+        }
+        if self.log_len + self.log_buf.len() as u64 >= self.opts.checkpoint_log_bytes {
+            self.checkpoint_inner()?;
+        }
+        Ok(())
+    }
+
+    fn check_end(&self, off: u64, len: u64) -> Result<()> {
+        match off.checked_add(len) {
+            Some(e) if e <= MAX_SIZE => Ok(()),
+            _ => Err(Error::invalid("the file would exceed the maximum size (2^48 - 1)")),
+        }
+    }
+
+    /// Writes `buf` at `off`, overwriting; writing past the end extends the file, leaving a hole in between.
+    pub fn write(&mut self, off: u64, buf: &[u8]) -> Result<()> {
+        self.check_end(off.max(self.size()), buf.len() as u64)?;
+        self.guard(|f| {
+            // GC commits: it must run before the operation logs anything, or a crash could expose half of it.
+            f.ensure_space(buf.len() as u64)?;
+            if off > f.size() {
+                f.insert_hole(f.size(), off - f.size())?;
+            }
+            f.write_data(off, buf, false)?;
+            f.end_op()
+        })
+    }
+
+    /// REQUIRES: `ensure_space` ran before the operation's first `run`.
+    fn write_data(&mut self, off: u64, buf: &[u8], insert: bool) -> Result<()> {
+        self.stats.user_bytes += buf.len() as u64;
+        let max = self.opts.max_extent_len() as usize;
+        let mut pos = off;
+        let mut rest = buf;
+        while !rest.is_empty() {
+            let take = rest.len().min(max);
+            let (addr, n) = self.data.append(&rest[..take], false)?;
+            if insert {
+                self.run(Op::Insert { off: pos, len: n as u32, addr, tag: 0 })?;
+            } else {
+                let size = self.size();
+                let tag = if pos < size { self.tree.get_tag(pos)? } else { 0 };
+                let ov = (n as u64).min(size.saturating_sub(pos));
+                if ov > 0 {
+                    self.run(Op::Collapse { off: pos, len: ov as u32 })?;
+                }
+                self.run(Op::Insert { off: pos, len: n as u32, addr, tag })?;
+            }
+            pos += n as u64;
+            rest = &rest[n..];
+        }
+        Ok(())
+    }
+
+    /// Inserts `buf` at `off`, moving the bytes at and after `off` up by `buf.len()`. `off` may equal the size.
+    pub fn insert(&mut self, off: u64, buf: &[u8]) -> Result<()> {
+        if off > self.size() {
+            return Err(Error::invalid(format!("insert at {off} past the end ({})", self.size())));
+        }
+        self.check_end(self.size(), buf.len() as u64)?;
+        self.guard(|f| {
+            f.ensure_space(buf.len() as u64)?;
+            f.write_data(off, buf, true)?;
+            f.end_op()
+        })
+    }
+
+    /// Removes `[off, off + len)`, moving the bytes after it down by `len`.
+    pub fn collapse(&mut self, off: u64, len: u64) -> Result<()> {
+        if off.checked_add(len).is_none_or(|e| e > self.size()) {
+            return Err(Error::invalid(format!("collapse {off}+{len} past the end ({})", self.size())));
+        }
+        self.guard(|f| {
+            for (_, n) in chunks(len, u32::MAX as u64) {
+                f.run(Op::Collapse { off, len: n as u32 })?;
+            }
+            f.end_op()
+        })
+    }
+
+    /// Sets the size: shrinking drops the tail, growing appends a hole.
+    pub fn truncate(&mut self, len: u64) -> Result<()> {
+        self.check_end(len, 0)?;
+        let size = self.size();
+        if len < size {
+            self.collapse(len, size - len)
+        } else {
+            self.guard(|f| {
+                f.insert_hole(size, len - size)?;
+                f.end_op()
+            })
+        }
+    }
+
+    /// Tags the extent starting at `off` (splitting an extent there if needed).
+    pub fn set_tag(&mut self, off: u64, tag: u16) -> Result<()> {
+        if off >= self.size() {
+            return Err(Error::invalid(format!("tag at {off} past the end ({})", self.size())));
+        }
+        self.guard(|f| {
+            f.run(Op::SetTag { off, tag })?;
+            f.end_op()
+        })
+    }
+
+    /// The tag of the extent starting at `off` (0 when `off` is inside an extent or untagged).
+    pub fn get_tag(&self, off: u64) -> Result<u16> {
+        self.tree.get_tag(off)
+    }
+
+    /// Reads `buf.len()` bytes at `off`; holes read as zeros. Reading past the end is an error.
+    pub fn read(&mut self, off: u64, buf: &mut [u8]) -> Result<()> {
+        if self.poisoned {
+            return Err(Error::Poisoned);
+        }
+        let pieces = self.tree.query(off, buf.len() as u64)?;
+        let mut at = 0usize;
+        for p in pieces {
+            let dst = &mut buf[at..at + p.len as usize];
+            if p.addr == HOLE {
+                dst.fill(0);
+            } else {
+                self.data.read(p.addr, dst)?;
+            }
+            at += p.len as usize;
+        }
+        Ok(())
+    }
+
+    /// Reads up to `max` bytes from the start of the extent containing `off` (§5.4). Returns the extent's logical
+    /// offset (`<= off`) and the bytes read.
+    pub fn read_extent(&mut self, off: u64, max: usize) -> Result<(u64, Vec<u8>)> {
+        let (start, e) = self.tree.extent_at(off)?;
+        let n = (e.len as usize).min(max);
+        let mut buf = vec![0u8; n];
+        self.read(start, &mut buf)?;
+        Ok((start, buf))
+    }
+
+    /// A sequential reader starting at `off`.
+    pub fn reader(&mut self, off: u64) -> Reader<'_> {
+        Reader { file: self, pos: off }
+    }
+
+    /// Makes everything written so far durable.
+    pub fn sync(&mut self) -> Result<()> {
+        self.guard(|f| f.commit())
+    }
+
+    fn commit(&mut self) -> Result<()> {
+        self.data.sync()?;
+        if !self.log_buf.is_empty() {
+            let commit = log::encode_commit(self.tf.version(), &self.log_buf);
+            self.log_buf.extend_from_slice(&commit);
+            self.log.write_all_at(&self.log_buf, self.log_len)?;
+            self.log.sync_data()?;
+            self.log_len += self.log_buf.len() as u64;
+            self.stats.log_bytes_written += self.log_buf.len() as u64;
+            self.log_buf.clear();
+            self.stats.commits += 1;
+        }
+        self.data.release_pending();
+        Ok(())
+    }
+
+    /// Writes the tree to the tree file (a new version) and resets the log.
+    pub fn checkpoint(&mut self) -> Result<()> {
+        self.guard(|f| f.checkpoint_inner())
+    }
+
+    fn checkpoint_inner(&mut self) -> Result<()> {
+        self.data.sync()?;
+        self.tf.checkpoint(&mut self.tree)?;
+        let v = self.tf.version();
+        self.log.set_len(log::HEADER_LEN as u64)?;
+        self.log.write_all_at(&log::encode_header(v), 0)?;
+        self.log.sync_data()?;
+        self.stats.log_bytes_written += log::HEADER_LEN as u64;
+        self.log_len = log::HEADER_LEN as u64;
+        self.log_buf.clear();
+        self.data.release_pending();
+        Ok(())
+    }
+
+    /// Checkpoints and closes.
+    pub fn close(mut self) -> Result<()> {
+        self.checkpoint()
+    }
+
+    /// Garbage-collects before an operation writing `n` bytes (see the type comment for the policy).
+    fn ensure_space(&mut self, n: u64) -> Result<()> {
+        let cap = self.data.capacity();
+        let need = n.div_ceil(cap) + 1;
+        let reserve = self.opts.gc_reserve_segments;
+        let (num, den) = (self.opts.utilization_cap.0 as u128, self.opts.utilization_cap.1 as u128);
+        let live = self.data.live_bytes() as u128;
+        let target = (live * den).div_ceil(num * cap as u128) as u64 + reserve + need;
+        if self.data.count() < target {
+            return Ok(());
+        }
+        let rounds = self.data.count() + 1;
+        for _ in 0..rounds {
+            if self.data.free_count() >= reserve + need {
+                break;
+            }
+            let victims: Vec<u64> = self
+                .data
+                .gc_candidates()
+                .into_iter()
+                .filter(|&(_, v)| v as u128 * den <= cap as u128 * num)
+                .take(self.opts.gc_batch)
+                .map(|(s, _)| s)
+                .collect();
+            if victims.is_empty() {
+                break;
+            }
+            self.relocate(&victims)?;
+            self.commit()?;
+            self.stats.gc_rounds += 1;
+            self.stats.gc_segments += victims.len() as u64;
+        }
+        Ok(())
+    }
+
+    fn relocate(&mut self, victims: &[u64]) -> Result<()> {
+        let set: HashSet<u64> = victims.iter().copied().collect();
+        let seg = self.opts.segment_size;
+        let mut moves = Vec::new();
+        self.tree.for_each_extent(|off, e| {
+            if !e.is_hole() && set.contains(&(e.addr / seg)) {
+                moves.push((off, e.len, e.addr));
+            }
+        })?;
+        let mut buf = Vec::new();
+        for (off, len, addr) in moves {
+            buf.resize(len as usize, 0);
+            self.data.read(addr, &mut buf)?;
+            let (new, n) = self.data.append(&buf, true)?;
+            if n != len as usize {
+                return Err(Error::corruption("data", "extent longer than a segment"));
+            }
+            self.run(Op::Relocate { off, len, addr: new })?;
+            self.stats.gc_bytes += len as u64;
+        }
+        Ok(())
+    }
+
+    /// Rewrites `[off, off + len)` into fresh segments so its extents become physically contiguous.
+    pub fn defrag(&mut self, off: u64, len: u64) -> Result<()> {
+        if off.checked_add(len).is_none_or(|e| e > self.size()) {
+            return Err(Error::invalid(format!("defrag {off}+{len} past the end ({})", self.size())));
+        }
+        let step = (self.data.capacity() as usize).max(1 << 20);
+        self.guard(|f| {
+            f.data.close_open()?;
+            let mut buf = Vec::new();
+            for (o, n) in chunks(len, step as u64) {
+                buf.resize(n as usize, 0);
+                f.read(off + o, &mut buf)?;
+                // Holes stay holes.
+                let pieces = f.tree.query(off + o, n)?;
+                let mut at = 0u64;
+                for p in pieces {
+                    if p.addr != HOLE {
+                        let s = at as usize;
+                        let data = buf[s..s + p.len as usize].to_vec();
+                        let user = f.stats.user_bytes;
+                        f.ensure_space(p.len)?;
+                        f.write_data(off + o + at, &data, false)?;
+                        f.stats.user_bytes = user;
+                    }
+                    at += p.len;
+                }
+                f.end_op()?;
+            }
+            Ok(())
+        })
+    }
+
+    /// Counters and shape figures.
+    pub fn stats(&self) -> Stats {
+        let mut s = self.stats.clone();
+        let ts = self.tree.stats();
+        s.size = self.tree.size();
+        s.extents = self.tree.extent_count();
+        s.tree_nodes = self.tree.node_count() as u64;
+        s.segments = self.data.count();
+        s.free_segments = self.data.free_count();
+        s.used_segments = self.data.used_count();
+        s.live_bytes = self.data.live_bytes();
+        let mut data_extents = 0u64;
+        let _ = self.tree.for_each_extent(|_, e| data_extents += u64::from(!e.is_hole()));
+        s.avg_extent_bytes = if data_extents == 0 { 0.0 } else { s.live_bytes as f64 / data_extents as f64 };
+        let used = s.used_segments * self.data.capacity();
+        s.fragmentation = if used == 0 { 0.0 } else { 1.0 - s.live_bytes as f64 / used as f64 };
+        s.data_bytes_written = self.data.stats.bytes_written;
+        s.tree_bytes_written = self.tf.stats.bytes_written;
+        s.checkpoints = self.tf.stats.checkpoints;
+        s.splits = ts.splits;
+        s.merges = ts.merges;
+        s.rebases = ts.rebases;
+        s
+    }
+
+    /// Verifies every invariant: the tree's structure, the space accounting against the tree, and (when `deep`)
+    /// the checksum of every mapped byte. Problems are `Corruption`.
+    pub fn check(&mut self, deep: bool) -> Result<()> {
+        self.tree.check()?;
+        let seg = self.opts.segment_size;
+        let mut valid: HashMap<u64, u64> = HashMap::new();
+        let mut extents = Vec::new();
+        self.tree.for_each_extent(|off, e| {
+            if !e.is_hole() {
+                *valid.entry(e.addr / seg).or_default() += e.len as u64;
+                extents.push((off, e.len, e.addr));
+            }
+        })?;
+        for s in 0..self.data.count().max(valid.keys().max().map_or(0, |m| m + 1)) {
+            let want = valid.get(&s).copied().unwrap_or(0);
+            if self.data.valid(s) != want {
+                return Err(Error::corruption(
+                    "data",
+                    format!("segment {s}: accounted {} live bytes, tree maps {want}", self.data.valid(s)),
+                ));
+            }
+        }
+        for &(off, len, addr) in &extents {
+            if addr % seg + len as u64 > self.data.capacity() {
+                return Err(Error::corruption(
+                    "tree",
+                    format!("extent at {off} runs past its segment's data"),
+                ));
+            }
+            if self.data.is_free(addr / seg) {
+                return Err(Error::corruption("data", format!("extent at {off} maps a free segment")));
+            }
+        }
+        if deep {
+            let mut buf = Vec::new();
+            for (_, len, addr) in extents {
+                buf.resize(len as usize, 0);
+                self.data.read(addr, &mut buf)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The file system the FlexFile lives on.
+    pub fn fs(&self) -> &Arc<dyn vfs::Fs> {
+        &self.fs
+    }
+
+    /// Bytes per log entry (for tools).
+    pub const LOG_ENTRY_LEN: usize = ENTRY_LEN;
+}
+
+/// Reads a FlexFile forward from a position.
+#[derive(Debug)]
+pub struct Reader<'a> {
+    file: &'a mut FlexFile,
+    pos: u64,
+}
+
+impl Reader<'_> {
+    /// The next read's offset.
+    pub fn position(&self) -> u64 {
+        self.pos
+    }
+
+    /// Reads up to `buf.len()` bytes; 0 at the end.
+    pub fn read_next(&mut self, buf: &mut [u8]) -> Result<usize> {
+        let n = (buf.len() as u64).min(self.file.size().saturating_sub(self.pos)) as usize;
+        self.file.read(self.pos, &mut buf[..n])?;
+        self.pos += n as u64;
+        Ok(n)
+    }
+}
+
+impl std::io::Read for Reader<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        self.read_next(buf).map_err(|e| match e {
+            Error::Io(e) => e,
+            e => std::io::Error::other(e.to_string()),
+        })
+    }
+}

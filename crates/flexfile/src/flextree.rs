@@ -1,0 +1,1038 @@
+//! FlexTree: the shift-encoded extent B+-tree of the FlexFile paper (§3).
+//!
+//! # Design
+//!
+//! A FlexTree maps a logical byte range `[0, size)` onto physical addresses. Leaves hold extents
+//! `(partial offset, length, tag, address)`; internal nodes hold pivots (partial offsets) and child pointers, each
+//! child pointer carrying a signed *shift*. The effective offset of an entry is the sum of the shifts on its search
+//! path plus its partial offset, so shifting every extent after a point (insert-range, collapse-range) touches one
+//! leaf and, on each level above it, the pointers and pivots to the right of the path: O(log N) work instead of
+//! rewriting every extent after the point.
+//!
+//! Invariants (checked by [`FlexTree::check`]; after every operation under the `invariants` feature):
+//!
+//! - The extents on the leaf level are logically contiguous and cover `[0, size)` exactly. Unmapped ranges are
+//!   explicit *hole* extents (address [`HOLE`]), which is what makes a forward scan from any point correct (§3.2.2).
+//!   Inside a leaf, `poff[k + 1] = poff[k] + len[k]`.
+//! - For child `i > 0` of an internal node, its first extent's effective offset equals pivot `i - 1` (effective);
+//!   pivots strictly increase. Every non-root node is non-empty; all leaves are at one depth.
+//! - Every extent length is at most `u32::MAX / leaf_cap`, so a leaf of `leaf_cap` extents spans less than
+//!   `2^32` bytes and a leaf *rebase* (subtract the smallest partial offset, add it to the parent's shift: §3.3)
+//!   always brings its partial offsets back into 32 bits. Longer insertions are stored as several extents.
+//! - Data extents never cross a multiple of `boundary` (the FlexFile segment size) in the physical space, so
+//!   space accounting per segment stays exact; adjacent extents are merged only when that keeps holding.
+//! - Tags mark the start of an extent: splitting an extent gives the right part tag 0, and a new extent is merged
+//!   into its left neighbour only when its own tag is 0. So `get_tag(off)` is the tag set at `off` for as long as
+//!   the byte at `off` survives.
+//!
+//! Modifications split full nodes on the way down (a leaf at `leaf_cap - 1` entries, since one operation may add
+//! two extents; an internal node at `internal_cap` children); the new right node inherits the shift of the
+//! pointer to the old node and the new pivot is the old median's partial offset plus that shift (§3.2.1, Fig. 5).
+//! Removals merge underfull nodes with a sibling, moving the entries into the survivor's frame by the difference
+//! of the two pointers' shifts (Fig. 8).
+//!
+//! Nodes live in an arena addressed by `u32` ids. Every node also remembers the slot it occupies in the persistent
+//! tree file (if any) and whether it changed since it was last written; FlexFile's checkpoint writes the dirty
+//! nodes copy-on-write and the slots of nodes freed by merges are handed to it through
+//! [`FlexTree::take_released_slots`], to be reused only once the next tree version is durable.
+
+use crate::error::{Error, Result};
+
+/// The physical address of an unmapped extent (a hole): the largest 48-bit value.
+pub const HOLE: u64 = (1 << 48) - 1;
+
+/// The largest logical size of a FlexTree (48-bit offsets, as in the log entries).
+pub const MAX_SIZE: u64 = (1 << 48) - 1;
+
+/// One leaf entry.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Extent {
+    /// Partial offset: the effective offset minus the sum of the shifts on the path.
+    pub poff: u32,
+    /// Length in bytes (> 0).
+    pub len: u32,
+    /// User tag attached to the start of the extent (0 = none).
+    pub tag: u16,
+    /// Physical address, or [`HOLE`].
+    pub addr: u64,
+}
+
+impl Extent {
+    /// Whether the extent is an unmapped range.
+    pub fn is_hole(&self) -> bool {
+        self.addr == HOLE
+    }
+}
+
+/// A child pointer of an internal node.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Child {
+    /// Arena id of the child.
+    pub id: u32,
+    /// Added to the offsets of everything below this pointer.
+    pub shift: i64,
+}
+
+/// The contents of a node.
+#[derive(Clone, Debug)]
+pub enum Body {
+    /// A leaf: contiguous extents.
+    Leaf(Vec<Extent>),
+    /// An internal node: `pivots.len() == children.len() - 1`; pivot `i` is the partial offset where child `i + 1`
+    /// begins.
+    Internal {
+        /// Child pointers with their shifts.
+        children: Vec<Child>,
+        /// Partial offsets separating the children.
+        pivots: Vec<i64>,
+    },
+}
+
+/// An arena node.
+#[derive(Clone, Debug)]
+pub struct Node {
+    /// Entries.
+    pub body: Body,
+    /// Changed since last written to the tree file (or never written).
+    pub dirty: bool,
+    /// The tree-file slot holding the last written version.
+    pub slot: Option<u32>,
+}
+
+impl Node {
+    fn new(body: Body) -> Self {
+        Node { body, dirty: true, slot: None }
+    }
+
+    fn count(&self) -> usize {
+        match &self.body {
+            Body::Leaf(e) => e.len(),
+            Body::Internal { children, .. } => children.len(),
+        }
+    }
+}
+
+/// A mapped (or unmapped) piece of a logical range, as returned by queries and removals.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Piece {
+    /// Logical offset where the piece starts.
+    pub off: u64,
+    /// Length in bytes.
+    pub len: u64,
+    /// Physical address of the first byte, or [`HOLE`].
+    pub addr: u64,
+    /// Tag of the extent the piece comes from.
+    pub tag: u16,
+}
+
+/// Shape parameters. Defaults are the paper's (and reference implementation's): leaves of 60 extents, internal
+/// nodes of 30 children, which fit 1 KiB nodes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TreeConfig {
+    /// Maximum extents per leaf (>= 4).
+    pub leaf_cap: usize,
+    /// Maximum children per internal node (>= 4).
+    pub internal_cap: usize,
+    /// Physical boundary merged data extents never cross (the segment size); 0 for none.
+    pub boundary: u64,
+    /// Longest data extent a merge may produce; 0 for the structural limit.
+    pub max_merge: u32,
+}
+
+impl Default for TreeConfig {
+    fn default() -> Self {
+        TreeConfig { leaf_cap: 60, internal_cap: 30, boundary: 0, max_merge: 0 }
+    }
+}
+
+impl TreeConfig {
+    /// Checks the parameters.
+    pub fn validate(&self) -> Result<()> {
+        if !(4..=4096).contains(&self.leaf_cap) || !(4..=4096).contains(&self.internal_cap) {
+            return Err(Error::invalid("leaf_cap and internal_cap must be in 4..=4096"));
+        }
+        Ok(())
+    }
+
+    /// The longest extent a leaf entry holds: a full leaf then spans less than 2^32 bytes.
+    pub fn max_extent_len(&self) -> u32 {
+        (u32::MAX as usize / self.leaf_cap) as u32
+    }
+}
+
+/// Structural counters.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TreeStats {
+    /// Node splits.
+    pub splits: u64,
+    /// Node merges and removals of emptied nodes.
+    pub merges: u64,
+    /// Leaf rebases (partial offsets moved into the parent's shift).
+    pub rebases: u64,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Step {
+    node: u32,
+    idx: usize,
+}
+
+/// The shift-encoded extent index. See the module documentation.
+#[derive(Clone, Debug)]
+pub struct FlexTree {
+    cfg: TreeConfig,
+    nodes: Vec<Option<Node>>,
+    free_ids: Vec<u32>,
+    root: u32,
+    size: u64,
+    nr_extents: u64,
+    released_slots: Vec<u32>,
+    stats: TreeStats,
+}
+
+fn route(pivots: &[i64], xr: i64) -> usize {
+    pivots.partition_point(|&p| p <= xr)
+}
+
+fn corrupt(msg: impl Into<String>) -> Error {
+    Error::corruption("tree", msg)
+}
+
+/// Rewrites the partial offsets of `ext[from..]` so they follow `ext[from - 1]` (or start at `start` when
+/// `from == 0`). When an extent would end past 32 bits the whole leaf is *rebased*: its offsets restart at 0 and
+/// the returned amount (the leaf's old first offset) must be added to the parent's shift for this leaf.
+fn relayout(ext: &mut [Extent], from: usize, start: u64) -> Result<Option<u32>> {
+    let mut pos = if from == 0 { start } else { ext[from - 1].poff as u64 + ext[from - 1].len as u64 };
+    let mut overflow = false;
+    for e in ext[from..].iter_mut() {
+        if pos + e.len as u64 > u32::MAX as u64 {
+            overflow = true;
+            break;
+        }
+        e.poff = pos as u32;
+        pos += e.len as u64;
+    }
+    if !overflow {
+        return Ok(None);
+    }
+    let m = if from == 0 { start } else { ext[0].poff as u64 };
+    let mut pos = 0u64;
+    for e in ext.iter_mut() {
+        if pos + e.len as u64 > u32::MAX as u64 {
+            return Err(corrupt("leaf span exceeds 32 bits"));
+        }
+        e.poff = pos as u32;
+        pos += e.len as u64;
+    }
+    Ok(Some(u32::try_from(m).map_err(|_| corrupt("leaf rebase amount exceeds 32 bits"))?))
+}
+
+impl FlexTree {
+    /// An empty tree.
+    pub fn new(cfg: TreeConfig) -> Result<Self> {
+        cfg.validate()?;
+        let mut t = FlexTree {
+            cfg,
+            nodes: Vec::new(),
+            free_ids: Vec::new(),
+            root: 0,
+            size: 0,
+            nr_extents: 0,
+            released_slots: Vec::new(),
+            stats: TreeStats::default(),
+        };
+        t.root = t.alloc(Node::new(Body::Leaf(Vec::new())));
+        Ok(t)
+    }
+
+    /// Builds a tree from loaded nodes (the persistent form). Verifies every invariant.
+    pub(crate) fn from_nodes(cfg: TreeConfig, nodes: Vec<Node>, root: u32) -> Result<Self> {
+        cfg.validate()?;
+        let mut t = FlexTree {
+            cfg,
+            nodes: nodes.into_iter().map(Some).collect(),
+            free_ids: Vec::new(),
+            root,
+            size: 0,
+            nr_extents: 0,
+            released_slots: Vec::new(),
+            stats: TreeStats::default(),
+        };
+        if root as usize >= t.nodes.len() {
+            return Err(corrupt("root id out of range"));
+        }
+        let (size, n) = t.check_inner()?;
+        t.size = size;
+        t.nr_extents = n;
+        Ok(t)
+    }
+
+    /// The shape parameters.
+    pub fn config(&self) -> &TreeConfig {
+        &self.cfg
+    }
+
+    /// The logical size.
+    pub fn size(&self) -> u64 {
+        self.size
+    }
+
+    /// The number of leaf extents (holes included).
+    pub fn extent_count(&self) -> u64 {
+        self.nr_extents
+    }
+
+    /// The number of live nodes.
+    pub fn node_count(&self) -> usize {
+        self.nodes.len() - self.free_ids.len()
+    }
+
+    /// Structural counters.
+    pub fn stats(&self) -> TreeStats {
+        self.stats
+    }
+
+    pub(crate) fn root(&self) -> u32 {
+        self.root
+    }
+
+    pub(crate) fn node(&self, id: u32) -> &Node {
+        // Ids come from the tree's own pointers; a dangling id is a bug, but never panic on it.
+        match self.nodes.get(id as usize).and_then(Option::as_ref) {
+            Some(n) => n,
+            None => &DANGLING,
+        }
+    }
+
+    pub(crate) fn node_mut(&mut self, id: u32) -> Option<&mut Node> {
+        self.nodes.get_mut(id as usize).and_then(Option::as_mut)
+    }
+
+    /// Tree-file slots of nodes freed since the last call; the caller owns them from now on.
+    pub(crate) fn take_released_slots(&mut self) -> Vec<u32> {
+        std::mem::take(&mut self.released_slots)
+    }
+
+    fn alloc(&mut self, node: Node) -> u32 {
+        if let Some(id) = self.free_ids.pop() {
+            self.nodes[id as usize] = Some(node);
+            id
+        } else {
+            self.nodes.push(Some(node));
+            (self.nodes.len() - 1) as u32
+        }
+    }
+
+    fn free_node(&mut self, id: u32) -> Option<Node> {
+        let n = self.nodes.get_mut(id as usize)?.take()?;
+        if let Some(s) = n.slot {
+            self.released_slots.push(s);
+        }
+        self.free_ids.push(id);
+        Some(n)
+    }
+
+    fn body_mut(&mut self, id: u32) -> Result<&mut Body> {
+        let n = self.node_mut(id).ok_or_else(|| corrupt(format!("dangling node id {id}")))?;
+        n.dirty = true;
+        Ok(&mut n.body)
+    }
+
+    fn leaf_mut(&mut self, id: u32) -> Result<&mut Vec<Extent>> {
+        match self.body_mut(id)? {
+            Body::Leaf(e) => Ok(e),
+            Body::Internal { .. } => Err(corrupt("expected a leaf")),
+        }
+    }
+
+    fn is_full(&self, id: u32) -> bool {
+        match &self.node(id).body {
+            Body::Leaf(e) => e.len() + 1 >= self.cfg.leaf_cap,
+            Body::Internal { children, .. } => children.len() >= self.cfg.internal_cap,
+        }
+    }
+
+    /// Splits child `i` of `parent` in two; the new right node inherits the pointer's shift.
+    fn split_child(&mut self, parent: u32, i: usize) -> Result<()> {
+        let Body::Internal { children, .. } = &self.node(parent).body else {
+            return Err(corrupt("split under a leaf"));
+        };
+        let Child { id: cid, shift: s } = children[i];
+        let (right, pivot, right_shift) = match self.body_mut(cid)? {
+            Body::Leaf(e) => {
+                let mid = e.len() / 2;
+                let right = e.split_off(mid);
+                // The new pointer inherits the old one's shift (§3.2.1), so the moved extents keep their partial
+                // offsets; the new pivot is the median's partial offset plus that shift.
+                let p = right.first().map_or(0, |x| x.poff as i64) + s;
+                (Body::Leaf(right), p, s)
+            }
+            Body::Internal { children: c, pivots: p } => {
+                let mid = c.len() / 2;
+                let rc = c.split_off(mid);
+                let mut rp = p.split_off(mid - 1);
+                let up = rp.remove(0);
+                (Body::Internal { children: rc, pivots: rp }, up + s, s)
+            }
+        };
+        let new = self.alloc(Node::new(right));
+        let Body::Internal { children, pivots } = self.body_mut(parent)? else {
+            return Err(corrupt("split under a leaf"));
+        };
+        children.insert(i + 1, Child { id: new, shift: right_shift });
+        pivots.insert(i, pivot);
+        self.stats.splits += 1;
+        Ok(())
+    }
+
+    /// Descends to the leaf where a modification at `x` happens, splitting full nodes on the way and marking the
+    /// path dirty. Returns the path (node, chosen child) from the root, the leaf and the leaf's base.
+    fn descend_mut(&mut self, x: u64) -> Result<(Vec<Step>, u32, i64)> {
+        if self.is_full(self.root) {
+            let old = self.root;
+            self.root = self.alloc(Node::new(Body::Internal {
+                children: vec![Child { id: old, shift: 0 }],
+                pivots: vec![],
+            }));
+            self.split_child(self.root, 0)?;
+        }
+        let mut path = Vec::with_capacity(8);
+        let mut cur = self.root;
+        let mut base = 0i64;
+        loop {
+            if path.len() > 64 {
+                return Err(corrupt("tree deeper than 64 levels"));
+            }
+            let xr = x as i64 - base;
+            let i = match self.body_mut(cur)? {
+                Body::Leaf(_) => return Ok((path, cur, base)),
+                Body::Internal { pivots, .. } => route(pivots, xr),
+            };
+            let child = match &self.node(cur).body {
+                Body::Internal { children, .. } => children.get(i).copied(),
+                Body::Leaf(_) => None,
+            }
+            .ok_or_else(|| corrupt("internal node without children"))?;
+            let i = if self.is_full(child.id) {
+                self.split_child(cur, i)?;
+                match &self.node(cur).body {
+                    Body::Internal { pivots, .. } => route(pivots, xr),
+                    Body::Leaf(_) => return Err(corrupt("split turned a node into a leaf")),
+                }
+            } else {
+                i
+            };
+            let Body::Internal { children, .. } = &self.node(cur).body else {
+                return Err(corrupt("expected an internal node"));
+            };
+            let ch = children[i];
+            path.push(Step { node: cur, idx: i });
+            base += ch.shift;
+            cur = ch.id;
+        }
+    }
+
+    /// Adds `delta` to every pointer and pivot right of the path: every extent after the modified leaf moves.
+    fn shift_after(&mut self, path: &[Step], delta: i64) -> Result<()> {
+        for st in path {
+            if let Body::Internal { children, pivots } = self.body_mut(st.node)? {
+                for c in &mut children[st.idx + 1..] {
+                    c.shift += delta;
+                }
+                for p in &mut pivots[st.idx..] {
+                    *p += delta;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn apply_rebase(&mut self, path: &[Step], m: Option<u32>) -> Result<()> {
+        let Some(m) = m else { return Ok(()) };
+        self.stats.rebases += 1;
+        match path.last() {
+            Some(st) => {
+                if let Body::Internal { children, .. } = self.body_mut(st.node)? {
+                    children[st.idx].shift += m as i64;
+                }
+                Ok(())
+            }
+            None if m == 0 => Ok(()),
+            None => Err(corrupt("root leaf does not start at offset 0")),
+        }
+    }
+
+    fn can_merge(&self, prev: &Extent, addr: u64, len: u32) -> bool {
+        let total = prev.len as u64 + len as u64;
+        if total > self.cfg.max_extent_len() as u64 {
+            return false;
+        }
+        if prev.is_hole() || addr == HOLE {
+            return prev.is_hole() && addr == HOLE;
+        }
+        if self.cfg.max_merge != 0 && total > self.cfg.max_merge as u64 {
+            return false;
+        }
+        if prev.addr + prev.len as u64 != addr {
+            return false;
+        }
+        let b = self.cfg.boundary;
+        b == 0 || prev.addr / b == (addr + len as u64 - 1) / b
+    }
+
+    fn check_range(&self, off: u64, len: u64) -> Result<()> {
+        match off.checked_add(len) {
+            Some(end) if end <= self.size => Ok(()),
+            _ => Err(Error::invalid(format!("range {off}+{len} past the end ({})", self.size))),
+        }
+    }
+
+    /// Inserts `len` bytes mapped at `addr` (or a hole when `addr == HOLE`) at `off`, shifting everything at and
+    /// after `off` up by `len`. `off` may equal the size (append).
+    pub fn insert(&mut self, off: u64, len: u64, addr: u64, tag: u16) -> Result<()> {
+        if off > self.size {
+            return Err(Error::invalid(format!("insert at {off} past the end ({})", self.size)));
+        }
+        if len == 0 {
+            return Ok(());
+        }
+        if self.size.checked_add(len).is_none_or(|s| s > MAX_SIZE) {
+            return Err(Error::invalid("file would exceed the maximum size (2^48 - 1)"));
+        }
+        if addr != HOLE && addr.checked_add(len).is_none_or(|e| e > HOLE) {
+            return Err(Error::invalid("physical address out of the 48-bit range"));
+        }
+        let maxl = self.cfg.max_extent_len() as u64;
+        let mut done = 0;
+        while done < len {
+            let n = (len - done).min(maxl);
+            let a = if addr == HOLE { HOLE } else { addr + done };
+            self.insert_one(off + done, n as u32, a, if done == 0 { tag } else { 0 })?;
+            done += n;
+        }
+        self.after_change()
+    }
+
+    fn insert_one(&mut self, off: u64, len: u32, addr: u64, tag: u16) -> Result<()> {
+        let (path, leaf, base) = self.descend_mut(off)?;
+        let xr = (off as i64 - base) as u64;
+        let ext = match &self.node(leaf).body {
+            Body::Leaf(e) => e,
+            Body::Internal { .. } => return Err(corrupt("expected a leaf")),
+        };
+        let mut k = ext.partition_point(|e| e.poff as u64 + e.len as u64 <= xr);
+        let split = k < ext.len() && (ext[k].poff as u64) < xr;
+        let merge = !split && k > 0 && tag == 0 && self.can_merge(&ext[k - 1], addr, len);
+        let ext = self.leaf_mut(leaf)?;
+        let mut added = 0;
+        if split {
+            let e = ext[k];
+            let d = (xr - e.poff as u64) as u32;
+            ext[k].len = d;
+            let a = if e.is_hole() { HOLE } else { e.addr + d as u64 };
+            ext.insert(k + 1, Extent { poff: 0, len: e.len - d, tag: 0, addr: a });
+            added += 1;
+            k += 1;
+        }
+        let from = if merge {
+            ext[k - 1].len += len;
+            k
+        } else {
+            ext.insert(k, Extent { poff: 0, len, tag, addr });
+            added += 1;
+            k
+        };
+        // With `from == 0` the new extent leads the leaf at `xr`.
+        let m = relayout(ext, from, xr)?;
+        self.nr_extents += added;
+        self.size += len as u64;
+        self.apply_rebase(&path, m)?;
+        self.shift_after(&path, len as i64)
+    }
+
+    /// Removes `[off, off + len)`, shifting everything after it down by `len`. Returns the removed pieces (with
+    /// their physical addresses), so the caller can account the freed space.
+    pub fn collapse(&mut self, off: u64, len: u64) -> Result<Vec<Piece>> {
+        self.check_range(off, len)?;
+        let mut pieces = Vec::new();
+        let mut remaining = len;
+        while remaining > 0 {
+            let (path, leaf, base) = self.descend_mut(off)?;
+            let xr = (off as i64 - base) as u64;
+            let ext = self.leaf_mut(leaf)?;
+            let mut k = ext.partition_point(|e| e.poff as u64 + e.len as u64 <= xr);
+            if k >= ext.len() {
+                return Err(corrupt(format!("no extent at offset {off} while collapsing")));
+            }
+            let mut added: i64 = 0;
+            if (ext[k].poff as u64) < xr {
+                let e = ext[k];
+                let d = (xr - e.poff as u64) as u32;
+                ext[k].len = d;
+                let a = if e.is_hole() { HOLE } else { e.addr + d as u64 };
+                ext.insert(k + 1, Extent { poff: xr as u32, len: e.len - d, tag: 0, addr: a });
+                added += 1;
+                k += 1;
+            }
+            let mut removed = 0u64;
+            while remaining > 0 && k < ext.len() {
+                let e = ext[k];
+                if e.len as u64 <= remaining {
+                    ext.remove(k);
+                    added -= 1;
+                    pieces.push(Piece { off, len: e.len as u64, addr: e.addr, tag: e.tag });
+                    remaining -= e.len as u64;
+                    removed += e.len as u64;
+                } else {
+                    let d = remaining as u32;
+                    pieces.push(Piece { off, len: d as u64, addr: e.addr, tag: e.tag });
+                    let x = &mut ext[k];
+                    x.len -= d;
+                    if !x.is_hole() {
+                        x.addr += d as u64;
+                    }
+                    x.tag = 0;
+                    removed += d as u64;
+                    remaining = 0;
+                }
+            }
+            if k < ext.len() {
+                ext[k].poff = xr as u32;
+                relayout(ext, k + 1, 0)?;
+            }
+            if removed == 0 {
+                return Err(corrupt("collapse made no progress"));
+            }
+            self.nr_extents = (self.nr_extents as i64 + added) as u64;
+            self.size -= removed;
+            self.shift_after(&path, -(removed as i64))?;
+            self.rebalance(&path)?;
+        }
+        self.after_change()?;
+        Ok(pieces)
+    }
+
+    /// Replaces `[off, off + len)` with a new mapping (extending the tree when it runs past the end). A tag at
+    /// `off` stays. Returns the pieces that were replaced. REQUIRES: `off <= size`.
+    pub fn write(&mut self, off: u64, len: u64, addr: u64) -> Result<Vec<Piece>> {
+        if off > self.size {
+            return Err(Error::invalid(format!("write at {off} past the end ({})", self.size)));
+        }
+        let tag = if off < self.size { self.get_tag(off)? } else { 0 };
+        let ov = len.min(self.size - off);
+        let removed = if ov > 0 { self.collapse(off, ov)? } else { Vec::new() };
+        self.insert(off, len, addr, tag)?;
+        Ok(removed)
+    }
+
+    /// Points the extent that starts exactly at `off` and is exactly `len` long at `new_addr` (garbage
+    /// collection's relocation). Returns the old address.
+    pub fn remap(&mut self, off: u64, len: u64, new_addr: u64) -> Result<u64> {
+        self.check_range(off, len)?;
+        if new_addr.checked_add(len).is_none_or(|e| e > HOLE) {
+            return Err(Error::invalid("physical address out of the 48-bit range"));
+        }
+        let (_, leaf, base) = self.descend_mut(off)?;
+        let xr = (off as i64 - base) as u64;
+        let ext = self.leaf_mut(leaf)?;
+        let k = ext.partition_point(|e| e.poff as u64 + e.len as u64 <= xr);
+        match ext.get_mut(k) {
+            Some(e) if e.poff as u64 == xr && e.len as u64 == len && !e.is_hole() => {
+                let old = e.addr;
+                e.addr = new_addr;
+                self.after_change()?;
+                Ok(old)
+            }
+            _ => Err(Error::invalid(format!("no data extent of length {len} starts at {off}"))),
+        }
+    }
+
+    /// Sets the tag of the extent starting at `off`, splitting an extent there if needed.
+    pub fn set_tag(&mut self, off: u64, tag: u16) -> Result<()> {
+        self.check_range(off, 1)?;
+        let (_, leaf, base) = self.descend_mut(off)?;
+        let xr = (off as i64 - base) as u64;
+        let ext = self.leaf_mut(leaf)?;
+        let mut k = ext.partition_point(|e| e.poff as u64 + e.len as u64 <= xr);
+        if k >= ext.len() {
+            return Err(corrupt(format!("no extent at offset {off}")));
+        }
+        if (ext[k].poff as u64) < xr {
+            let e = ext[k];
+            let d = (xr - e.poff as u64) as u32;
+            ext[k].len = d;
+            let a = if e.is_hole() { HOLE } else { e.addr + d as u64 };
+            ext.insert(k + 1, Extent { poff: xr as u32, len: e.len - d, tag: 0, addr: a });
+            k += 1;
+            ext[k].tag = tag;
+            self.nr_extents += 1;
+        } else {
+            ext[k].tag = tag;
+        }
+        self.after_change()
+    }
+
+    /// The tag of the extent starting at `off`; 0 when `off` is inside an extent.
+    pub fn get_tag(&self, off: u64) -> Result<u16> {
+        let (start, e) = self.extent_at(off)?;
+        Ok(if start == off { e.tag } else { 0 })
+    }
+
+    /// The extent containing `off`: its effective start and the entry.
+    pub fn extent_at(&self, off: u64) -> Result<(u64, Extent)> {
+        self.check_range(off, 1)?;
+        let mut cur = self.root;
+        let mut base = 0i64;
+        for _ in 0..64 {
+            match &self.node(cur).body {
+                Body::Leaf(ext) => {
+                    let xr = (off as i64 - base) as u64;
+                    let k = ext.partition_point(|e| e.poff as u64 + e.len as u64 <= xr);
+                    return match ext.get(k) {
+                        Some(e) => Ok(((base + e.poff as i64) as u64, *e)),
+                        None => Err(corrupt(format!("no extent at offset {off}"))),
+                    };
+                }
+                Body::Internal { children, pivots } => {
+                    let c = children
+                        .get(route(pivots, off as i64 - base))
+                        .ok_or_else(|| corrupt("empty internal node"))?;
+                    base += c.shift;
+                    cur = c.id;
+                }
+            }
+        }
+        Err(corrupt("tree deeper than 64 levels"))
+    }
+
+    /// The pieces mapping `[off, off + len)`, in logical order, clipped to the range.
+    pub fn query(&self, off: u64, len: u64) -> Result<Vec<Piece>> {
+        self.check_range(off, len)?;
+        let mut out = Vec::new();
+        if len > 0 {
+            self.collect(self.root, 0, off as i64, (off + len) as i64, &mut out, 0)?;
+        }
+        Ok(out)
+    }
+
+    fn collect(
+        &self,
+        id: u32,
+        base: i64,
+        lo: i64,
+        hi: i64,
+        out: &mut Vec<Piece>,
+        depth: usize,
+    ) -> Result<()> {
+        if depth > 64 {
+            return Err(corrupt("tree deeper than 64 levels"));
+        }
+        match &self.node(id).body {
+            Body::Leaf(ext) => {
+                let lor = lo - base;
+                let k = ext.partition_point(|e| e.poff as i64 + e.len as i64 <= lor);
+                for e in &ext[k..] {
+                    let s = base + e.poff as i64;
+                    if s >= hi {
+                        break;
+                    }
+                    let a = s.max(lo);
+                    let b = (s + e.len as i64).min(hi);
+                    let addr = if e.is_hole() { HOLE } else { e.addr + (a - s) as u64 };
+                    out.push(Piece { off: a as u64, len: (b - a) as u64, addr, tag: e.tag });
+                }
+            }
+            Body::Internal { children, pivots } => {
+                let i0 = route(pivots, lo - base);
+                for i in i0..children.len() {
+                    if i > 0 && pivots[i - 1] + base >= hi {
+                        break;
+                    }
+                    self.collect(children[i].id, base + children[i].shift, lo, hi, out, depth + 1)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Calls `f(effective offset, extent)` for every extent in logical order.
+    pub fn for_each_extent(&self, mut f: impl FnMut(u64, &Extent)) -> Result<()> {
+        self.walk(self.root, 0, &mut f, 0)
+    }
+
+    fn walk(&self, id: u32, base: i64, f: &mut impl FnMut(u64, &Extent), depth: usize) -> Result<()> {
+        if depth > 64 {
+            return Err(corrupt("tree deeper than 64 levels"));
+        }
+        match &self.node(id).body {
+            Body::Leaf(ext) => {
+                for e in ext {
+                    f((base + e.poff as i64) as u64, e);
+                }
+            }
+            Body::Internal { children, .. } => {
+                for c in children {
+                    self.walk(c.id, base + c.shift, f, depth + 1)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Truncates or extends (with a hole) to `new_size`. Returns the removed pieces.
+    pub fn truncate(&mut self, new_size: u64) -> Result<Vec<Piece>> {
+        if new_size < self.size {
+            self.collapse(new_size, self.size - new_size)
+        } else {
+            self.insert(self.size, new_size - self.size, HOLE, 0)?;
+            Ok(Vec::new())
+        }
+    }
+
+    /// Merges or removes underfull nodes on the path, bottom-up, then shortens a root with one child.
+    fn rebalance(&mut self, path: &[Step]) -> Result<()> {
+        for st in path.iter().rev() {
+            self.fix_child(st.node, st.idx)?;
+        }
+        loop {
+            let (child, shift) = match &self.node(self.root).body {
+                Body::Internal { children, .. } if children.len() == 1 => (children[0].id, children[0].shift),
+                Body::Internal { children, .. } if children.is_empty() => {
+                    *self.body_mut(self.root)? = Body::Leaf(Vec::new());
+                    return Ok(());
+                }
+                _ => return Ok(()),
+            };
+            match self.body_mut(child)? {
+                Body::Leaf(ext) => {
+                    let start = ext.first().map_or(0, |e| e.poff as i64 + shift);
+                    if start != 0 {
+                        return Err(corrupt("the first extent does not start at offset 0"));
+                    }
+                    relayout(ext, 0, 0)?;
+                }
+                Body::Internal { children, pivots } => {
+                    for c in children.iter_mut() {
+                        c.shift += shift;
+                    }
+                    for p in pivots.iter_mut() {
+                        *p += shift;
+                    }
+                }
+            }
+            let old = self.root;
+            self.root = child;
+            self.free_node(old);
+            self.stats.merges += 1;
+        }
+    }
+
+    /// Removes child `i` of `parent` if it is empty, or merges it with a sibling if it is underfull and they fit.
+    fn fix_child(&mut self, parent: u32, i: usize) -> Result<()> {
+        let Body::Internal { children, .. } = &self.node(parent).body else {
+            return Err(corrupt("expected an internal node"));
+        };
+        let Some(c) = children.get(i).copied() else { return Ok(()) };
+        let n = children.len();
+        let cnt = self.node(c.id).count();
+        if cnt == 0 {
+            let Body::Internal { children, pivots } = self.body_mut(parent)? else {
+                return Err(corrupt("expected an internal node"));
+            };
+            children.remove(i);
+            if i > 0 {
+                pivots.remove(i - 1);
+            } else if !pivots.is_empty() {
+                pivots.remove(0);
+            }
+            self.free_node(c.id);
+            self.stats.merges += 1;
+            return Ok(());
+        }
+        let (cap, limit) = match &self.node(c.id).body {
+            Body::Leaf(_) => (self.cfg.leaf_cap, self.cfg.leaf_cap - 2),
+            Body::Internal { .. } => (self.cfg.internal_cap, self.cfg.internal_cap - 1),
+        };
+        if cnt > cap / 4 {
+            return Ok(());
+        }
+        let Body::Internal { children, .. } = &self.node(parent).body else {
+            return Err(corrupt("expected an internal node"));
+        };
+        if i > 0 && self.node(children[i - 1].id).count() + cnt <= limit {
+            self.merge_children(parent, i - 1)
+        } else if i + 1 < n && self.node(children[i + 1].id).count() + cnt <= limit {
+            self.merge_children(parent, i)
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Merges child `i + 1` of `parent` into child `i`, moving its entries into the left node's frame.
+    fn merge_children(&mut self, parent: u32, i: usize) -> Result<()> {
+        let Body::Internal { children, pivots } = &self.node(parent).body else {
+            return Err(corrupt("expected an internal node"));
+        };
+        let (a, b, mid) = (children[i], children[i + 1], pivots[i]);
+        let right = self.free_node(b.id).ok_or_else(|| corrupt("dangling child"))?.body;
+        let mut a_shift = a.shift;
+        match (self.body_mut(a.id)?, right) {
+            (Body::Leaf(ae), Body::Leaf(be)) => {
+                // The merged leaf is rebased to start at 0; its pointer takes the old first offset.
+                a_shift = match ae.first() {
+                    Some(e) => a.shift + e.poff as i64,
+                    None => mid,
+                };
+                ae.extend(be);
+                relayout(ae, 0, 0)?;
+            }
+            (Body::Internal { children: ac, pivots: ap }, Body::Internal { children: bc, pivots: bp }) => {
+                let delta = b.shift - a.shift;
+                ap.push(mid - a.shift);
+                ap.extend(bp.into_iter().map(|p| p + delta));
+                ac.extend(bc.into_iter().map(|c| Child { id: c.id, shift: c.shift + delta }));
+            }
+            _ => return Err(corrupt("siblings at different levels")),
+        }
+        let Body::Internal { children, pivots } = self.body_mut(parent)? else {
+            return Err(corrupt("expected an internal node"));
+        };
+        children[i].shift = a_shift;
+        children.remove(i + 1);
+        pivots.remove(i);
+        self.stats.merges += 1;
+        Ok(())
+    }
+
+    fn after_change(&self) -> Result<()> {
+        #[cfg(feature = "invariants")]
+        self.check()?;
+        Ok(())
+    }
+
+    /// Verifies every structural invariant; errors are `Corruption`.
+    pub fn check(&self) -> Result<()> {
+        let (size, n) = self.check_inner()?;
+        if size != self.size || n != self.nr_extents {
+            return Err(corrupt(format!(
+                "counters disagree: size {} vs {size}, extents {} vs {n}",
+                self.size, self.nr_extents
+            )));
+        }
+        Ok(())
+    }
+
+    fn check_inner(&self) -> Result<(u64, u64)> {
+        let mut seen = vec![false; self.nodes.len()];
+        let mut leaf_depth = None;
+        let mut count = 0u64;
+        let end = self.check_node(self.root, 0, 0, true, 0, &mut seen, &mut leaf_depth, &mut count)?;
+        let live = seen.iter().filter(|s| **s).count();
+        if live != self.nodes.iter().filter(|n| n.is_some()).count() {
+            return Err(corrupt("unreachable nodes in the arena"));
+        }
+        Ok((end as u64, count))
+    }
+
+    /// Checks the subtree at `id` whose first extent starts at effective offset `start`; returns its end.
+    #[allow(clippy::too_many_arguments)]
+    fn check_node(
+        &self,
+        id: u32,
+        base: i64,
+        start: i64,
+        is_root: bool,
+        depth: usize,
+        seen: &mut [bool],
+        leaf_depth: &mut Option<usize>,
+        count: &mut u64,
+    ) -> Result<i64> {
+        if depth > 64 {
+            return Err(corrupt("tree deeper than 64 levels"));
+        }
+        match seen.get_mut(id as usize) {
+            Some(s) if !*s => *s = true,
+            _ => return Err(corrupt(format!("node {id} dangling or reachable twice"))),
+        }
+        let node = self.nodes[id as usize].as_ref().ok_or_else(|| corrupt("dangling node"))?;
+        if !is_root && node.count() == 0 {
+            return Err(corrupt(format!("empty non-root node {id}")));
+        }
+        match &node.body {
+            Body::Leaf(ext) => {
+                if ext.len() > self.cfg.leaf_cap {
+                    return Err(corrupt(format!("leaf {id} over capacity")));
+                }
+                if leaf_depth.get_or_insert(depth) != &depth {
+                    return Err(corrupt("leaves at different depths"));
+                }
+                let mut pos = start;
+                for e in ext {
+                    if base + e.poff as i64 != pos {
+                        return Err(corrupt(format!(
+                            "leaf {id}: extent at {} expected at {pos}",
+                            base + e.poff as i64
+                        )));
+                    }
+                    if e.len == 0 || e.len > self.cfg.max_extent_len() {
+                        return Err(corrupt(format!("leaf {id}: bad extent length {}", e.len)));
+                    }
+                    if e.poff as u64 + e.len as u64 > u32::MAX as u64 {
+                        return Err(corrupt(format!("leaf {id}: extent end past 32 bits")));
+                    }
+                    if !e.is_hole() {
+                        let last = e.addr.checked_add(e.len as u64 - 1).filter(|l| *l < HOLE);
+                        let Some(last) = last else { return Err(corrupt("extent address out of range")) };
+                        let b = self.cfg.boundary;
+                        if b != 0 && e.addr / b != last / b {
+                            return Err(corrupt(format!("leaf {id}: extent crosses a segment boundary")));
+                        }
+                    }
+                    pos += e.len as i64;
+                }
+                *count += ext.len() as u64;
+                Ok(pos)
+            }
+            Body::Internal { children, pivots } => {
+                if children.len() > self.cfg.internal_cap || pivots.len() + 1 != children.len().max(1) {
+                    return Err(corrupt(format!("internal node {id}: bad counts")));
+                }
+                let mut pos = start;
+                for (i, c) in children.iter().enumerate() {
+                    if i > 0 {
+                        let p = pivots[i - 1] + base;
+                        if p != pos {
+                            return Err(corrupt(format!(
+                                "internal node {id}: pivot {i} at {p}, child starts at {pos}"
+                            )));
+                        }
+                    }
+                    let cn = self.nodes.get(c.id as usize).and_then(Option::as_ref);
+                    if let Some(cn) = cn
+                        && cn.dirty
+                        && !node.dirty
+                    {
+                        return Err(corrupt(format!("clean node {id} has a dirty child")));
+                    }
+                    let end = self.check_node(
+                        c.id,
+                        base + c.shift,
+                        pos,
+                        false,
+                        depth + 1,
+                        seen,
+                        leaf_depth,
+                        count,
+                    )?;
+                    if end <= pos {
+                        return Err(corrupt(format!("internal node {id}: empty child range")));
+                    }
+                    pos = end;
+                }
+                Ok(pos)
+            }
+        }
+    }
+}
+
+static DANGLING: Node = Node { body: Body::Leaf(Vec::new()), dirty: false, slot: None };

@@ -1,0 +1,439 @@
+//! The data file: fixed-size segments written log-structured, with per-block checksums.
+//!
+//! # Design
+//!
+//! Segment `s` occupies `[s * segment_size, (s + 1) * segment_size)` of the data file. Its first
+//! `segment_capacity` bytes hold data, appended in order; the tail is a table of one 8-byte entry per block
+//! (`crc32c` u32, `fill` u16, reserved u16): the checksum of the block's first `fill` bytes, seeded with the
+//! block's absolute data-file offset so misplaced blocks do not verify. Data is only ever appended to the one
+//! *open* segment, whose bytes stay in an in-memory buffer (the segment buffer of §4.1: contiguous small writes
+//! become one file write) until a flush; reads of the open segment are served from that buffer.
+//!
+//! Crash safety of the table: an entry for a block that already held flushed (and possibly committed) bytes is
+//! written only after the extended data is synced, so whatever survives a crash, the entry on disk describes a
+//! prefix of the block that is on disk. Entries of fresh blocks go out with their data.
+//!
+//! Space accounting: `valid[s]` counts the live bytes the tree maps into segment `s`. A segment whose count drops
+//! to zero is *pending*: the durable tree or log may still map it, so it becomes free (reusable) only when the
+//! caller says the state that stopped referencing it is durable ([`Segments::release_pending`]).
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
+
+use crate::error::{Error, Result};
+use crate::options::Options;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum State {
+    Free,
+    Used,
+    Pending,
+}
+
+#[derive(Debug)]
+struct OpenSeg {
+    id: u64,
+    buf: Vec<u8>,
+    fill: usize,
+    flushed: usize,
+    /// The segment's checksum table as of the last flush.
+    table: Vec<u8>,
+}
+
+/// Data-file counters.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SegmentStats {
+    /// Bytes written to the data file (data and checksum tables).
+    pub bytes_written: u64,
+    /// `sync_data` calls on the data file.
+    pub syncs: u64,
+}
+
+/// The segment manager of the data file.
+#[derive(Debug)]
+pub struct Segments {
+    file: Arc<dyn vfs::File>,
+    seg: u64,
+    cap: u64,
+    bs: u64,
+    table_off: u64,
+    states: Vec<State>,
+    valid: Vec<u64>,
+    free: BTreeSet<u64>,
+    open: Option<OpenSeg>,
+    tables: HashMap<u64, Vec<u8>>,
+    deferred: Vec<(u64, u64)>,
+    spare: Option<Vec<u8>>,
+    pub(crate) stats: SegmentStats,
+}
+
+fn crc_block(abs: u64, data: &[u8]) -> u32 {
+    crc32c::crc32c_append(crc32c::crc32c(&abs.to_le_bytes()), data)
+}
+
+fn corrupt(msg: impl Into<String>) -> Error {
+    Error::corruption("data", msg)
+}
+
+impl Segments {
+    /// Manages `file`, which holds `nseg` segments (those past its end read as never written).
+    pub fn new(file: Arc<dyn vfs::File>, opts: &Options) -> Result<Self> {
+        let seg = opts.segment_size;
+        let nseg = file.len()?.div_ceil(seg);
+        let mut s = Segments {
+            file,
+            seg,
+            cap: opts.segment_capacity(),
+            bs: opts.block_size as u64,
+            table_off: opts.segment_capacity(),
+            states: Vec::new(),
+            valid: Vec::new(),
+            free: BTreeSet::new(),
+            open: None,
+            tables: HashMap::new(),
+            deferred: Vec::new(),
+            spare: None,
+            stats: SegmentStats::default(),
+        };
+        s.grow_to(nseg);
+        Ok(s)
+    }
+
+    fn grow_to(&mut self, n: u64) {
+        while (self.states.len() as u64) < n {
+            self.free.insert(self.states.len() as u64);
+            self.states.push(State::Free);
+            self.valid.push(0);
+        }
+    }
+
+    /// Sets the live-byte counters from a scan of the tree (at open); segments without live bytes become free.
+    pub fn set_valid(&mut self, valid: HashMap<u64, u64>) -> Result<()> {
+        if let Some(m) = valid.keys().max().filter(|m| **m >= self.count()) {
+            return Err(corrupt(format!("an extent maps segment {m}, past the end of the data file")));
+        }
+        for s in 0..self.states.len() as u64 {
+            let v = valid.get(&s).copied().unwrap_or(0);
+            if v > self.cap {
+                return Err(corrupt(format!("segment {s} maps {v} bytes, more than its capacity")));
+            }
+            self.valid[s as usize] = v;
+            if v == 0 {
+                self.states[s as usize] = State::Free;
+                self.free.insert(s);
+            } else {
+                self.states[s as usize] = State::Used;
+                self.free.remove(&s);
+            }
+        }
+        Ok(())
+    }
+
+    /// The segment holding physical address `addr`.
+    pub fn segment_of(&self, addr: u64) -> u64 {
+        addr / self.seg
+    }
+
+    /// Segments in the data file's address space.
+    pub fn count(&self) -> u64 {
+        self.states.len() as u64
+    }
+
+    /// Free (reusable) segments.
+    pub fn free_count(&self) -> u64 {
+        self.free.len() as u64
+    }
+
+    /// Data bytes a segment holds.
+    pub fn capacity(&self) -> u64 {
+        self.cap
+    }
+
+    /// Whether segment `s` is free (reusable).
+    pub fn is_free(&self, s: u64) -> bool {
+        self.states.get(s as usize).is_none_or(|st| *st == State::Free)
+    }
+
+    /// Live bytes of segment `s`.
+    pub fn valid(&self, s: u64) -> u64 {
+        self.valid.get(s as usize).copied().unwrap_or(0)
+    }
+
+    /// Total live bytes.
+    pub fn live_bytes(&self) -> u64 {
+        self.valid.iter().sum()
+    }
+
+    /// Segments holding live data or open.
+    pub fn used_count(&self) -> u64 {
+        self.states.iter().filter(|s| **s != State::Free).count() as u64
+    }
+
+    /// The open segment, if any.
+    pub fn open_id(&self) -> Option<u64> {
+        self.open.as_ref().map(|o| o.id)
+    }
+
+    /// Closed segments with live data, emptiest first.
+    pub fn gc_candidates(&self) -> Vec<(u64, u64)> {
+        let open = self.open_id();
+        let mut v: Vec<(u64, u64)> = (0..self.count())
+            .filter(|&s| self.states[s as usize] == State::Used && Some(s) != open)
+            .map(|s| (self.valid[s as usize], s))
+            .collect();
+        v.sort_unstable();
+        v.into_iter().map(|(v, s)| (s, v)).collect()
+    }
+
+    /// Records `len` live bytes at `addr`.
+    pub fn add_valid(&mut self, addr: u64, len: u64) -> Result<()> {
+        let s = self.segment_of(addr) as usize;
+        match self.valid.get_mut(s) {
+            Some(v) if *v + len <= self.cap => {
+                *v += len;
+                Ok(())
+            }
+            _ => Err(corrupt(format!("live bytes of segment {s} exceed its capacity"))),
+        }
+    }
+
+    /// Forgets `len` live bytes at `addr`; an emptied closed segment becomes pending.
+    pub fn sub_valid(&mut self, addr: u64, len: u64) -> Result<()> {
+        let s = self.segment_of(addr);
+        let v = self.valid.get_mut(s as usize).ok_or_else(|| corrupt(format!("segment {s} out of range")))?;
+        *v = v.checked_sub(len).ok_or_else(|| corrupt(format!("live bytes of segment {s} underflow")))?;
+        if *v == 0 && self.open_id() != Some(s) {
+            self.states[s as usize] = State::Pending;
+        }
+        Ok(())
+    }
+
+    /// Makes pending segments free: the durable state no longer maps them.
+    pub fn release_pending(&mut self) {
+        for s in 0..self.states.len() {
+            if self.states[s] == State::Pending {
+                self.states[s] = State::Free;
+                self.free.insert(s as u64);
+            }
+        }
+    }
+
+    /// Closes the open segment (flushing it) so the next append starts a fresh one.
+    pub fn close_open(&mut self) -> Result<()> {
+        self.flush()?;
+        if let Some(o) = self.open.take() {
+            if self.valid[o.id as usize] == 0 {
+                self.states[o.id as usize] = State::Pending;
+            }
+            self.tables.insert(o.id, o.table);
+            self.spare = Some(o.buf);
+        }
+        Ok(())
+    }
+
+    fn table_len(&self) -> usize {
+        ((self.cap / self.bs) * 8) as usize
+    }
+
+    /// Recomputes the table entries of blocks `b0..=b1` of the open segment from its buffer.
+    fn update_table(o: &mut OpenSeg, seg: u64, bs: u64, b0: u64, b1: u64) {
+        for b in b0..=b1 {
+            let start = (b * bs) as usize;
+            let end = ((b + 1) * bs).min(o.fill as u64) as usize;
+            let crc = crc_block(o.id * seg + start as u64, &o.buf[start..end]);
+            let e = &mut o.table[(b * 8) as usize..(b * 8 + 8) as usize];
+            e[0..4].copy_from_slice(&crc.to_le_bytes());
+            e[4..6].copy_from_slice(&((end - start) as u16).to_le_bytes());
+            e[6..8].copy_from_slice(&0u16.to_le_bytes());
+        }
+    }
+
+    fn open_new(&mut self) -> Result<()> {
+        self.close_open()?;
+        let id = match self.free.pop_first() {
+            Some(s) => s,
+            None => {
+                let s = self.count();
+                self.grow_to(s + 1);
+                self.free.remove(&s);
+                s
+            }
+        };
+        self.states[id as usize] = State::Used;
+        self.tables.remove(&id);
+        self.open = Some(OpenSeg {
+            id,
+            // Reuse the last closed segment's buffer: stale bytes past `fill` are never read or written out.
+            buf: match self.spare.take() {
+                Some(b) => b,
+                None => vec![0u8; self.cap as usize],
+            },
+            fill: 0,
+            flushed: 0,
+            table: vec![0u8; self.table_len()],
+        });
+        Ok(())
+    }
+
+    /// Room left in the open segment.
+    pub fn open_room(&self) -> u64 {
+        self.open.as_ref().map_or(0, |o| self.cap - o.fill as u64)
+    }
+
+    /// Appends `data` as one extent that does not cross a segment (opening a new segment when the open one has
+    /// less room than `data.len()` if `whole`, else filling the open one first). Returns the address and the
+    /// bytes taken. REQUIRES: `data.len() <= capacity`.
+    pub fn append(&mut self, data: &[u8], whole: bool) -> Result<(u64, usize)> {
+        let room = self.open_room();
+        if room == 0 || (whole && room < data.len() as u64) {
+            self.open_new()?;
+        }
+        let seg = self.seg;
+        let o = self.open.as_mut().ok_or_else(|| corrupt("no open segment"))?;
+        let n = data.len().min(self.cap as usize - o.fill);
+        o.buf[o.fill..o.fill + n].copy_from_slice(&data[..n]);
+        let addr = o.id * seg + o.fill as u64;
+        o.fill += n;
+        Ok((addr, n))
+    }
+
+    /// Writes the unflushed part of the open segment and its checksum entries (not synced).
+    pub fn flush(&mut self) -> Result<()> {
+        let (seg, bs, table_off) = (self.seg, self.bs, self.table_off);
+        let Some(o) = self.open.as_mut() else { return Ok(()) };
+        if o.flushed == o.fill {
+            return Ok(());
+        }
+        let base = o.id * seg;
+        let (from, to) = (o.flushed, o.fill);
+        self.file.write_all_at(&o.buf[from..to], base + from as u64)?;
+        self.stats.bytes_written += (to - from) as u64;
+        let b0 = from as u64 / bs;
+        let b1 = (to as u64 - 1) / bs;
+        Self::update_table(o, seg, bs, b0, b1);
+        // A block that already held flushed bytes gets its new entry only after the data is synced.
+        let first_fresh = if !(from as u64).is_multiple_of(bs) { b0 + 1 } else { b0 };
+        if first_fresh > b0 {
+            self.deferred.push((o.id, b0));
+        }
+        if first_fresh <= b1 {
+            let a = (first_fresh * 8) as usize;
+            let b = ((b1 + 1) * 8) as usize;
+            self.file.write_all_at(&o.table[a..b], base + table_off + a as u64)?;
+            self.stats.bytes_written += (b - a) as u64;
+        }
+        o.flushed = to;
+        Ok(())
+    }
+
+    /// Flushes and makes the data file durable, including deferred checksum entries.
+    pub fn sync(&mut self) -> Result<()> {
+        self.flush()?;
+        self.file.sync_data()?;
+        self.stats.syncs += 1;
+        if !self.deferred.is_empty() {
+            for (s, b) in std::mem::take(&mut self.deferred) {
+                let entry = self.table_entry_now(s, b)?;
+                let off = s * self.seg + self.table_off + b * 8;
+                self.file.write_all_at(&entry, off)?;
+                self.stats.bytes_written += 8;
+            }
+            self.file.sync_data()?;
+            self.stats.syncs += 1;
+        }
+        Ok(())
+    }
+
+    fn table_entry_now(&mut self, s: u64, b: u64) -> Result<[u8; 8]> {
+        let i = (b * 8) as usize;
+        let t = match self.open.as_ref().filter(|o| o.id == s) {
+            Some(o) => &o.table,
+            None => self.table(s)?,
+        };
+        let mut e = [0u8; 8];
+        e.copy_from_slice(&t[i..i + 8]);
+        Ok(e)
+    }
+
+    fn table(&mut self, s: u64) -> Result<&Vec<u8>> {
+        if !self.tables.contains_key(&s) {
+            let mut t = vec![0u8; self.table_len()];
+            let off = s * self.seg + self.table_off;
+            let flen = self.file.len()?;
+            if off < flen {
+                let n = (t.len() as u64).min(flen - off) as usize;
+                self.file.read_exact_at(&mut t[..n], off)?;
+            }
+            self.tables.insert(s, t);
+        }
+        self.tables.get(&s).ok_or_else(|| corrupt("checksum table vanished"))
+    }
+
+    /// Reads `buf.len()` bytes at `addr`, verifying block checksums. REQUIRES: the range lies in one segment.
+    pub fn read(&mut self, addr: u64, buf: &mut [u8]) -> Result<()> {
+        if buf.is_empty() {
+            return Ok(());
+        }
+        let s = addr / self.seg;
+        let off = addr % self.seg;
+        let end = off + buf.len() as u64;
+        if end > self.cap {
+            return Err(corrupt(format!("extent at {addr} runs past its segment's data area")));
+        }
+        if let Some(o) = self.open.as_ref().filter(|o| o.id == s) {
+            if end > o.fill as u64 {
+                return Err(corrupt(format!("extent at {addr} maps unwritten bytes of the open segment")));
+            }
+            buf.copy_from_slice(&o.buf[off as usize..end as usize]);
+            return Ok(());
+        }
+        let (bs, seg) = (self.bs, self.seg);
+        let b0 = off / bs;
+        let b1 = (end - 1) / bs;
+        // Copy out only the entries this read needs.
+        let t = self.table(s)?[(b0 * 8) as usize..((b1 + 1) * 8) as usize].to_vec();
+        let fill_of = |b: u64| {
+            let i = ((b - b0) * 8) as usize;
+            u16::from_le_bytes([t[i + 4], t[i + 5]]) as u64
+        };
+        let last_fill = fill_of(b1);
+        if b1 * bs + last_fill < end {
+            return Err(corrupt(format!(
+                "extent at {addr} maps bytes its segment's checksum table never covered"
+            )));
+        }
+        let rstart = b0 * bs;
+        let rend = b1 * bs + last_fill;
+        // Whole blocks requested exactly (the common aligned read): read straight into the caller's buffer.
+        let direct = rstart == off && rend == end;
+        let mut raw = Vec::new();
+        if !direct {
+            raw = vec![0u8; (rend - rstart) as usize];
+        }
+        let dst: &mut [u8] = if direct { &mut *buf } else { &mut raw };
+        self.file.read_exact_at(dst, s * seg + rstart).map_err(|e| {
+            if e.kind() == std::io::ErrorKind::UnexpectedEof {
+                corrupt(format!("segment {s} is shorter than its checksum table says"))
+            } else {
+                Error::from(e)
+            }
+        })?;
+        for b in b0..=b1 {
+            let fill = fill_of(b);
+            let i = ((b - b0) * 8) as usize;
+            let crc = u32::from_le_bytes([t[i], t[i + 1], t[i + 2], t[i + 3]]);
+            if fill > bs || (b < b1 && fill != bs) {
+                return Err(corrupt(format!("segment {s} block {b}: bad fill {fill}")));
+            }
+            let a = ((b - b0) * bs) as usize;
+            if crc_block(s * seg + b * bs, &dst[a..a + fill as usize]) != crc {
+                return Err(corrupt(format!("segment {s} block {b}: checksum mismatch")));
+            }
+        }
+        if !direct {
+            let a = (off - rstart) as usize;
+            buf.copy_from_slice(&raw[a..a + buf.len()]);
+        }
+        Ok(())
+    }
+}
