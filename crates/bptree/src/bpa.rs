@@ -110,16 +110,27 @@ impl<K: Ord + Default, V: Default> Bpa<K, V> {
         p.checked_sub(1)
     }
 
-    /// Slot holding `key`, searching the log, the header, then one block (paper §3, "Find").
+    /// Slot holding `key`: the header, one block, then the log (paper §3, "Find", reordered).
     #[inline]
     fn find_slot<Q>(&self, key: &Q) -> Option<usize>
     where
         K: Borrow<Q>,
         Q: Ord + ?Sized,
     {
-        if let Some(j) = self.keys[..self.log_len as usize].iter().position(|k| k.borrow() == key) {
-            return Some(j);
+        // Log and blocks are disjoint (see the type comment), so the order of the searches does not matter for
+        // correctness; the blocks hold almost every entry, so looking there first skips the log scan on most hits.
+        if let Some(slot) = self.find_in_blocks(key) {
+            return Some(slot);
         }
+        self.keys[..self.log_len as usize].iter().position(|k| k.borrow() == key)
+    }
+
+    #[inline]
+    fn find_in_blocks<Q>(&self, key: &Q) -> Option<usize>
+    where
+        K: Borrow<Q>,
+        Q: Ord + ?Sized,
+    {
         let b = self.block_of(key)?;
         let h = self.hdr(b);
         if self.keys[h].borrow() == key {
@@ -132,6 +143,42 @@ impl<K: Ord + Default, V: Default> Bpa<K, V> {
         } else {
             slots.iter().position(|k| k.borrow() == key).map(|s| start + s)
         }
+    }
+
+    /// Exactly the blocks a scan of `length` entries from `start` reaches: block `e` after the start block is
+    /// reached iff fewer than `length` entries lie in `[start, h_e)`. REQUIRES: the log is sorted.
+    fn blocks_reached<Q>(&self, start: Bound<&Q>, length: usize) -> std::ops::Range<usize>
+    where
+        K: Borrow<Q>,
+        Q: Ord + ?Sized,
+    {
+        let hl = self.header_len as usize;
+        if hl == 0 || length == 0 {
+            return 0..0;
+        }
+        let first = match start {
+            Bound::Unbounded => 0,
+            Bound::Included(s) | Bound::Excluded(s) => self.block_of(s).unwrap_or(0),
+        };
+        let s0 = self.blk(first);
+        let mut before = usize::from(above(self.keys[self.hdr(first)].borrow(), start))
+            + self.keys[s0..s0 + self.count(first)].iter().filter(|k| above((*k).borrow(), start)).count();
+        let log_n = self.log_len as usize;
+        let mut lp = self.keys[..log_n].partition_point(|k| !above(k.borrow(), start));
+        let mut end = first + 1;
+        while end < hl {
+            let h = &self.keys[self.hdr(end)];
+            while lp < log_n && self.keys[lp] < *h {
+                lp += 1;
+                before += 1;
+            }
+            if before >= length {
+                break;
+            }
+            before += 1 + self.count(end);
+            end += 1;
+        }
+        first..end
     }
 
     /// Sorts slots `[a, b)` by key, moving values along.
@@ -485,8 +532,34 @@ impl<K: Ord + Default, V: Default> Leaf<K, V> for Bpa<K, V> {
         if length == 0 {
             return 0;
         }
-        // Sort the log and the starting block, then co-iterate (paper §3, "Range iteration", Figure 2b).
+        // Sort the log and the blocks the scan will reach (paper §3, "Range iteration", Figure 2b): from the
+        // start block on, until the blocks sorted hold `length` entries (a bound on how far the scan goes).
         self.sort_log(stats);
+        for b in self.blocks_reached(start, length) {
+            self.sort_block(b, stats);
+        }
+        self.scan(start, length, f)
+    }
+
+    fn scan<Q, F>(&self, start: Bound<&Q>, length: usize, f: &mut F) -> usize
+    where
+        K: Borrow<Q>,
+        Q: Ord + ?Sized,
+        F: FnMut(&K, &V),
+    {
+        if length == 0 {
+            return 0;
+        }
+        if !self.sorted_for(start, length) {
+            // Not prepared by a sort: fall back to the permutation-based iterator (same result, slower).
+            let mut n = 0;
+            for (k, v) in self.range(start, Bound::Unbounded).take(length) {
+                f(k, v);
+                n += 1;
+            }
+            return n;
+        }
+        // Two-finger merge of the sorted log with the sorted blocks.
         let log_n = self.log_len as usize;
         let hl = self.header_len as usize;
         let mut li = self.keys[..log_n].partition_point(|k| !above(k.borrow(), start));
@@ -495,48 +568,62 @@ impl<K: Ord + Default, V: Default> Leaf<K, V> for Bpa<K, V> {
             && let Some(sb) = self.block_of(s)
         {
             b = sb;
-            self.sort_block(b, stats);
             if !above(self.keys[self.hdr(b)].borrow(), start) {
                 let bs = self.blk(b);
                 let c = self.count(b);
                 p = 1 + self.keys[bs..bs + c].partition_point(|k| !above(k.borrow(), start));
             }
         }
-        if b < hl {
-            self.sort_block(b, stats);
-        }
         let mut done = 0;
-        while done < length {
-            // The next block entry, moving to (and sorting) the next block at the end of one.
-            while b < hl && p > self.count(b) {
-                b += 1;
-                p = 0;
-                if b < hl {
-                    self.sort_block(b, stats);
+        while b < hl {
+            let (h, s, c) = (self.hdr(b), self.blk(b), self.count(b));
+            let (keys, vals) = (&self.keys, &self.vals);
+            // The block's entries in order: position 0 is the header, position i >= 1 is slot s + i - 1.
+            let last = if c == 0 { h } else { s + c - 1 };
+            if li >= log_n || keys[li] > keys[last] {
+                // No log entry falls inside this block: emit its run without interleaving.
+                if p == 0 {
+                    f(&keys[h], &vals[h]);
+                    done += 1;
+                    if done == length {
+                        return done;
+                    }
+                    p = 1;
                 }
-            }
-            let bslot = (b < hl).then(|| if p == 0 { self.hdr(b) } else { self.blk(b) + p - 1 });
-            let slot = match (li < log_n, bslot) {
-                (false, None) => break,
-                (true, None) => {
-                    li += 1;
-                    li - 1
+                let from = s + p - 1;
+                let n = (s + c - from).min(length - done);
+                for (k, v) in keys[from..from + n].iter().zip(&vals[from..from + n]) {
+                    f(k, v);
                 }
-                (false, Some(s)) => {
-                    p += 1;
-                    s
+                done += n;
+                if done == length {
+                    return done;
                 }
-                (true, Some(s)) => {
-                    if self.keys[li] < self.keys[s] {
+            } else {
+                for pos in p..=c {
+                    let slot = if pos == 0 { h } else { s + pos - 1 };
+                    let k = &keys[slot];
+                    while li < log_n && keys[li] < *k {
+                        f(&keys[li], &vals[li]);
                         li += 1;
-                        li - 1
-                    } else {
-                        p += 1;
-                        s
+                        done += 1;
+                        if done == length {
+                            return done;
+                        }
+                    }
+                    f(k, &vals[slot]);
+                    done += 1;
+                    if done == length {
+                        return done;
                     }
                 }
-            };
-            f(&self.keys[slot], &self.vals[slot]);
+            }
+            b += 1;
+            p = 0;
+        }
+        while li < log_n && done < length {
+            f(&self.keys[li], &self.vals[li]);
+            li += 1;
             done += 1;
         }
         done
@@ -547,24 +634,7 @@ impl<K: Ord + Default, V: Default> Leaf<K, V> for Bpa<K, V> {
         K: Borrow<Q>,
         Q: Ord + ?Sized,
     {
-        if !self.log_sorted {
-            return false;
-        }
-        let hl = self.header_len as usize;
-        let mut b = match start {
-            Bound::Unbounded => 0,
-            Bound::Included(s) | Bound::Excluded(s) => self.block_of(s).unwrap_or(0),
-        };
-        // Conservatively, the blocks that hold the next `length` block entries from the start block.
-        let mut seen = 0;
-        while b < hl && seen < length {
-            if !self.block_sorted(b) {
-                return false;
-            }
-            seen += 1 + self.count(b);
-            b += 1;
-        }
-        true
+        self.log_sorted && self.blocks_reached(start, length).all(|b| self.block_sorted(b))
     }
 
     fn map_range<Q, F>(&self, lo: Bound<&Q>, hi: Bound<&Q>, f: &mut F) -> bool
@@ -637,6 +707,32 @@ impl<K: Ord + Default, V: Default> Leaf<K, V> for Bpa<K, V> {
             + self.vals.len() * mem::size_of::<V>()
             + self.counts.len() * 2
             + self.sorted.len() * 8
+    }
+
+    fn check_light(&self) -> Result<(), String> {
+        let log_n = self.log_len as usize;
+        let hl = self.header_len as usize;
+        if log_n >= self.log_size as usize {
+            return Err(format!("log has no free slot ({log_n})"));
+        }
+        if hl > self.num_blocks as usize {
+            return Err("header_len above num_blocks".into());
+        }
+        if self.headers().windows(2).any(|w| w[0] >= w[1]) {
+            return Err("header not sorted".into());
+        }
+        let mut total = log_n + hl;
+        for b in 0..self.num_blocks as usize {
+            let c = self.count(b);
+            if (b >= hl && c != 0) || c >= self.block_size as usize {
+                return Err(format!("block {b} holds {c} entries (no free slot, or unused)"));
+            }
+            total += c;
+        }
+        if total != self.len as usize {
+            return Err(format!("len {} but {} entries", self.len, total));
+        }
+        Ok(())
     }
 
     fn check(&self) -> Result<(), String> {
@@ -944,3 +1040,206 @@ impl<'a, K: Ord + Default, V: Default> DoubleEndedIterator for BpaIter<'a, K, V>
 }
 
 impl<K: Ord + Default, V: Default> ExactSizeIterator for BpaIter<'_, K, V> {}
+
+#[cfg(test)]
+mod tests {
+    //! Golden tests of the paper's worked examples (Figure 2) on a small BPA, checking the exact layout.
+
+    use super::*;
+
+    type B = Bpa<u64, u64>;
+
+    fn opts() -> Options {
+        Options { log_size: 4, num_blocks: 4, block_size: 4, ..Options::default() }
+    }
+
+    /// (log, headers, blocks) in slot order.
+    fn layout(b: &B) -> (Vec<u64>, Vec<u64>, Vec<Vec<u64>>) {
+        let log = b.keys[..b.log_len as usize].to_vec();
+        let hdr = b.headers().to_vec();
+        let blocks = (0..b.header_len as usize)
+            .map(|i| {
+                let s = b.blk(i);
+                b.keys[s..s + b.count(i)].to_vec()
+            })
+            .collect();
+        (log, hdr, blocks)
+    }
+
+    fn bpa_with(keys: &[u64]) -> B {
+        let mut b = B::new(&opts());
+        b.load_sorted(keys.iter().map(|&k| (k, k * 10)));
+        b
+    }
+
+    /// Figure 2a, first insert: the log has room, the entry is appended to the log (Case 1).
+    #[test]
+    fn figure_2a_insert_into_log() {
+        let mut b = bpa_with(&[10, 20, 30, 40, 50, 60, 70, 80]);
+        assert_eq!(layout(&b), (vec![], vec![10, 30, 50, 70], vec![vec![20], vec![40], vec![60], vec![80]]));
+        let mut st = Stats::default();
+        assert_eq!(b.insert(35, 350, &mut st), None);
+        assert_eq!(layout(&b).0, vec![35]);
+        assert_eq!(st.flushes, 0);
+        b.check().unwrap();
+        // An update of a buffered key happens in place in the log.
+        assert_eq!(b.insert(35, 351, &mut st), Some(350));
+        assert_eq!(layout(&b).0, vec![35]);
+        // An update of a stored key happens in place in its block.
+        assert_eq!(b.insert(40, 401, &mut st), Some(400));
+        assert_eq!(b.get(&40), Some((&40, &401)));
+        assert_eq!(b.len(), 9);
+    }
+
+    /// Figure 2a, Case 2a: the log fills and every block has room: entries are appended at the ends of their
+    /// blocks (unsorted), a key below every header becomes the new first header.
+    #[test]
+    fn figure_2a_flush_appends_to_blocks() {
+        let mut b = bpa_with(&[10, 20, 30, 40, 50, 60, 70, 80]);
+        let mut st = Stats::default();
+        for k in [75, 5, 45] {
+            b.insert(k, k * 10, &mut st);
+        }
+        assert_eq!(layout(&b).0, vec![75, 5, 45]);
+        b.insert(55, 550, &mut st); // fills the log (4 slots): flush
+        assert_eq!(st.flushes, 1);
+        assert_eq!(st.flush_appends, 1);
+        assert_eq!(st.redistributes, 0);
+        let (log, hdr, blocks) = layout(&b);
+        assert!(log.is_empty());
+        assert_eq!(hdr, vec![5, 30, 50, 70]);
+        assert_eq!(blocks, vec![vec![20, 10], vec![40, 45], vec![60, 55], vec![80, 75]]);
+        // Appending 10 after 20, 55 after 60 and 75 after 80 unsorted blocks 0, 2 and 3; 45 after 40 kept
+        // block 1 sorted.
+        assert!(!b.block_sorted(0) && b.block_sorted(1) && !b.block_sorted(2) && !b.block_sorted(3));
+        b.check().unwrap();
+    }
+
+    /// Figure 2a, second insert: the flush would fill a block (no free slot left), so everything is merged in
+    /// sorted order and redistributed evenly over the blocks (Case 2b).
+    #[test]
+    fn figure_2a_flush_redistributes() {
+        let mut b = bpa_with(&[10, 20, 30, 40, 50, 60, 70, 80]);
+        let mut st = Stats::default();
+        for k in [21, 22, 23, 24] {
+            b.insert(k, k * 10, &mut st);
+        }
+        // Block 0 would hold 20, 21, 22, 23, 24: more than block_size - 1 = 3 slots.
+        assert_eq!(st.flushes, 1);
+        assert_eq!(st.redistributes, 1);
+        let (log, hdr, blocks) = layout(&b);
+        assert!(log.is_empty());
+        assert_eq!(hdr, vec![10, 22, 30, 60]);
+        assert_eq!(blocks, vec![vec![20, 21], vec![23, 24], vec![40, 50], vec![70, 80]]);
+        assert!((0..4).all(|i| b.block_sorted(i)));
+        b.check().unwrap();
+        let all: Vec<u64> = b.range::<u64>(Bound::Unbounded, Bound::Unbounded).map(|(k, _)| *k).collect();
+        assert_eq!(all, vec![10, 20, 21, 22, 23, 24, 30, 40, 50, 60, 70, 80]);
+    }
+
+    /// Figure 2b: a range iteration sorts the log and only the blocks it reaches, then merges log and blocks
+    /// with two fingers.
+    #[test]
+    fn figure_2b_iterate_range_sorts_lazily() {
+        let mut b = bpa_with(&[10, 20, 30, 40, 50, 60, 70, 80]);
+        let mut st = Stats::default();
+        for k in [75, 5, 45, 55] {
+            b.insert(k, k * 10, &mut st); // Case 2a: blocks 0, 2, 3 unsorted
+        }
+        for k in [65, 33, 12] {
+            b.insert(k, k * 10, &mut st); // stay in the (unsorted) log
+        }
+        assert_eq!(layout(&b).0, vec![65, 33, 12]);
+        assert!(!b.log_sorted);
+        let before = st;
+        let mut got = Vec::new();
+        let n = b.iterate_from(Bound::Included(&32), 5, &mut |k: &u64, _: &u64| got.push(*k), &mut st);
+        assert_eq!(n, 5);
+        assert_eq!(got, vec![33, 40, 45, 50, 55]);
+        // The log got sorted; blocks 1 (start) and 2 (reached) were visited; block 3 was not and stays unsorted.
+        assert_eq!(layout(&b).0, vec![12, 33, 65]);
+        assert!(b.log_sorted);
+        assert!(b.block_sorted(1) && b.block_sorted(2) && !b.block_sorted(3) && !b.block_sorted(0));
+        assert_eq!(layout(&b).2[2], vec![55, 60]);
+        assert_eq!(st.log_sorts - before.log_sorts, 1);
+        assert_eq!(st.block_sorts - before.block_sorts, 1);
+        b.check().unwrap();
+        // Iteration through `&self` sees the same order without sorting anything.
+        let all: Vec<u64> = b.range::<u64>(Bound::Unbounded, Bound::Unbounded).map(|(k, _)| *k).collect();
+        assert_eq!(all, vec![5, 10, 12, 20, 30, 33, 40, 45, 50, 55, 60, 65, 70, 75, 80]);
+        let rev: Vec<u64> =
+            b.range::<u64>(Bound::Excluded(&12), Bound::Included(&65)).rev().map(|(k, _)| *k).collect();
+        assert_eq!(rev, vec![65, 60, 55, 50, 45, 40, 33, 30, 20]);
+    }
+
+    /// Removing a header entry promotes the block's smallest entry; emptying a block closes the gap.
+    #[test]
+    fn remove_promotes_and_closes_blocks() {
+        let mut b = bpa_with(&[10, 20, 30, 40, 50, 60, 70, 80]);
+        let mut st = Stats::default();
+        assert_eq!(b.remove(&30, &mut st), Some((30, 300)));
+        assert_eq!(layout(&b).1, vec![10, 40, 50, 70]);
+        b.check().unwrap();
+        assert_eq!(b.remove(&40, &mut st), Some((40, 400)));
+        assert_eq!(layout(&b), (vec![], vec![10, 50, 70], vec![vec![20], vec![60], vec![80]]));
+        b.check().unwrap();
+        assert_eq!(b.remove(&40, &mut st), None);
+        assert_eq!(b.len(), 6);
+    }
+
+    /// Map visits every entry in range once (log and blocks are disjoint) and reports passing the end.
+    #[test]
+    fn map_range_is_unordered_but_complete() {
+        let mut b = bpa_with(&[10, 20, 30, 40, 50, 60, 70, 80]);
+        let mut st = Stats::default();
+        for k in [75, 5, 45] {
+            b.insert(k, k * 10, &mut st);
+        }
+        let mut got = Vec::new();
+        let beyond =
+            b.map_range(Bound::Included(&20), Bound::Excluded(&60), &mut |k: &u64, _: &u64| got.push(*k));
+        got.sort();
+        assert_eq!(got, vec![20, 30, 40, 45, 50]);
+        assert!(beyond);
+    }
+
+    /// Regression: `sorted_for` once counted the start block's entries below `start` towards `length`, so a
+    /// read-only scan could run its sorted fast path into a block that was never sorted.
+    #[test]
+    fn scan_after_partial_sorts_matches_model() {
+        let mut x: u64 = 0x9e37_79b9;
+        let mut rnd = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        for round in 0..300 {
+            let mut b = B::new(&opts());
+            let mut m = std::collections::BTreeMap::new();
+            let mut st = Stats::default();
+            for _ in 0..(rnd() % 15) {
+                let k = rnd() % 200;
+                if b.len() < B::split_at(&opts()) {
+                    assert_eq!(b.insert(k, k, &mut st), m.insert(k, k));
+                }
+                let start = rnd() % 220;
+                let len = (rnd() % 8) as usize;
+                let want: Vec<u64> = m.range(start..).take(len).map(|(k, _)| *k).collect();
+                let mut got = Vec::new();
+                if rnd() % 2 == 0 {
+                    b.iterate_from(
+                        Bound::Included(&start),
+                        len,
+                        &mut |k: &u64, _: &u64| got.push(*k),
+                        &mut st,
+                    );
+                } else {
+                    b.scan(Bound::Included(&start), len, &mut |k: &u64, _: &u64| got.push(*k));
+                }
+                assert_eq!(got, want, "round {round} start {start} len {len}");
+                b.check().unwrap();
+            }
+        }
+    }
+}

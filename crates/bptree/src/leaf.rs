@@ -76,6 +76,14 @@ pub trait Leaf<K: Ord, V>: Sized {
         Q: Ord + ?Sized,
         F: FnMut(&K, &V);
 
+    /// `iterate_from` through `&self`: fast when `sorted_for(start, length)` holds (what a frozen tree and a
+    /// concurrent scan after its upgrade guarantee), correct (through `range`) otherwise.
+    fn scan<Q, F>(&self, start: Bound<&Q>, length: usize, f: &mut F) -> usize
+    where
+        K: Borrow<Q>,
+        Q: Ord + ?Sized,
+        F: FnMut(&K, &V);
+
     /// Whether `iterate_from(start, length, ..)` would have nothing to sort, so it can run under a read lock.
     fn sorted_for<Q>(&self, start: Bound<&Q>, length: usize) -> bool
     where
@@ -102,8 +110,14 @@ pub trait Leaf<K: Ord, V>: Sized {
     /// Bytes this leaf occupies, not counting heap memory owned by keys and values.
     fn memory_usage(&self) -> usize;
 
-    /// Checks every structural invariant; describes the first violation.
+    /// Checks every structural invariant; describes the first violation. O(leaf size · log).
     fn check(&self) -> Result<(), String>;
+
+    /// The invariants that must hold after every insert, in O(header) time: run after every leaf operation
+    /// with the `invariants` feature (the full `check` runs after flushes, splits and merges).
+    fn check_light(&self) -> Result<(), String> {
+        self.check()
+    }
 }
 
 /// Whether `key` is at or after the lower bound `lo`.

@@ -70,9 +70,11 @@
 
 mod bpa;
 mod byte_key;
-//mod concurrent;
+mod concurrent;
 mod error;
 mod frozen;
+#[doc(hidden)]
+pub mod fuzz_support;
 mod heap_size;
 mod iter;
 mod leaf;
@@ -83,7 +85,7 @@ mod tree;
 
 pub use bpa::{Bpa, BpaIter};
 pub use byte_key::ByteKey;
-//pub use concurrent::{ConcurrentBpTree, ConcurrentRange};
+pub use concurrent::{ConcurrentBpTree, ConcurrentRange};
 pub use error::{Error, Result};
 pub use frozen::FrozenBpTree;
 pub use heap_size::HeapSize;

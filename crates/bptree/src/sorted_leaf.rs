@@ -129,6 +129,15 @@ impl<K: Ord, V> Leaf<K, V> for SortedLeaf<K, V> {
         Q: Ord + ?Sized,
         F: FnMut(&K, &V),
     {
+        self.scan(start, length, f)
+    }
+
+    fn scan<Q, F>(&self, start: Bound<&Q>, length: usize, f: &mut F) -> usize
+    where
+        K: Borrow<Q>,
+        Q: Ord + ?Sized,
+        F: FnMut(&K, &V),
+    {
         let i = self.lower(start);
         let end = (i + length).min(self.keys.len());
         for j in i..end {
@@ -174,6 +183,13 @@ impl<K: Ord, V> Leaf<K, V> for SortedLeaf<K, V> {
         mem::size_of::<Self>()
             + self.keys.capacity() * mem::size_of::<K>()
             + self.vals.capacity() * mem::size_of::<V>()
+    }
+
+    fn check_light(&self) -> Result<(), String> {
+        if self.keys.len() != self.vals.len() {
+            return Err("keys and values differ in length".into());
+        }
+        Ok(())
     }
 
     fn check(&self) -> Result<(), String> {

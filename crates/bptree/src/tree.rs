@@ -87,7 +87,8 @@ where
         let leaf = L::new(&opts);
         let leaf_bytes = leaf.memory_usage().saturating_sub(mem::size_of::<L>());
         let split_at = L::split_at(&opts);
-        let merge_at = ((opts.merge_fill * opts.leaf_slots() as f64) as usize).min((split_at - 1) / 2);
+        // At least 1: an empty leaf is always merged away (tiny leaves could otherwise round the threshold to 0).
+        let merge_at = ((opts.merge_fill * opts.leaf_slots() as f64) as usize).min((split_at - 1) / 2).max(1);
         BpTree {
             fanout: opts.fanout(mem::size_of::<K>()),
             split_at,
@@ -117,10 +118,15 @@ where
         if let Some(i) = items.windows(2).position(|w| w[0].0 >= w[1].0) {
             return Err(Error::UnsortedInput(i + 1));
         }
+        Ok(Self::from_sorted(opts, items))
+    }
+
+    /// Builds a tree from entries with strictly increasing keys. REQUIRES: sorted, valid options.
+    pub(crate) fn from_sorted(opts: Options, items: Vec<(K, V)>) -> Self {
         let mut t = Self::build(opts);
         let n = items.len();
         if n == 0 {
-            return Ok(t);
+            return t;
         }
         t.len = n;
         t.heap_bytes = items.iter().map(|(k, v)| k.heap_size() + v.heap_size()).sum();
@@ -165,7 +171,7 @@ where
             t.height += 1;
         }
         t.root = level[0].1;
-        Ok(t)
+        t
     }
 
     /// The options the tree was built with.
@@ -321,8 +327,13 @@ where
         if level == 0 {
             let entry = &mut self.leaves[node as usize];
             if entry.leaf.len() < self.split_at {
+                let flushes = self.stats.flushes;
                 let old = entry.leaf.insert(key, value, &mut self.stats);
-                self.check_leaf(node);
+                if self.stats.flushes != flushes {
+                    self.check_leaf(node);
+                } else {
+                    self.check_leaf_light(node);
+                }
                 return (old, None);
             }
             if let Some(v) = entry.leaf.get_mut(&key) {
@@ -421,7 +432,7 @@ where
     {
         if level == 0 {
             let out = self.leaves[node as usize].leaf.remove(key, &mut self.stats);
-            self.check_leaf(node);
+            self.check_leaf_light(node);
             return out;
         }
         let n = &self.nodes[node as usize];
@@ -529,6 +540,14 @@ where
     }
 
     #[inline]
+    fn check_leaf_light(&self, _id: u32) {
+        #[cfg(feature = "invariants")]
+        if let Err(e) = self.leaves[_id as usize].leaf.check_light() {
+            panic!("leaf {_id} invariant violated: {e}");
+        }
+    }
+
+    #[inline]
     fn check_leaf(&self, _id: u32) {
         #[cfg(feature = "invariants")]
         if let Err(e) = self.leaves[_id as usize].leaf.check() {
@@ -551,6 +570,25 @@ where
         while done < length && leaf != NIL {
             let e = &mut self.leaves[leaf as usize];
             done += e.leaf.iterate_from(bound, length - done, &mut f, &mut self.stats);
+            leaf = e.next;
+            bound = Bound::Unbounded;
+        }
+        done
+    }
+
+    /// `iterate_range` through `&self` for sorted leaves (the frozen tree): no sorting, plain two-finger scans.
+    pub(crate) fn scan_sorted<Q, F>(&self, start: Bound<&Q>, length: usize, f: &mut F) -> usize
+    where
+        K: Borrow<Q>,
+        Q: Ord + ?Sized,
+        F: FnMut(&K, &V),
+    {
+        let mut leaf = self.leaf_for_bound(start, true);
+        let mut bound = start;
+        let mut done = 0;
+        while done < length && leaf != NIL {
+            let e = &self.leaves[leaf as usize];
+            done += e.leaf.scan(bound, length - done, f);
             leaf = e.next;
             bound = Bound::Unbounded;
         }

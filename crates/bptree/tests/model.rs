@@ -248,3 +248,19 @@ fn invalid_options_are_rejected() {
     Options::default().validate().unwrap();
     Options::tiny().validate().unwrap();
 }
+
+/// Regression (found by the fuzz interpreter): with one block of two slots the merge threshold rounded down to
+/// zero, so removals could leave empty non-root leaves behind.
+#[test]
+fn tiny_leaves_never_stay_empty() {
+    let opts = Options { log_size: 2, num_blocks: 1, block_size: 2, internal_bytes: 0, ..Options::default() };
+    let mut t: BpTree<u64, u64> = BpTree::with_options(opts).unwrap();
+    for k in 0..200u64 {
+        t.insert(k, k);
+    }
+    for k in (0..200u64).filter(|k| k % 7 != 0) {
+        assert_eq!(t.remove(&k), Some(k));
+        t.check_invariants().unwrap();
+    }
+    assert_eq!(t.len(), 29);
+}

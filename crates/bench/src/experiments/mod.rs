@@ -2,6 +2,7 @@
 
 use crate::Experiment;
 
+mod bptree;
 mod flexfile;
 mod flextree;
 mod gloran_index;
@@ -15,6 +16,7 @@ pub fn all() -> Vec<&'static dyn Experiment> {
     vec![
         &machine::Machine,
         &rask::RaskBench,
+        &bptree::BpTreeBench,
         &flextree::FlexTreeBench,
         &flexfile::FlexFileBench,
         &lsm::Lsm,
