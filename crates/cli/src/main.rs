@@ -7,6 +7,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 mod bench_cmd;
+mod nbd;
 mod trace_cmd;
 
 #[global_allocator]
@@ -24,6 +25,8 @@ struct Cli {
 enum Command {
     /// Run a benchmark experiment: ours against named peers in one run, with ratios.
     Bench(bench_cmd::BenchArgs),
+    /// Serve a block volume over NBD (`rangedb nbd serve --dir DIR ...`).
+    Nbd(nbd::NbdArgs),
     /// Generate synthetic EBS block traces and measure traces (write lengths, consecutive writes, I/O compaction).
     Trace(trace_cmd::TraceArgs),
 }
@@ -32,6 +35,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Bench(args) => bench_cmd::run(args),
+        Command::Nbd(args) => nbd::run(args).map_err(Into::into),
         Command::Trace(args) => trace_cmd::run(args),
     };
     match result {

@@ -3,11 +3,12 @@
 use crate::Experiment;
 
 mod machine;
+mod nbd;
 mod rask;
 
 /// All experiments, in the order `rangedb bench all` runs them.
 pub fn all() -> Vec<&'static dyn Experiment> {
-    vec![&machine::Machine, &rask::RaskBench]
+    vec![&machine::Machine, &rask::RaskBench, &nbd::Nbd]
 }
 
 /// The experiment called `name`.
