@@ -4,8 +4,8 @@ use nbd::{BlockDevice, BlockSizes, Features};
 
 use crate::Volume;
 
-/// Sub-block requests are allowed down to 512 bytes (read-modify-write inside the volume lock); 4 KiB, the block
-/// size, is preferred. WRITE_ZEROES (also with NO_HOLE: the store keeps no allocation that a hole would release,
+/// Requests of any byte alignment are served (partial blocks are read-modified-written inside the volume lock);
+/// 4 KiB, the block size, is preferred. WRITE_ZEROES (also with NO_HOLE: the store keeps no allocation that a hole would release,
 /// so a delete is exactly "reads return zeros") and TRIM are range deletes, so fast zeroing is honoured. One volume
 /// state serves every connection, so flushes are globally visible and multi-conn is safe.
 impl BlockDevice for Volume {
@@ -14,7 +14,7 @@ impl BlockDevice for Volume {
     }
 
     fn block_sizes(&self) -> BlockSizes {
-        BlockSizes { minimum: 512, preferred: crate::BLOCK_SIZE as u32 }
+        BlockSizes { minimum: 1, preferred: crate::BLOCK_SIZE as u32 }
     }
 
     fn features(&self) -> Features {

@@ -232,8 +232,8 @@ fn unaligned_writes_and_zeroes_match_a_byte_model() {
         let v = store.create_volume("u", size as u64).unwrap();
         let mut model = vec![0u8; size];
         for step in 0..300 * scale() {
-            let off = rng.random_range(0..size / 512) * 512;
-            let len = (rng.random_range(1..=24) * 512).min(size - off);
+            let off = rng.random_range(0..size - 1);
+            let len = rng.random_range(1..=3 * BLOCK_SIZE).min(size - off);
             match rng.random_range(0..10) {
                 0..=5 => {
                     let data: Vec<u8> = (0..len).map(|_| rng.random_range(0..4u8)).collect();
