@@ -8,6 +8,7 @@ use clap::{Parser, Subcommand};
 
 mod bench_cmd;
 mod nbd;
+mod rask;
 mod trace_cmd;
 
 #[global_allocator]
@@ -29,6 +30,8 @@ enum Command {
     Nbd(nbd::NbdArgs),
     /// Generate synthetic EBS block traces and measure traces (write lengths, consecutive writes, I/O compaction).
     Trace(trace_cmd::TraceArgs),
+    /// RASK, the range-as-a-key index: replay block traces through it.
+    Rask(rask::RaskArgs),
 }
 
 fn main() -> ExitCode {
@@ -37,6 +40,7 @@ fn main() -> ExitCode {
         Command::Bench(args) => bench_cmd::run(args),
         Command::Nbd(args) => nbd::run(args).map_err(Into::into),
         Command::Trace(args) => trace_cmd::run(args),
+        Command::Rask(args) => rask::run(args),
     };
     match result {
         Ok(code) => code,

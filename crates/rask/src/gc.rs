@@ -172,6 +172,19 @@ mod tests {
         assert_eq!(gc.dropped, 1);
     }
 
+    /// Regression: the paper's "inside one NonOverlap entry" test kept [2, 5] although the newer [1, 3] and
+    /// [4, 6] (separate, touching segments) cover it; found by the model test's invariant check.
+    #[test]
+    fn regression_entry_covered_by_touching_segments_is_dropped() {
+        let ranges = [r(2, 5), r(1, 3), r(4, 6)];
+        let values = [WriteRef::new(0, 0), WriteRef::new(1, 0), WriteRef::new(2, 0)];
+        let gc = normal_gc(&ranges, &values);
+        assert_eq!(gc.dropped, 1);
+        assert_eq!(gc.kept, vec![(r(1, 3), WriteRef::new(1, 0)), (r(4, 6), WriteRef::new(2, 0))]);
+        // The two segments stay apart: 4 remains a split candidate that divides nothing.
+        assert_eq!(gc.nonoverlap.segments(), &[(r(1, 3), 1), (r(4, 6), 1)]);
+    }
+
     #[test]
     fn lightweight_marks_same_left_bound_only() {
         let ranges = [r(1, 5), r(1, 7), r(2, 3), r(1, 6)];

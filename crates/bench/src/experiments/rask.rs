@@ -6,11 +6,14 @@
 //! return the pieces covering their range.
 //!
 //! Workloads:
-//! - `ebs-write-heavy`, `ebs-read-heavy`: synthetic EBS streams shaped by the paper's published statistics
-//!   (consecutive-write streams with 65–81.5 % of writes in long CWs, 3.63-block average writes before I/O
-//!   compaction, > 85 % of reads starting at a CW's first block), 90 % and 10 % writes.
-//! - `len-N`: the range-length sweep (§7.4.2), average write N ∈ {1, 10, 100, 1000} blocks, 90 % writes.
-//! - `wr-P`: the read/write-ratio sweep, P % writes.
+//! - `ebs-write-heavy`, `ebs-read-heavy`: the workloads crate's synthetic EBS traces (`SyntheticOptions::
+//!   write_heavy` / `read_heavy`: 73 % of writes in long CWs, 3.63-block average writes, 86 % of reads starting at
+//!   a CW's first block; 90 % and 4 % writes), one volume, after the paper's I/O compaction (128-block window).
+//! - `trace:FILE`: every `--trace` file (Alibaba, Tencent or MSR, plain or gzip; format guessed from the first
+//!   line), compacted likewise; volumes are placed side by side in one block space (volume id << 40).
+//! - `len-N`: the range-length sweep (§7.4.2): the same generator with average write N ∈ {1, 10, 100, 1000}
+//!   blocks, 90 % writes, not compacted (the write length is the variable).
+//! - `wr-P`: the read/write-ratio sweep, P % writes, compacted.
 //! - `ebs-write-heavy/Nt`: the concurrent index (`rask` = `ConcurrentRask`) at N threads against mutex-wrapped
 //!   peers, operations of one stream dealt round-robin to threads (§7.3's method).
 //!
@@ -24,8 +27,6 @@ mod peers;
 
 use std::sync::Mutex;
 
-use rand::rngs::SmallRng;
-use rand::{Rng, SeedableRng};
 use rask::internal::BTreeIndex;
 use rask::{BlockRange, ConcurrentRask, LeafHandle, Options, Rask, WriteRef};
 use serde_json::json;
@@ -43,70 +44,67 @@ enum Op {
     Get(BlockRange),
 }
 
-/// Parameters of the synthetic EBS stream.
-#[derive(Clone, Copy, Debug)]
-struct EbsShape {
-    write_pct: u32,
-    /// Mean write length in blocks (geometric); `None` = the EBS shape (3.63 before compaction, CW streams).
-    mean_len: Option<f64>,
-    space: u64,
-}
-
-/// Generates `n` operations. EBS shape: 8 sequential streams (CWs) and random writes; 73 % of writes continue a
-/// stream (the paper's long-CW ratio is 65–81.5 %), a stream jumps elsewhere every ~16 writes (and sometimes back
-/// to an old start, rewriting it: the overlap RASK must handle); write lengths are geometric with mean 3.63.
-/// Reads start at a recent CW's first block 86 % of the time, else anywhere, and cover a few blocks.
-fn generate(seed: u64, n: usize, shape: EbsShape) -> Vec<Op> {
-    let mut rng = SmallRng::seed_from_u64(seed);
-    let mean = shape.mean_len.unwrap_or(3.63);
-    let geo = |rng: &mut SmallRng| -> u64 {
-        // Geometric with the given mean, at least 1; capped to keep one write inside the working set.
-        let p = 1.0 / mean.max(1.0);
-        let u: f64 = rng.random::<f64>().max(1e-12);
-        ((u.ln() / (1.0 - p).max(1e-12).ln()).floor() as u64 + 1).min(shape.space / 4)
-    };
-    let mut streams: Vec<u64> = (0..8).map(|_| rng.random_range(0..shape.space)).collect();
-    let mut cw_starts: Vec<u64> = vec![0; 1024];
-    let mut cw_at = 0usize;
+/// Operations of a block trace: writes numbered in order, reads as ranges.
+fn from_block_ops(ops: impl IntoIterator<Item = workloads::traces::BlockOp>) -> Vec<Op> {
     let mut write = 0u64;
-    let mut ops = Vec::with_capacity(n);
-    for _ in 0..n {
-        if rng.random_range(0..100) < shape.write_pct {
-            let len = geo(&mut rng);
-            let first = if shape.mean_len.is_none() && rng.random_range(0..100) < 73 {
-                let s = rng.random_range(0..streams.len());
-                if rng.random_range(0..16) == 0 {
-                    streams[s] = if rng.random_bool(0.3) {
-                        cw_starts[rng.random_range(0..cw_starts.len())]
-                    } else {
-                        rng.random_range(0..shape.space)
-                    };
-                    cw_starts[cw_at % 1024] = streams[s];
-                    cw_at += 1;
-                }
-                let f = streams[s];
-                streams[s] = (f + len) % shape.space;
-                f
-            } else {
-                let f = rng.random_range(0..shape.space);
-                cw_starts[cw_at % 1024] = f;
-                cw_at += 1;
-                f
-            };
-            let r = BlockRange::with_len(first, len).unwrap_or(BlockRange::block(first));
-            ops.push(Op::Put(r, WriteRef::new(write, 0)));
+    let mut out = Vec::new();
+    for op in ops {
+        let shift = u64::from(op.volume) << 40;
+        let Ok(r) =
+            BlockRange::new(op.first_block.saturating_add(shift), op.last_block.saturating_add(shift))
+        else {
+            continue;
+        };
+        if op.is_write() {
+            out.push(Op::Put(r, WriteRef::new(write, 0)));
             write += 1;
         } else {
-            let first = if rng.random_range(0..100) < 86 {
-                cw_starts[rng.random_range(0..cw_starts.len().min(cw_at.max(1)))]
-            } else {
-                rng.random_range(0..shape.space)
-            };
-            let len = geo(&mut rng).max(rng.random_range(1..=8));
-            ops.push(Op::Get(BlockRange::with_len(first, len).unwrap_or(BlockRange::block(first))));
+            out.push(Op::Get(r));
         }
     }
-    ops
+    out
+}
+
+/// The synthetic EBS trace of the workloads crate, one volume, I/O-compacted (or not, for the length sweep,
+/// whose point is the write length as generated).
+fn synthetic_ebs(
+    seed: u64,
+    n: usize,
+    opts: workloads::traces::SyntheticOptions,
+    compact: bool,
+) -> Result<Vec<Op>> {
+    use workloads::traces::{Compacted, DEFAULT_WINDOW_BLOCKS, SyntheticTrace};
+    let opts = workloads::traces::SyntheticOptions { seed, ops: n as u64, volumes: 1, ..opts };
+    let trace = SyntheticTrace::new(opts)?;
+    Ok(if compact {
+        from_block_ops(Compacted::new(trace, DEFAULT_WINDOW_BLOCKS))
+    } else {
+        from_block_ops(trace)
+    })
+}
+
+/// A trace file, format guessed from its first parsable line, I/O-compacted; malformed lines are skipped (and
+/// counted in a note).
+fn trace_file(path: &std::path::Path, report: &mut Report) -> Result<Vec<Op>> {
+    use workloads::traces::{DEFAULT_WINDOW_BLOCKS, TraceFormat, TraceOptions, TraceReader, TryCompacted};
+    for format in TraceFormat::ALL {
+        let mut probe = TraceReader::open(path, TraceOptions::new(format))?;
+        if !matches!(probe.next(), Some(Ok(_))) || probe.stats().malformed > 0 {
+            continue;
+        }
+        let reader = TraceReader::open(path, TraceOptions::new(format))?;
+        let mut it = TryCompacted::new(reader, DEFAULT_WINDOW_BLOCKS);
+        let mut ops = Vec::new();
+        for item in it.by_ref() {
+            ops.push(item?);
+        }
+        let malformed = it.inner().stats().malformed;
+        if malformed > 0 {
+            report.note(format!("{}: {malformed} malformed lines skipped", path.display()));
+        }
+        return Ok(from_block_ops(ops));
+    }
+    Err(format!("{}: no trace format parses its first line", path.display()).into())
 }
 
 fn run_one<I: RangeIndex>(make: impl FnOnce() -> I, ops: &[Op]) -> (Stats, usize) {
@@ -235,7 +233,7 @@ impl Experiment for RaskBench {
     fn run(&self, ctx: &Ctx) -> Result<Report> {
         let mut report = Report::new(self.name(), ctx.quick);
         let n: usize = ctx.setting("ops", ctx.scale(200_000, 2_000_000))?;
-        let space: u64 = ctx.setting("space", 1u64 << 22)?;
+        let space: u64 = ctx.setting("space", 1u64 << 20)?;
         let only: Option<Vec<String>> =
             ctx.set.get("systems").map(|s| s.split(',').map(|x| x.trim().to_string()).collect());
         let workloads: Option<Vec<String>> =
@@ -248,19 +246,36 @@ impl Experiment for RaskBench {
             report.note("the counting allocator is not installed: memory_bytes are zero");
         }
         let bar = ctx.progress(13, "rask");
-        for (name, write_pct) in [("ebs-write-heavy", 90), ("ebs-read-heavy", 10)] {
+        for (name, syn) in [
+            ("ebs-write-heavy", workloads::traces::SyntheticOptions::write_heavy()),
+            ("ebs-read-heavy", workloads::traces::SyntheticOptions::read_heavy()),
+        ] {
             if !run_wl(name) {
                 continue;
             }
-            let shape = EbsShape { write_pct, mean_len: None, space };
             report.workload(
                 name,
-                json!({"generator": "synthetic EBS (8 CW streams, 73% stream writes, mean write 3.63 blocks, 86% of reads at a CW start)",
-                       "write_pct": write_pct, "ops": n, "space_blocks": space, "seed": ctx.seed}),
+                json!({"generator": "workloads SyntheticTrace, 1 volume, I/O compaction 128 blocks",
+                       "write_ratio": syn.write_ratio, "avg_write_blocks": syn.avg_write_blocks,
+                       "long_cw_ratio": syn.long_cw_ratio, "read_at_cw_start": syn.read_at_cw_start,
+                       "working_set_blocks": syn.working_set_blocks, "ops": n, "seed": ctx.seed}),
             );
-            let ops = generate(ctx.seed, n, shape);
+            let ops = synthetic_ebs(ctx.seed, n, syn, true)?;
             run_workload(&mut report, name, &ops, &only)?;
             bar.inc(1);
+        }
+        for path in &ctx.traces {
+            let name = format!(
+                "trace:{}",
+                path.file_name()
+                    .map_or_else(|| path.display().to_string(), |f| f.to_string_lossy().into_owned())
+            );
+            let ops = trace_file(path, &mut report)?;
+            report.workload(
+                &name,
+                json!({"path": path.display().to_string(), "ops": ops.len(), "io_compaction_blocks": 128}),
+            );
+            run_workload(&mut report, &name, &ops, &only)?;
         }
         let mut len_points: Vec<(String, f64, f64)> = Vec::new();
         for mean in [1u64, 10, 100, 1000] {
@@ -270,12 +285,18 @@ impl Experiment for RaskBench {
             }
             // Bound the blocks written so the per-block peer finishes: at most ~4 M block updates.
             let ops_n = n.min((4_000_000 / mean as usize).max(2_000));
-            let shape = EbsShape { write_pct: 90, mean_len: Some(mean as f64), space };
+            let syn = workloads::traces::SyntheticOptions {
+                avg_write_blocks: mean as f64,
+                max_write_blocks: (mean * 4).max(256),
+                working_set_blocks: space,
+                ..workloads::traces::SyntheticOptions::write_heavy()
+            };
             report.workload(
                 &name,
-                json!({"mean_write_blocks": mean, "write_pct": 90, "ops": ops_n, "space_blocks": space}),
+                json!({"avg_write_blocks": mean, "write_ratio": syn.write_ratio, "ops": ops_n,
+                       "working_set_blocks": space, "io_compaction": false}),
             );
-            let ops = generate(ctx.seed ^ mean, ops_n, shape);
+            let ops = synthetic_ebs(ctx.seed ^ mean, ops_n, syn, false)?;
             run_workload(&mut report, &name, &ops, &only)?;
             for sys in ["rask", "btreemap-lazy", "rangemap"] {
                 if let Some(v) = report.get(&name, sys, "ops_per_sec") {
@@ -289,15 +310,18 @@ impl Experiment for RaskBench {
             if !run_wl(&name) {
                 continue;
             }
-            let shape = EbsShape { write_pct: wp, mean_len: None, space };
-            report.workload(&name, json!({"write_pct": wp, "ops": n, "space_blocks": space}));
-            let ops = generate(ctx.seed ^ u64::from(wp) << 8, n, shape);
+            let syn = workloads::traces::SyntheticOptions {
+                write_ratio: f64::from(wp) / 100.0,
+                working_set_blocks: space,
+                ..workloads::traces::SyntheticOptions::write_heavy()
+            };
+            report.workload(&name, json!({"write_ratio": syn.write_ratio, "ops": n, "working_set_blocks": space, "io_compaction_blocks": 128}));
+            let ops = synthetic_ebs(ctx.seed ^ u64::from(wp) << 8, n, syn, true)?;
             run_workload(&mut report, &name, &ops, &only)?;
             bar.inc(1);
         }
         let threads: Vec<usize> = if ctx.threads.is_empty() { vec![1, 2] } else { ctx.threads.clone() };
-        let shape = EbsShape { write_pct: 90, mean_len: None, space };
-        let ops = generate(ctx.seed, n, shape);
+        let ops = synthetic_ebs(ctx.seed, n, workloads::traces::SyntheticOptions::write_heavy(), true)?;
         for t in threads.iter().copied().filter(|&t| t >= 1) {
             let name = format!("ebs-write-heavy/{t}t");
             if !run_wl(&name) {
