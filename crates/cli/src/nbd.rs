@@ -1,14 +1,15 @@
 //! `rangedb nbd serve`: serves a volume over NBD to qemu, nbdcopy, fio or the kernel client.
 //!
-//! Until the block store lands, the volume is a raw file `DIR/<export>.raw` (`default.raw` without `--export`)
-//! served through `nbd::FileDevice`: writes go to the file, FLUSH and FUA are `fdatasync`. The command line is
-//! the block store's already, so scripts keep working when the volume becomes a block-store volume.
+//! DIR is a block store (`crates/blockstore`); the volume is named after `--export` (`default` without it, served
+//! as the default export, the one an empty export name reaches). Writes go to the volume's journal and segment
+//! cache; FLUSH and FUA sync the journal; TRIM and WRITE_ZEROES are range deletes in the volume's RASK index.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use ::nbd::{Export, Exports, FileDevice, Server, ServerOptions};
+use ::nbd::{BlockDevice, BlockSizes, Export, Exports, Features, Server, ServerOptions};
+use blockstore::{Options, Store, Volume};
 
 /// Arguments of `rangedb nbd`.
 #[derive(Debug, clap::Args)]
@@ -64,29 +65,32 @@ pub fn run(args: NbdArgs) -> Result<ExitCode, String> {
 
 /// Serves one volume until the process is stopped.
 pub fn serve(a: ServeArgs) -> Result<ExitCode, String> {
-    let fs = vfs::OsFs::new();
+    let fs: Arc<dyn vfs::Fs> = Arc::new(vfs::OsFs::new());
     let volume = a.export.clone().unwrap_or_else(|| "default".to_string());
-    if volume.is_empty() || volume.contains(['/', '\0']) || volume.starts_with('.') {
-        return Err(format!("export name {volume:?} cannot name a volume file"));
+    blockstore::validate_volume_name(&volume).map_err(|e| format!("export name {volume:?}: {e}"))?;
+    let path = a.dir.join(&volume);
+    if !a.create && a.size.is_some() {
+        return Err("--size applies only with --create (a volume's size is fixed at creation)".into());
     }
-    let path = a.dir.join(format!("{volume}.raw"));
-    let device = if a.create {
+    if !a.create && !a.dir.join(&volume).join("meta").exists() {
+        return Err(format!(
+            "no volume {volume:?} in {} (use --create --size SIZE to make a new one)",
+            a.dir.display()
+        ));
+    }
+    let store = Store::open(fs, &a.dir, Options::default())
+        .map_err(|e| format!("opening store {}: {e}", a.dir.display()))?;
+    let vol = if a.create {
         let size = a.size.ok_or("--create needs --size")?;
-        vfs::Fs::create_dir_all(&fs, &a.dir).map_err(|e| format!("creating {}: {e}", a.dir.display()))?;
-        FileDevice::create(&fs, &path, size)
-            .map_err(|e| format!("creating volume {}: {e}", path.display()))?
+        store.create_volume(&volume, size).map_err(|e| format!("creating volume {}: {e}", path.display()))?
     } else {
-        if a.size.is_some() {
-            return Err("--size applies only with --create (a volume's size is fixed at creation)".into());
-        }
-        FileDevice::open(&fs, &path, a.read_only).map_err(|e| {
-            format!("opening volume {}: {e} (use --create --size SIZE to make a new one)", path.display())
-        })?
+        store.volume(&volume).map_err(|e| format!("opening volume {}: {e}", path.display()))?
     };
-    let size = ::nbd::BlockDevice::size(&device);
+    let device: Arc<dyn BlockDevice> = if a.read_only { Arc::new(ReadOnlyVolume(vol)) } else { vol };
+    let size = device.size();
     let export_name = a.export.clone().unwrap_or_default();
     let mut exports = Exports::new();
-    let export = Export::new(export_name.clone(), Arc::new(device))
+    let export = Export::new(export_name.clone(), device)
         .and_then(|e| e.with_description(format!("rangedb volume {volume}")))
         .map_err(|e| e.to_string())?;
     exports.add(export).map_err(|e| e.to_string())?;
@@ -125,6 +129,30 @@ fn remove_stale_socket(p: &Path) -> Result<(), String> {
         return Err(format!("a server is already listening on {}", p.display()));
     }
     std::fs::remove_file(p).map_err(|e| format!("removing stale socket {}: {e}", p.display()))
+}
+
+/// A volume served with `--read-only`: the server refuses writes before they reach it.
+struct ReadOnlyVolume(Arc<Volume>);
+
+impl BlockDevice for ReadOnlyVolume {
+    fn size(&self) -> u64 {
+        self.0.size()
+    }
+    fn block_sizes(&self) -> BlockSizes {
+        self.0.block_sizes()
+    }
+    fn features(&self) -> Features {
+        Features { read_only: true, trim: false, write_zeroes: false, fast_zero: false, ..self.0.features() }
+    }
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> ::nbd::Result<()> {
+        self.0.read_at(buf, offset)
+    }
+    fn write_at(&self, _: &[u8], _: u64, _: bool) -> ::nbd::Result<()> {
+        Err(::nbd::Error::ReadOnly)
+    }
+    fn flush(&self) -> ::nbd::Result<()> {
+        Ok(())
+    }
 }
 
 fn display(p: &Path) -> String {

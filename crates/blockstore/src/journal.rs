@@ -1,0 +1,159 @@
+//! The journal: where a write is persisted before it is acknowledged as durable (§2.1 step 2).
+//!
+//! Every WRITE, TRIM and WRITE_ZEROES appends one checksummed record; FLUSH and FUA `sync_data` the journal, which
+//! makes every earlier record durable too. Records carry a sequence number that keeps increasing across journal
+//! resets: once a segment-cache flush has made a batch durable in a data file, the journal is truncated, and on
+//! recovery records whose sequence number is at most the last batch's `journal_seq` are skipped (they are in the
+//! data file already). Replay stops at the first record that is short or fails its CRC: that is the torn tail of
+//! an unsynced append, never acknowledged, and it is cut off before new records are appended.
+
+use std::sync::Arc;
+
+use vfs::File;
+
+use crate::format::{JREC_BODY_FIXED, JREC_HEADER_LEN, crc, u32_at, u64_at};
+use crate::{BLOCK_SIZE, Result};
+
+/// What a journal record does.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum JournalOp {
+    /// Blocks `first..` now hold `data` (whole blocks).
+    Write {
+        /// First block.
+        first: u64,
+        /// The blocks' bytes.
+        data: Vec<u8>,
+    },
+    /// Blocks `first..first+blocks` read as zeros.
+    Delete {
+        /// First block.
+        first: u64,
+        /// Block count.
+        blocks: u32,
+    },
+}
+
+/// An open journal file.
+#[derive(Debug)]
+pub struct Journal {
+    file: Arc<dyn File>,
+    len: u64,
+    synced_len: u64,
+}
+
+impl Journal {
+    /// Opens `file`, returns the valid records (seq, op) in order, and cuts off a torn tail durably.
+    pub fn open(file: Arc<dyn File>) -> Result<(Journal, Vec<(u64, JournalOp)>)> {
+        let total = file.len()?;
+        let mut bytes =
+            vec![0u8; usize::try_from(total).map_err(|_| std::io::Error::other("journal too big"))?];
+        file.read_exact_at(&mut bytes, 0)?;
+        let mut at = 0usize;
+        let mut out = Vec::new();
+        while let Some((seq, op, next)) = decode_record(&bytes, at) {
+            out.push((seq, op));
+            at = next;
+        }
+        if at as u64 != total {
+            file.set_len(at as u64)?;
+            file.sync_data()?;
+        }
+        Ok((Journal { file, len: at as u64, synced_len: at as u64 }, out))
+    }
+
+    /// Appends a record (not yet durable).
+    pub fn append(&mut self, seq: u64, op: &JournalOp) -> Result<()> {
+        let rec = encode_record(seq, op);
+        self.file.write_all_at(&rec, self.len)?;
+        self.len += rec.len() as u64;
+        Ok(())
+    }
+
+    /// Makes every appended record durable.
+    pub fn sync(&mut self) -> Result<()> {
+        if self.synced_len != self.len {
+            self.file.sync_data()?;
+            self.synced_len = self.len;
+        }
+        Ok(())
+    }
+
+    /// Drops every record: their effects are durable in a data file now. Not synced by itself: until the next
+    /// sync the old records may come back, and replay skips them by sequence number.
+    pub fn reset(&mut self) -> Result<()> {
+        self.file.set_len(0)?;
+        self.len = 0;
+        self.synced_len = u64::MAX; // the truncation itself is not durable yet
+        Ok(())
+    }
+
+    /// Bytes of records in the journal.
+    pub fn len(&self) -> u64 {
+        self.len
+    }
+}
+
+/// Encodes one record: crc32c(body_len ‖ body), body_len, body.
+pub fn encode_record(seq: u64, op: &JournalOp) -> Vec<u8> {
+    let (kind, first, blocks, data): (u8, u64, u32, &[u8]) = match op {
+        JournalOp::Write { first, data } => (1, *first, (data.len() / BLOCK_SIZE) as u32, data),
+        JournalOp::Delete { first, blocks } => (2, *first, *blocks, &[]),
+    };
+    let body_len = (JREC_BODY_FIXED + data.len()) as u32;
+    let mut b = Vec::with_capacity(JREC_HEADER_LEN + body_len as usize);
+    b.extend_from_slice(&[0u8; 4]);
+    b.extend_from_slice(&body_len.to_le_bytes());
+    b.extend_from_slice(&seq.to_le_bytes());
+    b.extend_from_slice(&[kind, 0, 0, 0]);
+    b.extend_from_slice(&first.to_le_bytes());
+    b.extend_from_slice(&blocks.to_le_bytes());
+    b.extend_from_slice(data);
+    let c = crc(&[&b[4..]]);
+    b[..4].copy_from_slice(&c.to_le_bytes());
+    b
+}
+
+/// Decodes the record at `at`: `(seq, op, next offset)`, or `None` at the end of the valid prefix.
+pub fn decode_record(b: &[u8], at: usize) -> Option<(u64, JournalOp, usize)> {
+    let hdr = b.get(at..at + JREC_HEADER_LEN)?;
+    let body_len = u32_at(hdr, 4) as usize;
+    if body_len < JREC_BODY_FIXED {
+        return None;
+    }
+    let body = b.get(at + JREC_HEADER_LEN..at + JREC_HEADER_LEN + body_len)?;
+    if crc(&[&hdr[4..], body]) != u32_at(hdr, 0) {
+        return None;
+    }
+    let seq = u64_at(body, 0);
+    let first = u64_at(body, 12);
+    let blocks = u32_at(body, 20);
+    let data = &body[JREC_BODY_FIXED..];
+    let op = match body[8] {
+        1 if data.len() == blocks as usize * BLOCK_SIZE && blocks > 0 => {
+            JournalOp::Write { first, data: data.to_vec() }
+        }
+        2 if data.is_empty() && blocks > 0 => JournalOp::Delete { first, blocks },
+        _ => return None,
+    };
+    Some((seq, op, at + JREC_HEADER_LEN + body_len))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn records_round_trip_and_a_torn_tail_ends_replay() {
+        let a = encode_record(7, &JournalOp::Write { first: 3, data: vec![9u8; BLOCK_SIZE * 2] });
+        let b = encode_record(8, &JournalOp::Delete { first: 1, blocks: 5 });
+        let mut all = [a.clone(), b.clone()].concat();
+        let (s, op, next) = decode_record(&all, 0).unwrap();
+        assert_eq!((s, next), (7, a.len()));
+        assert!(matches!(op, JournalOp::Write { first: 3, .. }));
+        assert_eq!(decode_record(&all, next).unwrap().1, JournalOp::Delete { first: 1, blocks: 5 });
+        all.truncate(all.len() - 1);
+        assert!(decode_record(&all, next).is_none());
+        all[20] ^= 0x40;
+        assert!(decode_record(&all, 0).is_none());
+    }
+}

@@ -1,0 +1,58 @@
+//! Tuning knobs of the block store.
+
+use crate::{Error, Result};
+
+/// Bytes per block: the unit of the index, the segment cache and the compression units.
+pub const BLOCK_SIZE: usize = 4096;
+
+/// Options of a store. Defaults follow the paper (§2.1: 512 KiB segment cache, 4-block compression units).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Options {
+    /// Bytes of written blocks a volume's segment cache holds before it is flushed to a data file (the I/O
+    /// compaction window). Default 512 KiB (128 blocks), the paper's threshold. Range 4 KiB..=64 MiB.
+    pub segment_cache_bytes: usize,
+    /// The cache is also flushed once the journal holds this many bytes (overwrites of cached blocks grow the
+    /// journal but not the cache). Default 4 × `segment_cache_bytes`; must be >= `segment_cache_bytes`.
+    pub journal_flush_bytes: u64,
+    /// A data file is sealed and a new one started once it reaches this size. Default 64 MiB.
+    pub data_file_bytes: u64,
+    /// Longest compression unit in blocks: a CW longer than this is cut into several units. Default 256 (1 MiB).
+    pub max_unit_blocks: u32,
+    /// Options of the RASK index of each volume (the paper's defaults).
+    pub index: rask::Options,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            segment_cache_bytes: 512 << 10,
+            journal_flush_bytes: 4 * (512 << 10),
+            data_file_bytes: 64 << 20,
+            max_unit_blocks: 256,
+            index: rask::Options::default(),
+        }
+    }
+}
+
+impl Options {
+    /// Checks every field against its documented bounds.
+    pub fn validate(&self) -> Result<()> {
+        let bad = |m: String| Err(Error::InvalidArgument(m));
+        if !(BLOCK_SIZE..=64 << 20).contains(&self.segment_cache_bytes) {
+            return bad(format!(
+                "segment_cache_bytes {} is outside 4 KiB..=64 MiB",
+                self.segment_cache_bytes
+            ));
+        }
+        if self.journal_flush_bytes < self.segment_cache_bytes as u64 {
+            return bad("journal_flush_bytes must be >= segment_cache_bytes".into());
+        }
+        if self.data_file_bytes < 1 << 20 {
+            return bad(format!("data_file_bytes {} is below 1 MiB", self.data_file_bytes));
+        }
+        if !(4..=4096).contains(&self.max_unit_blocks) {
+            return bad(format!("max_unit_blocks {} is outside 4..=4096", self.max_unit_blocks));
+        }
+        self.index.validate().map_err(|e| Error::InvalidArgument(e.to_string()))
+    }
+}

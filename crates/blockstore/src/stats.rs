@@ -1,0 +1,28 @@
+//! Counters of a volume, readable through the public API.
+
+/// Counters since the volume was opened.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Stats {
+    /// Write requests (after splitting partial blocks).
+    pub writes: u64,
+    /// Blocks written by clients.
+    pub blocks_written: u64,
+    /// Delete requests (TRIM, WRITE_ZEROES).
+    pub deletes: u64,
+    /// Read requests.
+    pub reads: u64,
+    /// Compression units read and decompressed.
+    pub units_read: u64,
+    /// FLUSH requests.
+    pub flushes: u64,
+    /// Segment-cache flushes to data files.
+    pub cache_flushes: u64,
+    /// CWs written by those flushes (I/O compaction's output).
+    pub cws_written: u64,
+    /// Write requests absorbed by those flushes (I/O compaction's input).
+    pub writes_compacted: u64,
+    /// Batches replayed from data files at open.
+    pub recovered_batches: u64,
+    /// Journal records replayed at open.
+    pub recovered_journal_records: u64,
+}

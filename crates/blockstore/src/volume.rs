@@ -1,0 +1,459 @@
+//! One volume: a fixed-size virtual disk with its journal, segment cache, data files and RASK index.
+//!
+//! Write path (§2.1): append a journal record; put the blocks in the segment cache (a delete instead drops cached
+//! blocks and deletes the range in the index at once); FLUSH and FUA sync the journal, which is the only durability
+//! point a client waits for. When the cache holds `segment_cache_bytes` (or the journal `journal_flush_bytes`),
+//! I/O compaction turns the cache into CWs, one batch goes to the data file, the CWs' locations go into the index,
+//! and the journal is reset.
+//!
+//! Read path: the index gives the unit of every mapped piece; each unit touched is read and decompressed once per
+//! request; unmapped blocks read as zeros; cached blocks are overlaid last because they are newer than the index.
+//!
+//! Recovery: data-file batches are replayed into a fresh index in sequence order, then the journal records newer
+//! than the last batch's `journal_seq` are replayed into the cache. The result is the exact index and cache the
+//! volume had after its last durable record.
+//!
+//! Every operation holds the volume mutex, so the volume is linearizable and a FLUSH on one NBD connection covers
+//! writes acknowledged on every other. After a failed write-path I/O the volume is poisoned: memory may be ahead
+//! of the files, so it refuses further writes and flushes until reopened.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use rask::{BlockRange, Rask};
+use vfs::{Fs, OpenMode};
+
+use crate::cache::SegmentCache;
+use crate::datafile::DataFiles;
+use crate::format::{BatchOp, VolumeMeta};
+use crate::journal::{Journal, JournalOp};
+use crate::location::Location;
+use crate::stats::Stats;
+use crate::{BLOCK_SIZE, Error, Options, Result};
+
+/// An open volume. Shared by every connection; internally synchronised.
+#[derive(Debug)]
+pub struct Volume {
+    name: String,
+    size: u64,
+    state: Mutex<State>,
+}
+
+struct State {
+    opts: Options,
+    journal: Journal,
+    cache: SegmentCache,
+    index: Rask<Location>,
+    data: DataFiles,
+    next_journal_seq: u64,
+    poisoned: Option<String>,
+    stats: Stats,
+}
+
+impl std::fmt::Debug for State {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("State")
+            .field("index_entries", &self.index.entry_count())
+            .field("cache_bytes", &self.cache.bytes())
+            .field("journal", &self.journal)
+            .field("poisoned", &self.poisoned)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Summary of a volume for tools.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct VolumeInfo {
+    /// Volume name.
+    pub name: String,
+    /// Size in bytes.
+    pub size: u64,
+    /// Live mapping pieces in the index.
+    pub index_pieces: usize,
+    /// Entries stored in the index (including superseded ones not yet collected).
+    pub index_entries: usize,
+    /// Bytes of memory the index holds.
+    pub index_memory: usize,
+    /// Bytes in the segment cache.
+    pub cache_bytes: usize,
+    /// Bytes in the journal.
+    pub journal_bytes: u64,
+    /// Data files and their sizes.
+    pub data_files: Vec<(u32, u64)>,
+    /// Counters.
+    pub stats: Stats,
+}
+
+pub(crate) fn volume_dir(store: &Path, name: &str) -> PathBuf {
+    vfs::join(store, name)
+}
+
+impl Volume {
+    /// Creates volume `name` of `size` bytes in store directory `store`.
+    pub(crate) fn create(
+        fs: Arc<dyn Fs>,
+        store: &Path,
+        name: &str,
+        size: u64,
+        opts: Options,
+    ) -> Result<Volume> {
+        let dir = volume_dir(store, name);
+        if fs.exists(&vfs::join(&dir, "meta"))? {
+            return Err(Error::VolumeExists(name.to_string()));
+        }
+        fs.create_dir_all(&dir)?;
+        fs.open(&vfs::join(&dir, "journal"), OpenMode::CreateTruncate)?.sync_data()?;
+        let meta = VolumeMeta { size, block_size: BLOCK_SIZE as u32 };
+        vfs::write_atomic(fs.as_ref(), &vfs::join(&dir, "meta"), &meta.encode())?;
+        fs.sync_dir(store)?;
+        Volume::open(fs, store, name, opts)
+    }
+
+    /// Opens and recovers volume `name`.
+    pub(crate) fn open(fs: Arc<dyn Fs>, store: &Path, name: &str, opts: Options) -> Result<Volume> {
+        opts.validate()?;
+        let dir = volume_dir(store, name);
+        let meta_path = vfs::join(&dir, "meta");
+        if !fs.exists(&meta_path)? {
+            return Err(Error::NoSuchVolume(name.to_string()));
+        }
+        let meta = VolumeMeta::decode(&vfs::read_all(fs.as_ref(), &meta_path)?)?;
+        if meta.block_size as usize != BLOCK_SIZE
+            || meta.size == 0
+            || !meta.size.is_multiple_of(BLOCK_SIZE as u64)
+        {
+            return Err(Error::Corruption(format!("volume {name}: unsupported geometry {meta:?}")));
+        }
+        let blocks = meta.size / BLOCK_SIZE as u64;
+        let mut index = Rask::new(opts.index.clone()).map_err(|e| Error::InvalidArgument(e.to_string()))?;
+        let (data, batches) = DataFiles::open(fs.clone(), &dir)?;
+        let mut last_journal_seq = 0;
+        let mut stats = Stats::default();
+        for b in &batches {
+            last_journal_seq = b.header.journal_seq;
+            for op in &b.ops {
+                apply_batch_op(&mut index, b.file, op, blocks)?;
+            }
+            stats.recovered_batches += 1;
+        }
+        let (journal, records) = Journal::open(fs.open(&vfs::join(&dir, "journal"), OpenMode::ReadWrite)?)?;
+        let mut cache = SegmentCache::default();
+        let mut next_journal_seq = last_journal_seq + 1;
+        for (seq, op) in records {
+            if seq <= last_journal_seq {
+                continue;
+            }
+            match op {
+                JournalOp::Write { first, data } => {
+                    check_blocks(first, (data.len() / BLOCK_SIZE) as u64, blocks)?;
+                    cache.write(first, &data);
+                }
+                JournalOp::Delete { first, blocks: n } => {
+                    check_blocks(first, u64::from(n), blocks)?;
+                    cache.delete(first, u64::from(n));
+                    index.delete(block_range(first, u64::from(n)));
+                }
+            }
+            stats.recovered_journal_records += 1;
+            next_journal_seq = seq + 1;
+        }
+        let state = State { opts, journal, cache, index, data, next_journal_seq, poisoned: None, stats };
+        Ok(Volume { name: name.to_string(), size: meta.size, state: Mutex::new(state) })
+    }
+
+    /// The volume's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The volume's size in bytes.
+    pub fn size(&self) -> u64 {
+        self.size
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn check(&self, offset: u64, len: u64) -> Result<()> {
+        match offset.checked_add(len) {
+            Some(end) if end <= self.size => Ok(()),
+            _ => Err(Error::OutOfRange { offset, len, size: self.size }),
+        }
+    }
+
+    /// Reads `buf.len()` bytes at `offset` (any alignment).
+    pub fn read(&self, buf: &mut [u8], offset: u64) -> Result<()> {
+        self.check(offset, buf.len() as u64)?;
+        if buf.is_empty() {
+            return Ok(());
+        }
+        let mut s = self.lock();
+        let (first, n) = span(offset, buf.len() as u64);
+        let skip = (offset - first * BLOCK_SIZE as u64) as usize;
+        if skip == 0 && buf.len().is_multiple_of(BLOCK_SIZE) {
+            return s.read_blocks(first, n, buf);
+        }
+        let mut whole = vec![0u8; n as usize * BLOCK_SIZE];
+        s.read_blocks(first, n, &mut whole)?;
+        buf.copy_from_slice(&whole[skip..skip + buf.len()]);
+        Ok(())
+    }
+
+    /// Writes `data` at `offset` (any alignment; partial blocks are read, patched and rewritten). With `fua` it
+    /// returns once the write is durable.
+    pub fn write(&self, data: &[u8], offset: u64, fua: bool) -> Result<()> {
+        self.check(offset, data.len() as u64)?;
+        if data.is_empty() {
+            return if fua { self.flush() } else { Ok(()) };
+        }
+        let mut s = self.lock();
+        s.usable()?;
+        let (first, n) = span(offset, data.len() as u64);
+        let skip = (offset - first * BLOCK_SIZE as u64) as usize;
+        let r = if skip == 0 && data.len().is_multiple_of(BLOCK_SIZE) {
+            s.write_blocks(first, data.to_vec(), fua)
+        } else {
+            let mut whole = vec![0u8; n as usize * BLOCK_SIZE];
+            s.read_blocks(first, n, &mut whole)?;
+            whole[skip..skip + data.len()].copy_from_slice(data);
+            s.write_blocks(first, whole, fua)
+        };
+        s.poison_on_err(r)
+    }
+
+    /// Makes `offset..offset+len` read as zeros: whole blocks become a range delete in the index (no data is
+    /// written); partial blocks at the edges are written with zeros.
+    pub fn zero(&self, offset: u64, len: u64, fua: bool) -> Result<()> {
+        self.check(offset, len)?;
+        let mut s = self.lock();
+        s.usable()?;
+        let r = s.zero(offset, len, fua);
+        s.poison_on_err(r)
+    }
+
+    /// Makes every write that returned before this call durable.
+    pub fn flush(&self) -> Result<()> {
+        let mut s = self.lock();
+        s.usable()?;
+        s.stats.flushes += 1;
+        let r = s.journal.sync();
+        s.poison_on_err(r)
+    }
+
+    /// Moves the segment cache to a data file now (I/O compaction + batch), as a full cache would.
+    pub fn flush_cache(&self) -> Result<()> {
+        let mut s = self.lock();
+        s.usable()?;
+        let r = s.flush_cache();
+        s.poison_on_err(r)
+    }
+
+    /// The current counters.
+    pub fn stats(&self) -> Stats {
+        self.lock().stats
+    }
+
+    /// A summary for tools.
+    pub fn info(&self) -> Result<VolumeInfo> {
+        let s = self.lock();
+        Ok(VolumeInfo {
+            name: self.name.clone(),
+            size: self.size,
+            index_pieces: s.index.len(),
+            index_entries: s.index.entry_count(),
+            index_memory: s.index.memory_usage(),
+            cache_bytes: s.cache.bytes(),
+            journal_bytes: s.journal.len(),
+            data_files: s.data.sizes()?,
+            stats: s.stats,
+        })
+    }
+
+    /// Checks the index's structural invariants (tests).
+    pub fn check_invariants(&self) -> std::result::Result<(), String> {
+        self.lock().index.check_invariants()
+    }
+}
+
+impl State {
+    fn usable(&self) -> Result<()> {
+        match &self.poisoned {
+            Some(m) => Err(Error::Poisoned(m.clone())),
+            None => Ok(()),
+        }
+    }
+
+    fn poison_on_err<T>(&mut self, r: Result<T>) -> Result<T> {
+        if let Err(e) = &r
+            && matches!(e, Error::Io(_) | Error::Corruption(_))
+        {
+            self.poisoned = Some(e.to_string());
+        }
+        r
+    }
+
+    /// REQUIRES: `out.len() == n * BLOCK_SIZE`, the blocks inside the volume.
+    fn read_blocks(&mut self, first: u64, n: u64, out: &mut [u8]) -> Result<()> {
+        out.fill(0);
+        let mut pieces = Vec::new();
+        self.index.get_with(block_range(first, n), |r, loc| pieces.push((r, *loc)));
+        let mut units: HashMap<(u32, u64), Vec<u8>> = HashMap::new();
+        for (r, loc) in pieces {
+            let key = (loc.file, loc.unit_offset);
+            let unit = match units.entry(key) {
+                std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
+                std::collections::hash_map::Entry::Vacant(e) => {
+                    self.stats.units_read += 1;
+                    e.insert(self.data.read_unit(&loc)?)
+                }
+            };
+            let src = loc.block_in_unit as usize * BLOCK_SIZE;
+            let len = r.len() as usize * BLOCK_SIZE;
+            let dst = (r.first() - first) as usize * BLOCK_SIZE;
+            let piece = unit.get(src..src + len).ok_or_else(|| {
+                Error::Corruption(format!(
+                    "index piece {r:?} runs past its unit at {}:{}",
+                    loc.file, loc.unit_offset
+                ))
+            })?;
+            out[dst..dst + len].copy_from_slice(piece);
+        }
+        for (b, d) in self.cache.range(first, first + n) {
+            let dst = (b - first) as usize * BLOCK_SIZE;
+            out[dst..dst + BLOCK_SIZE].copy_from_slice(d);
+        }
+        self.stats.reads += 1;
+        Ok(())
+    }
+
+    fn write_blocks(&mut self, first: u64, data: Vec<u8>, fua: bool) -> Result<()> {
+        // Bound one record's size: huge NBD writes are split into several records.
+        let max = self.opts.segment_cache_bytes.max(BLOCK_SIZE);
+        for (i, chunk) in data.chunks(max).enumerate() {
+            let at = first + (i * max / BLOCK_SIZE) as u64;
+            let seq = self.next_journal_seq;
+            self.journal.append(seq, &JournalOp::Write { first: at, data: chunk.to_vec() })?;
+            self.next_journal_seq += 1;
+            self.cache.write(at, chunk);
+        }
+        self.stats.writes += 1;
+        self.stats.blocks_written += (data.len() / BLOCK_SIZE) as u64;
+        if fua {
+            self.journal.sync()?;
+        }
+        self.maybe_flush_cache()
+    }
+
+    fn zero(&mut self, offset: u64, len: u64, fua: bool) -> Result<()> {
+        let bs = BLOCK_SIZE as u64;
+        let end = offset + len;
+        let first_whole = offset.div_ceil(bs);
+        let end_whole = end / bs;
+        if first_whole >= end_whole {
+            // No whole block: a read-modify-write of the one or two partial blocks.
+            return self.zero_partial(offset, end, fua);
+        }
+        if offset < first_whole * bs {
+            self.zero_partial(offset, first_whole * bs, false)?;
+        }
+        if end > end_whole * bs {
+            self.zero_partial(end_whole * bs, end, false)?;
+        }
+        // One record per <= u32::MAX blocks.
+        let mut b = first_whole;
+        while b < end_whole {
+            let n = (end_whole - b).min(u64::from(u32::MAX));
+            let seq = self.next_journal_seq;
+            self.journal.append(seq, &JournalOp::Delete { first: b, blocks: n as u32 })?;
+            self.next_journal_seq += 1;
+            self.cache.delete(b, n);
+            self.index.delete(block_range(b, n));
+            b += n;
+        }
+        self.stats.deletes += 1;
+        if fua {
+            self.journal.sync()?;
+        }
+        self.maybe_flush_cache()
+    }
+
+    fn zero_partial(&mut self, start: u64, end: u64, fua: bool) -> Result<()> {
+        let (first, n) = span(start, end - start);
+        let mut whole = vec![0u8; n as usize * BLOCK_SIZE];
+        self.read_blocks(first, n, &mut whole)?;
+        let skip = (start - first * BLOCK_SIZE as u64) as usize;
+        whole[skip..skip + (end - start) as usize].fill(0);
+        self.write_blocks(first, whole, fua)
+    }
+
+    fn maybe_flush_cache(&mut self) -> Result<()> {
+        let pending_deletes = self.cache.deletes().len() * 64;
+        if self.cache.bytes() + pending_deletes >= self.opts.segment_cache_bytes
+            || self.journal.len() >= self.opts.journal_flush_bytes
+        {
+            self.flush_cache()?;
+        }
+        Ok(())
+    }
+
+    fn flush_cache(&mut self) -> Result<()> {
+        if self.cache.is_empty() {
+            return Ok(());
+        }
+        let cws = self.cache.compact(u64::from(self.opts.max_unit_blocks));
+        let journal_seq = self.next_journal_seq - 1;
+        let (file, ops) =
+            self.data.append_batch(journal_seq, self.cache.deletes(), &cws, self.opts.data_file_bytes)?;
+        for op in &ops {
+            if let BatchOp::Put { .. } = op {
+                apply_batch_op(&mut self.index, file, op, u64::MAX)?;
+            }
+        }
+        self.stats.cache_flushes += 1;
+        self.stats.cws_written += cws.len() as u64;
+        self.stats.writes_compacted += self.cache.writes();
+        self.cache.clear();
+        self.journal.reset()
+    }
+}
+
+fn apply_batch_op(index: &mut Rask<Location>, file: u32, op: &BatchOp, volume_blocks: u64) -> Result<()> {
+    match *op {
+        BatchOp::Put { first, blocks, unit_offset, stored_len, unit_blocks, block_in_unit } => {
+            check_blocks(first, blocks, volume_blocks)?;
+            index.put(
+                block_range(first, blocks),
+                Location { file, unit_offset, stored_len, unit_blocks, block_in_unit },
+            );
+        }
+        BatchOp::Delete { first, blocks } => {
+            check_blocks(first, blocks, volume_blocks)?;
+            index.delete(block_range(first, blocks));
+        }
+    }
+    Ok(())
+}
+
+fn check_blocks(first: u64, n: u64, volume_blocks: u64) -> Result<()> {
+    match first.checked_add(n) {
+        Some(end) if n > 0 && end <= volume_blocks => Ok(()),
+        _ => Err(Error::Corruption(format!(
+            "record range {first}+{n} outside the volume's {volume_blocks} blocks"
+        ))),
+    }
+}
+
+/// REQUIRES: `n > 0` and `first + n` does not overflow (checked by callers).
+fn block_range(first: u64, n: u64) -> BlockRange {
+    BlockRange::with_len(first, n).unwrap_or(BlockRange::block(first))
+}
+
+/// The blocks covering bytes `offset..offset+len`: (first block, count). REQUIRES: `len > 0`.
+fn span(offset: u64, len: u64) -> (u64, u64) {
+    let bs = BLOCK_SIZE as u64;
+    let first = offset / bs;
+    let end = (offset + len).div_ceil(bs);
+    (first, end - first)
+}
