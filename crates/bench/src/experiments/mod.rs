@@ -2,13 +2,14 @@
 
 use crate::Experiment;
 
+mod bptree;
 mod flexfile;
 mod flextree;
 mod machine;
 
 /// All experiments, in the order `rangedb bench all` runs them.
 pub fn all() -> Vec<&'static dyn Experiment> {
-    vec![&machine::Machine, &flextree::FlexTreeBench, &flexfile::FlexFileBench]
+    vec![&machine::Machine, &flextree::FlexTreeBench, &flexfile::FlexFileBench, &bptree::BpTreeBench]
 }
 
 /// The experiment called `name`.

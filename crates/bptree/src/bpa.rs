@@ -1,0 +1,1151 @@
+//! The buffered partitioned array (BPA), the BP-tree's leaf (paper §3).
+
+use std::borrow::Borrow;
+use std::cmp::Ordering;
+use std::mem;
+use std::ops::Bound;
+
+use crate::leaf::{Leaf, above, below};
+use crate::options::Options;
+use crate::stats::Stats;
+
+/// A buffered partitioned array: one contiguous run of slots cut into a log, a header and blocks.
+///
+/// ```text
+///  slot:  0 .. log_size | log_size .. +num_blocks | num_blocks blocks of block_size slots
+///        +--------------+-------------------------+-----------+-----------+-- ... --+
+///        |     log      | h0 h1 h2 ...  (header)  |  block 0  |  block 1  |         |
+///        | unsorted,    | sorted; h_i is the      | keys in   | keys in   |         |
+///        | newest first | minimum of block i and  | (h0, h1)  | (h1, h2)  |         |
+///        | to be seen   | lives only here         | unordered | unordered |         |
+///        +--------------+-------------------------+-----------+-----------+-- ... --+
+/// ```
+///
+/// Keys and values are kept in two parallel arrays of that shape (`keys`, `vals`), so the scans that dominate an
+/// insert or find (the log, the header, one block) read only keys, densely. Occupancy is by counts (`log_len`,
+/// `header_len`, `counts[i]`), never by a reserved "empty" key: every key value is storable. Empty slots hold
+/// `Default` values, which is why the leaf needs `K: Default, V: Default` and moves entries with swaps.
+///
+/// Blocks `0..header_len` are in use; block `i` holds `h_i` in header slot `i` and `counts[i]` more entries in its
+/// block slots, all strictly between `h_i` and `h_{i+1}`. Bit `i` of `sorted` says block `i`'s slots are in key
+/// order (the paper's sorted-block bit vector); `log_sorted` says the same of the log.
+///
+/// Insert (paper §3, "Insert"): an update of a key already in the log, the header or its block happens in place;
+/// a new key is appended to the log. When the log fills, it is sorted and flushed: if every block has room for its
+/// share while keeping one free slot (Case 2a), the share is appended to the block; otherwise (Case 2b) the whole
+/// leaf is merged into sorted order and redistributed evenly over all blocks. Invariant after every insert: at
+/// least one free slot in the log and in every block.
+///
+/// Deviation: the paper lets a key live in both the log and the blocks and resolves the pair at flush time. We look
+/// the key up before buffering it (one extra block scan on insert) because the tree's `insert` returns the old
+/// value and `len` is exact; log and blocks are therefore always disjoint, flushes never need to deduplicate, and a
+/// range map needs no sorted copy of the log to skip duplicates.
+pub struct Bpa<K, V> {
+    keys: Box<[K]>,
+    vals: Box<[V]>,
+    /// Entries in each block's slots (not counting its header entry).
+    counts: Box<[u16]>,
+    /// Bit `i`: block `i`'s slots are sorted.
+    sorted: Box<[u64]>,
+    log_len: u32,
+    header_len: u32,
+    len: u32,
+    log_sorted: bool,
+    log_size: u32,
+    num_blocks: u32,
+    block_size: u32,
+}
+
+impl<K: Ord + Default, V: Default> Bpa<K, V> {
+    #[inline]
+    fn hdr(&self, i: usize) -> usize {
+        self.log_size as usize + i
+    }
+
+    #[inline]
+    fn blk(&self, i: usize) -> usize {
+        self.log_size as usize + self.num_blocks as usize + i * self.block_size as usize
+    }
+
+    #[inline]
+    fn count(&self, i: usize) -> usize {
+        self.counts[i] as usize
+    }
+
+    #[inline]
+    fn block_sorted(&self, i: usize) -> bool {
+        self.sorted[i / 64] & (1 << (i % 64)) != 0
+    }
+
+    #[inline]
+    fn set_sorted(&mut self, i: usize, on: bool) {
+        if on {
+            self.sorted[i / 64] |= 1 << (i % 64);
+        } else {
+            self.sorted[i / 64] &= !(1 << (i % 64));
+        }
+    }
+
+    #[inline]
+    fn swap_slots(&mut self, a: usize, b: usize) {
+        self.keys.swap(a, b);
+        self.vals.swap(a, b);
+    }
+
+    /// The headers in use.
+    #[inline]
+    fn headers(&self) -> &[K] {
+        let h = self.hdr(0);
+        &self.keys[h..h + self.header_len as usize]
+    }
+
+    /// The block whose range holds `key`: the last header not above it; `None` if `key` is below every header.
+    #[inline]
+    fn block_of<Q>(&self, key: &Q) -> Option<usize>
+    where
+        K: Borrow<Q>,
+        Q: Ord + ?Sized,
+    {
+        let p = self.headers().partition_point(|k| k.borrow() <= key);
+        p.checked_sub(1)
+    }
+
+    /// Slot holding `key`, searching the log, the header, then one block (paper §3, "Find").
+    #[inline]
+    fn find_slot<Q>(&self, key: &Q) -> Option<usize>
+    where
+        K: Borrow<Q>,
+        Q: Ord + ?Sized,
+    {
+        if let Some(j) = self.keys[..self.log_len as usize].iter().position(|k| k.borrow() == key) {
+            return Some(j);
+        }
+        let b = self.block_of(key)?;
+        let h = self.hdr(b);
+        if self.keys[h].borrow() == key {
+            return Some(h);
+        }
+        let start = self.blk(b);
+        let slots = &self.keys[start..start + self.count(b)];
+        if self.block_sorted(b) {
+            slots.binary_search_by(|k| k.borrow().cmp(key)).ok().map(|s| start + s)
+        } else {
+            slots.iter().position(|k| k.borrow() == key).map(|s| start + s)
+        }
+    }
+
+    /// Sorts slots `[a, b)` by key, moving values along.
+    fn sort_slots(&mut self, a: usize, b: usize) {
+        let n = b - a;
+        if n <= 48 {
+            // Insertion sort with block moves: few compares on short runs, and already-sorted runs cost n - 1.
+            for i in a + 1..b {
+                let mut j = i;
+                while j > a && self.keys[j - 1] > self.keys[i] {
+                    j -= 1;
+                }
+                if j < i {
+                    self.keys[j..=i].rotate_right(1);
+                    self.vals[j..=i].rotate_right(1);
+                }
+            }
+            return;
+        }
+        let mut perm: Vec<u32> = (0..n as u32).collect();
+        let keys = &self.keys[a..b];
+        perm.sort_unstable_by(|&x, &y| keys[x as usize].cmp(&keys[y as usize]));
+        // Apply the permutation by following its cycles: slot a+i must receive the entry now at a+perm[i].
+        for i in 0..n {
+            let mut cur = i;
+            while perm[cur] as usize != i {
+                let next = perm[cur] as usize;
+                self.swap_slots(a + cur, a + next);
+                perm[cur] = cur as u32;
+                cur = next;
+            }
+            perm[cur] = cur as u32;
+        }
+    }
+
+    fn sort_log(&mut self, stats: &mut Stats) {
+        if !self.log_sorted {
+            self.sort_slots(0, self.log_len as usize);
+            self.log_sorted = true;
+            stats.log_sorts += 1;
+        }
+    }
+
+    fn sort_block(&mut self, b: usize, stats: &mut Stats) {
+        if !self.block_sorted(b) {
+            let s = self.blk(b);
+            self.sort_slots(s, s + self.count(b));
+            self.set_sorted(b, true);
+            stats.block_sorts += 1;
+        }
+    }
+
+    /// Case 2 of insert: the log is full; empty it into the blocks.
+    fn flush(&mut self, stats: &mut Stats) {
+        stats.flushes += 1;
+        self.sort_log(stats);
+        let n = self.log_len as usize;
+        let hl = self.header_len as usize;
+        if hl == 0 {
+            // First flush: the sorted log becomes the header (spread evenly over the blocks).
+            self.redistribute(stats);
+            return;
+        }
+        // Pass 1: how many log entries each block would receive (the log is sorted, so one sweep).
+        let bs = self.block_size as usize;
+        let mut fits = true;
+        let mut b = 0;
+        let mut run = 0;
+        for j in 0..n {
+            while b + 1 < hl && self.keys[self.hdr(b + 1)] <= self.keys[j] {
+                fits &= self.count(b) + run < bs;
+                b += 1;
+                run = 0;
+            }
+            run += 1;
+        }
+        fits &= self.count(b) + run < bs;
+        if !fits {
+            // Case 2b.
+            self.redistribute(stats);
+            return;
+        }
+        // Case 2a: append each entry at the end of its block.
+        stats.flush_appends += 1;
+        let mut b = 0;
+        for j in 0..n {
+            while b + 1 < hl && self.keys[self.hdr(b + 1)] <= self.keys[j] {
+                b += 1;
+            }
+            let h = self.hdr(b);
+            if self.keys[j] < self.keys[h] {
+                // Below every header (only possible for block 0): it becomes the new minimum, and the old
+                // header entry moves into the block.
+                self.swap_slots(j, h);
+            }
+            let c = self.count(b);
+            let dst = self.blk(b) + c;
+            if c > 0 && self.keys[dst - 1] > self.keys[j] {
+                self.set_sorted(b, false);
+            }
+            self.swap_slots(dst, j);
+            self.counts[b] += 1;
+        }
+        self.log_len = 0;
+        self.log_sorted = true;
+    }
+
+    /// Case 2b: merge everything into sorted order and spread it evenly over all blocks.
+    fn redistribute(&mut self, stats: &mut Stats) {
+        stats.redistributes += 1;
+        let mut all = Vec::with_capacity(self.len as usize);
+        self.drain_into(&mut all, stats);
+        let n = all.len();
+        self.place_sorted(all.into_iter(), n);
+    }
+
+    /// Moves every entry in key order to `out`, leaving the leaf empty.
+    fn drain_into(&mut self, out: &mut Vec<(K, V)>, stats: &mut Stats) {
+        self.sort_log(stats);
+        let hl = self.header_len as usize;
+        for b in 0..hl {
+            self.sort_block(b, stats);
+        }
+        // Two-finger merge of the sorted log with the blocks' sequence (h_0, block 0, h_1, block 1, ...).
+        let log_n = self.log_len as usize;
+        let mut li = 0;
+        let take = |this: &mut Self, slot: usize, out: &mut Vec<(K, V)>| {
+            out.push((mem::take(&mut this.keys[slot]), mem::take(&mut this.vals[slot])));
+        };
+        for b in 0..hl {
+            let h = self.hdr(b);
+            let s = self.blk(b);
+            let c = self.count(b);
+            for slot in std::iter::once(h).chain(s..s + c) {
+                while li < log_n && self.keys[li] < self.keys[slot] {
+                    take(self, li, out);
+                    li += 1;
+                }
+                take(self, slot, out);
+            }
+            self.counts[b] = 0;
+        }
+        while li < log_n {
+            take(self, li, out);
+            li += 1;
+        }
+        self.log_len = 0;
+        self.header_len = 0;
+        self.len = 0;
+        self.log_sorted = true;
+    }
+
+    /// Spreads `n` sorted entries evenly over the blocks. REQUIRES: empty; `n <= num_blocks * block_size`.
+    fn place_sorted<I: Iterator<Item = (K, V)>>(&mut self, mut items: I, n: usize) {
+        debug_assert!(self.len == 0 && n <= self.num_blocks as usize * self.block_size as usize);
+        let used = n.min(self.num_blocks as usize);
+        if used == 0 {
+            return;
+        }
+        let base = n / used;
+        let extra = n % used;
+        for b in 0..used {
+            let cnt = base + usize::from(b < extra);
+            let h = self.hdr(b);
+            let s = self.blk(b);
+            for i in 0..cnt {
+                let Some((k, v)) = items.next() else { break };
+                let slot = if i == 0 { h } else { s + i - 1 };
+                self.keys[slot] = k;
+                self.vals[slot] = v;
+            }
+            self.counts[b] = (cnt - 1) as u16;
+            self.set_sorted(b, true);
+        }
+        self.header_len = used as u32;
+        self.len = n as u32;
+    }
+
+    /// Removes the entry at `slot` of the run `[a, end)` keeping the run's order; returns it.
+    fn take_shifting(&mut self, slot: usize, end: usize) -> (K, V) {
+        self.keys[slot..end].rotate_left(1);
+        self.vals[slot..end].rotate_left(1);
+        (mem::take(&mut self.keys[end - 1]), mem::take(&mut self.vals[end - 1]))
+    }
+
+    /// Block `b` lost its last entry: close the gap so the blocks in use stay a prefix with sorted headers.
+    fn remove_block(&mut self, b: usize) {
+        let hl = self.header_len as usize;
+        for i in b..hl - 1 {
+            let (h, hn) = (self.hdr(i), self.hdr(i + 1));
+            self.swap_slots(h, hn);
+            let c = self.count(i + 1);
+            let (s, sn) = (self.blk(i), self.blk(i + 1));
+            for x in 0..c {
+                self.swap_slots(s + x, sn + x);
+            }
+            self.counts[i] = c as u16;
+            self.counts[i + 1] = 0;
+            let bit = self.block_sorted(i + 1);
+            self.set_sorted(i, bit);
+        }
+        self.set_sorted(hl - 1, true);
+        self.header_len -= 1;
+    }
+}
+
+impl<K: Ord + Default, V: Default> Leaf<K, V> for Bpa<K, V> {
+    type Iter<'a>
+        = BpaIter<'a, K, V>
+    where
+        Self: 'a,
+        K: 'a,
+        V: 'a;
+
+    fn new(opts: &Options) -> Self {
+        let slots = opts.leaf_slots();
+        let mut keys = Vec::with_capacity(slots);
+        keys.resize_with(slots, K::default);
+        let mut vals = Vec::with_capacity(slots);
+        vals.resize_with(slots, V::default);
+        Bpa {
+            keys: keys.into_boxed_slice(),
+            vals: vals.into_boxed_slice(),
+            counts: vec![0; opts.num_blocks].into_boxed_slice(),
+            sorted: vec![u64::MAX; opts.num_blocks.div_ceil(64)].into_boxed_slice(),
+            log_len: 0,
+            header_len: 0,
+            len: 0,
+            log_sorted: true,
+            log_size: opts.log_size as u32,
+            num_blocks: opts.num_blocks as u32,
+            block_size: opts.block_size as u32,
+        }
+    }
+
+    fn split_at(opts: &Options) -> usize {
+        // A flush must always fit: at most `block_size` entries per block (header + block_size - 1 slots).
+        let by_fill = (opts.split_fill * opts.leaf_slots() as f64) as usize;
+        by_fill.min(opts.num_blocks * opts.block_size).max(2)
+    }
+
+    fn len(&self) -> usize {
+        self.len as usize
+    }
+
+    fn get<Q>(&self, key: &Q) -> Option<(&K, &V)>
+    where
+        K: Borrow<Q>,
+        Q: Ord + ?Sized,
+    {
+        self.find_slot(key).map(|s| (&self.keys[s], &self.vals[s]))
+    }
+
+    fn get_mut<Q>(&mut self, key: &Q) -> Option<&mut V>
+    where
+        K: Borrow<Q>,
+        Q: Ord + ?Sized,
+    {
+        self.find_slot(key).map(|s| &mut self.vals[s])
+    }
+
+    fn insert(&mut self, key: K, value: V, stats: &mut Stats) -> Option<V> {
+        if let Some(slot) = self.find_slot(&key) {
+            return Some(mem::replace(&mut self.vals[slot], value));
+        }
+        let j = self.log_len as usize;
+        if j > 0 && self.keys[j - 1] > key {
+            self.log_sorted = false;
+        }
+        self.keys[j] = key;
+        self.vals[j] = value;
+        self.log_len += 1;
+        self.len += 1;
+        if self.log_len == self.log_size {
+            self.flush(stats);
+        }
+        None
+    }
+
+    fn remove<Q>(&mut self, key: &Q, _stats: &mut Stats) -> Option<(K, V)>
+    where
+        K: Borrow<Q>,
+        Q: Ord + ?Sized,
+    {
+        let slot = self.find_slot(key)?;
+        self.len -= 1;
+        let log_n = self.log_len as usize;
+        if slot < log_n {
+            self.log_len -= 1;
+            return Some(self.take_shifting(slot, log_n));
+        }
+        let (h0, b0) = (self.hdr(0), self.blk(0));
+        if slot < b0 {
+            // A header entry: the block's smallest slot entry takes its place.
+            let b = slot - h0;
+            let c = self.count(b);
+            let out = (mem::take(&mut self.keys[slot]), mem::take(&mut self.vals[slot]));
+            if c == 0 {
+                self.remove_block(b);
+            } else {
+                let s = self.blk(b);
+                let min = if self.block_sorted(b) {
+                    s
+                } else {
+                    let slots = &self.keys[s..s + c];
+                    let mut m = 0;
+                    for (i, k) in slots.iter().enumerate().skip(1) {
+                        if *k < slots[m] {
+                            m = i;
+                        }
+                    }
+                    s + m
+                };
+                let (k, v) = self.take_shifting(min, s + c);
+                self.keys[slot] = k;
+                self.vals[slot] = v;
+                self.counts[b] -= 1;
+            }
+            return Some(out);
+        }
+        let b = (slot - b0) / self.block_size as usize;
+        let end = self.blk(b) + self.count(b);
+        self.counts[b] -= 1;
+        Some(self.take_shifting(slot, end))
+    }
+
+    fn drain_sorted(&mut self, out: &mut Vec<(K, V)>, stats: &mut Stats) {
+        self.drain_into(out, stats);
+    }
+
+    fn load_sorted<I: ExactSizeIterator<Item = (K, V)>>(&mut self, items: I) {
+        let n = items.len();
+        self.place_sorted(items, n);
+    }
+
+    fn first_key(&self) -> Option<&K> {
+        let log_min = self.keys[..self.log_len as usize].iter().min();
+        let hdr_min = self.headers().first();
+        match (log_min, hdr_min) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    fn iterate_from<Q, F>(&mut self, start: Bound<&Q>, length: usize, f: &mut F, stats: &mut Stats) -> usize
+    where
+        K: Borrow<Q>,
+        Q: Ord + ?Sized,
+        F: FnMut(&K, &V),
+    {
+        if length == 0 {
+            return 0;
+        }
+        // Sort the log and the starting block, then co-iterate (paper §3, "Range iteration", Figure 2b).
+        self.sort_log(stats);
+        let log_n = self.log_len as usize;
+        let hl = self.header_len as usize;
+        let mut li = self.keys[..log_n].partition_point(|k| !above(k.borrow(), start));
+        let (mut b, mut p) = (0usize, 0usize);
+        if let Bound::Included(s) | Bound::Excluded(s) = start
+            && let Some(sb) = self.block_of(s)
+        {
+            b = sb;
+            self.sort_block(b, stats);
+            if !above(self.keys[self.hdr(b)].borrow(), start) {
+                let bs = self.blk(b);
+                let c = self.count(b);
+                p = 1 + self.keys[bs..bs + c].partition_point(|k| !above(k.borrow(), start));
+            }
+        }
+        let mut done = 0;
+        while b < hl {
+            self.sort_block(b, stats);
+            let (h, s, c) = (self.hdr(b), self.blk(b), self.count(b));
+            let (keys, vals) = (&self.keys, &self.vals);
+            // The block's entries in order: position 0 is the header, position i >= 1 is slot s + i - 1.
+            let last = if c == 0 { h } else { s + c - 1 };
+            if li >= log_n || keys[li] > keys[last] {
+                // No log entry falls inside this block: emit its run without interleaving.
+                if p == 0 {
+                    f(&keys[h], &vals[h]);
+                    done += 1;
+                    if done == length {
+                        return done;
+                    }
+                    p = 1;
+                }
+                let from = s + p - 1;
+                let n = (s + c - from).min(length - done);
+                for (k, v) in keys[from..from + n].iter().zip(&vals[from..from + n]) {
+                    f(k, v);
+                }
+                done += n;
+                if done == length {
+                    return done;
+                }
+            } else {
+                for pos in p..=c {
+                    let slot = if pos == 0 { h } else { s + pos - 1 };
+                    let k = &keys[slot];
+                    while li < log_n && keys[li] < *k {
+                        f(&keys[li], &vals[li]);
+                        li += 1;
+                        done += 1;
+                        if done == length {
+                            return done;
+                        }
+                    }
+                    f(k, &vals[slot]);
+                    done += 1;
+                    if done == length {
+                        return done;
+                    }
+                }
+            }
+            b += 1;
+            p = 0;
+        }
+        while li < log_n && done < length {
+            f(&self.keys[li], &self.vals[li]);
+            li += 1;
+            done += 1;
+        }
+        done
+    }
+
+    fn sorted_for<Q>(&self, start: Bound<&Q>, length: usize) -> bool
+    where
+        K: Borrow<Q>,
+        Q: Ord + ?Sized,
+    {
+        if !self.log_sorted {
+            return false;
+        }
+        let hl = self.header_len as usize;
+        let mut b = match start {
+            Bound::Unbounded => 0,
+            Bound::Included(s) | Bound::Excluded(s) => self.block_of(s).unwrap_or(0),
+        };
+        // Conservatively, the blocks that hold the next `length` block entries from the start block.
+        let mut seen = 0;
+        while b < hl && seen < length {
+            if !self.block_sorted(b) {
+                return false;
+            }
+            seen += 1 + self.count(b);
+            b += 1;
+        }
+        true
+    }
+
+    fn map_range<Q, F>(&self, lo: Bound<&Q>, hi: Bound<&Q>, f: &mut F) -> bool
+    where
+        K: Borrow<Q>,
+        Q: Ord + ?Sized,
+        F: FnMut(&K, &V),
+    {
+        // Log and blocks are disjoint, so no sorted copy of the log is needed to skip duplicates.
+        let mut beyond = false;
+        for j in 0..self.log_len as usize {
+            let k = self.keys[j].borrow();
+            if !below(k, hi) {
+                beyond = true;
+            } else if above(k, lo) {
+                f(&self.keys[j], &self.vals[j]);
+            }
+        }
+        let hl = self.header_len as usize;
+        let first = match lo {
+            Bound::Unbounded => 0,
+            Bound::Included(s) | Bound::Excluded(s) => self.block_of(s).unwrap_or(0),
+        };
+        for b in first..hl {
+            let h = self.hdr(b);
+            if !below(self.keys[h].borrow(), hi) {
+                return true;
+            }
+            let s = self.blk(b);
+            // Whole block inside the range: no per-key checks (the common case of a long map).
+            let inside = above(self.keys[h].borrow(), lo)
+                && (b + 1 < hl && below(self.keys[self.hdr(b + 1)].borrow(), hi));
+            if inside {
+                f(&self.keys[h], &self.vals[h]);
+                for slot in s..s + self.count(b) {
+                    f(&self.keys[slot], &self.vals[slot]);
+                }
+                continue;
+            }
+            for slot in std::iter::once(h).chain(s..s + self.count(b)) {
+                let k = self.keys[slot].borrow();
+                if !below(k, hi) {
+                    beyond = true;
+                } else if above(k, lo) {
+                    f(&self.keys[slot], &self.vals[slot]);
+                }
+            }
+        }
+        beyond
+    }
+
+    fn range<'a, Q>(&'a self, lo: Bound<&Q>, hi: Bound<&Q>) -> BpaIter<'a, K, V>
+    where
+        K: Borrow<Q>,
+        Q: Ord + ?Sized,
+    {
+        BpaIter::new(self, lo, hi)
+    }
+
+    fn sort_all(&mut self, stats: &mut Stats) {
+        self.sort_log(stats);
+        for b in 0..self.header_len as usize {
+            self.sort_block(b, stats);
+        }
+    }
+
+    fn memory_usage(&self) -> usize {
+        mem::size_of::<Self>()
+            + self.keys.len() * mem::size_of::<K>()
+            + self.vals.len() * mem::size_of::<V>()
+            + self.counts.len() * 2
+            + self.sorted.len() * 8
+    }
+
+    fn check_light(&self) -> Result<(), String> {
+        let log_n = self.log_len as usize;
+        let hl = self.header_len as usize;
+        if log_n >= self.log_size as usize {
+            return Err(format!("log has no free slot ({log_n})"));
+        }
+        if hl > self.num_blocks as usize {
+            return Err("header_len above num_blocks".into());
+        }
+        if self.headers().windows(2).any(|w| w[0] >= w[1]) {
+            return Err("header not sorted".into());
+        }
+        let mut total = log_n + hl;
+        for b in 0..self.num_blocks as usize {
+            let c = self.count(b);
+            if (b >= hl && c != 0) || c >= self.block_size as usize {
+                return Err(format!("block {b} holds {c} entries (no free slot, or unused)"));
+            }
+            total += c;
+        }
+        if total != self.len as usize {
+            return Err(format!("len {} but {} entries", self.len, total));
+        }
+        Ok(())
+    }
+
+    fn check(&self) -> Result<(), String> {
+        let log_n = self.log_len as usize;
+        let hl = self.header_len as usize;
+        if log_n >= self.log_size as usize {
+            return Err(format!("log has no free slot ({log_n})"));
+        }
+        if hl > self.num_blocks as usize {
+            return Err("header_len above num_blocks".into());
+        }
+        let log = &self.keys[..log_n];
+        if self.log_sorted && log.windows(2).any(|w| w[0] >= w[1]) {
+            return Err("log marked sorted but is not".into());
+        }
+        let mut total = log_n + hl;
+        for b in 0..self.num_blocks as usize {
+            let c = self.count(b);
+            if b >= hl {
+                if c != 0 {
+                    return Err(format!("unused block {b} holds {c} entries"));
+                }
+                continue;
+            }
+            total += c;
+            if c >= self.block_size as usize {
+                return Err(format!("block {b} has no free slot"));
+            }
+            let h = &self.keys[self.hdr(b)];
+            if b + 1 < hl && *h >= self.keys[self.hdr(b + 1)] {
+                return Err(format!("header not sorted at {b}"));
+            }
+            let s = self.blk(b);
+            let slots = &self.keys[s..s + c];
+            for k in slots {
+                if k <= h || (b + 1 < hl && *k >= self.keys[self.hdr(b + 1)]) {
+                    return Err(format!("block {b} holds a key outside its header range"));
+                }
+            }
+            if self.block_sorted(b) && slots.windows(2).any(|w| w[0] >= w[1]) {
+                return Err(format!("block {b} marked sorted but is not"));
+            }
+            let mut sorted: Vec<&K> = slots.iter().collect();
+            sorted.sort();
+            if sorted.windows(2).any(|w| w[0] == w[1]) {
+                return Err(format!("block {b} holds a duplicate key"));
+            }
+        }
+        if total != self.len as usize {
+            return Err(format!("len {} but {} entries", self.len, total));
+        }
+        let mut logk: Vec<&K> = log.iter().collect();
+        logk.sort();
+        if logk.windows(2).any(|w| w[0] == w[1]) {
+            return Err("log holds a duplicate key".into());
+        }
+        for k in log {
+            if let Some(b) = self.block_of(k) {
+                let s = self.blk(b);
+                if self.keys[self.hdr(b)] == *k || self.keys[s..s + self.count(b)].contains(k) {
+                    return Err("a log key is also in the blocks".into());
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The entries of one BPA between two bounds, in key order, from both ends, through `&self`.
+///
+/// The paper's range iteration sorts the log and each block it reaches in place; through `&self` we cannot, so a
+/// cursor sorts a permutation of slot numbers instead, for the log once and for each unsorted block it enters.
+/// Blocks whose sorted bit is set (all of them in a frozen tree) are read directly. Block entries are numbered
+/// globally in key order (`h_0`, block 0's slots, `h_1`, ...); the front has consumed everything below `gf`, the
+/// back everything from `gb` on, and the two fingers (log, blocks) are merged at both ends.
+pub struct BpaIter<'a, K, V> {
+    leaf: &'a Bpa<K, V>,
+    /// Log slots in key order, when the log is not sorted.
+    log_order: Vec<u16>,
+    lf: usize,
+    lb: usize,
+    front: BlockCursor,
+    back: BlockCursor,
+    gf: usize,
+    gb: usize,
+}
+
+/// A position among block entries: block `b`, entry `p` (0 is the header entry, `p >= 1` the `p`-th slot in key
+/// order), with the key order of block `b`'s slots when that block is unsorted.
+struct BlockCursor {
+    b: usize,
+    p: usize,
+    order_of: usize,
+    order: Vec<u16>,
+}
+
+impl BlockCursor {
+    fn new(b: usize, p: usize) -> Self {
+        BlockCursor { b, p, order_of: usize::MAX, order: Vec::new() }
+    }
+
+    fn prepare<K: Ord + Default, V: Default>(&mut self, leaf: &Bpa<K, V>, b: usize) {
+        if leaf.block_sorted(b) || self.order_of == b {
+            return;
+        }
+        let s = leaf.blk(b);
+        let keys = &leaf.keys[s..s + leaf.count(b)];
+        self.order.clear();
+        self.order.extend(0..keys.len() as u16);
+        self.order.sort_unstable_by(|&x, &y| keys[x as usize].cmp(&keys[y as usize]));
+        self.order_of = b;
+    }
+
+    /// Slot of entry `p` of block `b`. REQUIRES: `prepare(b)` was called since the cursor last moved blocks.
+    fn slot<K: Ord + Default, V: Default>(&self, leaf: &Bpa<K, V>, b: usize, p: usize) -> usize {
+        if p == 0 {
+            leaf.hdr(b)
+        } else if leaf.block_sorted(b) {
+            leaf.blk(b) + p - 1
+        } else {
+            leaf.blk(b) + self.order[p - 1] as usize
+        }
+    }
+
+    /// How many entries of block `b` lie before the bound: below `lo` (`lower`) or not above `hi`.
+    fn count_before<K, V, Q>(&mut self, leaf: &Bpa<K, V>, b: usize, bound: Bound<&Q>, lower: bool) -> usize
+    where
+        K: Ord + Default + Borrow<Q>,
+        V: Default,
+        Q: Ord + ?Sized,
+    {
+        self.prepare(leaf, b);
+        let n = 1 + leaf.count(b);
+        let pred = |p: usize| {
+            let k = leaf.keys[self.slot(leaf, b, p)].borrow();
+            if lower { !above(k, bound) } else { below(k, bound) }
+        };
+        // Entries in key order are a prefix satisfying `pred`; binary search it.
+        let (mut lo, mut hi) = (0, n);
+        while lo < hi {
+            let mid = (lo + hi) / 2;
+            if pred(mid) {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        lo
+    }
+}
+
+impl<'a, K: Ord + Default, V: Default> BpaIter<'a, K, V> {
+    fn new<Q>(leaf: &'a Bpa<K, V>, lo: Bound<&Q>, hi: Bound<&Q>) -> Self
+    where
+        K: Borrow<Q>,
+        Q: Ord + ?Sized,
+    {
+        let log_n = leaf.log_len as usize;
+        let mut log_order = Vec::new();
+        if !leaf.log_sorted {
+            log_order.extend(0..log_n as u16);
+            log_order.sort_unstable_by(|&x, &y| leaf.keys[x as usize].cmp(&leaf.keys[y as usize]));
+        }
+        let log_key = |i: usize| -> &Q {
+            let slot = if leaf.log_sorted { i } else { log_order[i] as usize };
+            leaf.keys[slot].borrow()
+        };
+        let lf = partition(log_n, |i| !above(log_key(i), lo));
+        let lb = partition(log_n, |i| below(log_key(i), hi)).max(lf);
+        let hl = leaf.header_len as usize;
+        let prefix = |b: usize| (0..b).map(|i| 1 + leaf.count(i)).sum::<usize>();
+        let mut front = BlockCursor::new(0, 0);
+        let mut gf = 0;
+        if let Bound::Included(s) | Bound::Excluded(s) = lo
+            && let Some(b) = leaf.block_of(s)
+        {
+            let p = front.count_before(leaf, b, lo, true);
+            front.b = b;
+            front.p = p;
+            gf = prefix(b) + p;
+            if p == 1 + leaf.count(b) {
+                front.b += 1;
+                front.p = 0;
+            }
+        }
+        let mut back = BlockCursor::new(0, 0);
+        let mut gb = 0;
+        match hi {
+            Bound::Unbounded => {
+                if hl > 0 {
+                    back.b = hl - 1;
+                    back.p = 1 + leaf.count(hl - 1);
+                    gb = prefix(hl);
+                }
+            }
+            Bound::Included(s) | Bound::Excluded(s) => {
+                if let Some(b) = leaf.block_of(s) {
+                    back.p = back.count_before(leaf, b, hi, false);
+                    back.b = b;
+                    gb = prefix(b) + back.p;
+                }
+            }
+        }
+        let gb = gb.max(gf);
+        BpaIter { leaf, log_order, lf, lb, front, back, gf, gb }
+    }
+
+    #[inline]
+    fn log_slot(&self, i: usize) -> usize {
+        if self.leaf.log_sorted { i } else { self.log_order[i] as usize }
+    }
+}
+
+/// Number of leading indices in `0..n` satisfying a predicate that holds on a prefix.
+fn partition(n: usize, pred: impl Fn(usize) -> bool) -> usize {
+    let (mut lo, mut hi) = (0, n);
+    while lo < hi {
+        let mid = (lo + hi) / 2;
+        if pred(mid) {
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    lo
+}
+
+impl<'a, K: Ord + Default, V: Default> Iterator for BpaIter<'a, K, V> {
+    type Item = (&'a K, &'a V);
+
+    #[inline]
+    fn next(&mut self) -> Option<Self::Item> {
+        let leaf = self.leaf;
+        let bslot = if self.gf < self.gb {
+            let (b, p) = (self.front.b, self.front.p);
+            self.front.prepare(leaf, b);
+            Some(self.front.slot(leaf, b, p))
+        } else {
+            None
+        };
+        let lslot = (self.lf < self.lb).then(|| self.log_slot(self.lf));
+        let slot = match (lslot, bslot) {
+            (None, None) => return None,
+            (Some(l), Some(b)) if leaf.keys[l].cmp(&leaf.keys[b]) == Ordering::Less => {
+                self.lf += 1;
+                l
+            }
+            (Some(l), None) => {
+                self.lf += 1;
+                l
+            }
+            (_, Some(b)) => {
+                self.gf += 1;
+                self.front.p += 1;
+                if self.front.p > leaf.count(self.front.b) {
+                    self.front.b += 1;
+                    self.front.p = 0;
+                }
+                b
+            }
+        };
+        Some((&leaf.keys[slot], &leaf.vals[slot]))
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        let n = (self.lb - self.lf) + (self.gb - self.gf);
+        (n, Some(n))
+    }
+}
+
+impl<'a, K: Ord + Default, V: Default> DoubleEndedIterator for BpaIter<'a, K, V> {
+    fn next_back(&mut self) -> Option<Self::Item> {
+        let leaf = self.leaf;
+        let bslot = if self.gf < self.gb {
+            let (mut b, mut p) = (self.back.b, self.back.p);
+            if p == 0 {
+                b -= 1;
+                p = 1 + leaf.count(b);
+            }
+            self.back.prepare(leaf, b);
+            Some((b, p - 1, self.back.slot(leaf, b, p - 1)))
+        } else {
+            None
+        };
+        let lslot = (self.lf < self.lb).then(|| self.log_slot(self.lb - 1));
+        let slot = match (lslot, bslot) {
+            (None, None) => return None,
+            (Some(l), Some((_, _, s))) if leaf.keys[l] > leaf.keys[s] => {
+                self.lb -= 1;
+                l
+            }
+            (Some(l), None) => {
+                self.lb -= 1;
+                l
+            }
+            (_, Some((b, p, s))) => {
+                self.gb -= 1;
+                self.back.b = b;
+                self.back.p = p;
+                s
+            }
+        };
+        Some((&leaf.keys[slot], &leaf.vals[slot]))
+    }
+}
+
+impl<K: Ord + Default, V: Default> ExactSizeIterator for BpaIter<'_, K, V> {}
+
+#[cfg(test)]
+mod tests {
+    //! Golden tests of the paper's worked examples (Figure 2) on a small BPA, checking the exact layout.
+
+    use super::*;
+
+    type B = Bpa<u64, u64>;
+
+    fn opts() -> Options {
+        Options { log_size: 4, num_blocks: 4, block_size: 4, ..Options::default() }
+    }
+
+    /// (log, headers, blocks) in slot order.
+    fn layout(b: &B) -> (Vec<u64>, Vec<u64>, Vec<Vec<u64>>) {
+        let log = b.keys[..b.log_len as usize].to_vec();
+        let hdr = b.headers().to_vec();
+        let blocks = (0..b.header_len as usize)
+            .map(|i| {
+                let s = b.blk(i);
+                b.keys[s..s + b.count(i)].to_vec()
+            })
+            .collect();
+        (log, hdr, blocks)
+    }
+
+    fn bpa_with(keys: &[u64]) -> B {
+        let mut b = B::new(&opts());
+        b.load_sorted(keys.iter().map(|&k| (k, k * 10)));
+        b
+    }
+
+    /// Figure 2a, first insert: the log has room, the entry is appended to the log (Case 1).
+    #[test]
+    fn figure_2a_insert_into_log() {
+        let mut b = bpa_with(&[10, 20, 30, 40, 50, 60, 70, 80]);
+        assert_eq!(layout(&b), (vec![], vec![10, 30, 50, 70], vec![vec![20], vec![40], vec![60], vec![80]]));
+        let mut st = Stats::default();
+        assert_eq!(b.insert(35, 350, &mut st), None);
+        assert_eq!(layout(&b).0, vec![35]);
+        assert_eq!(st.flushes, 0);
+        b.check().unwrap();
+        // An update of a buffered key happens in place in the log.
+        assert_eq!(b.insert(35, 351, &mut st), Some(350));
+        assert_eq!(layout(&b).0, vec![35]);
+        // An update of a stored key happens in place in its block.
+        assert_eq!(b.insert(40, 401, &mut st), Some(400));
+        assert_eq!(b.get(&40), Some((&40, &401)));
+        assert_eq!(b.len(), 9);
+    }
+
+    /// Figure 2a, Case 2a: the log fills and every block has room: entries are appended at the ends of their
+    /// blocks (unsorted), a key below every header becomes the new first header.
+    #[test]
+    fn figure_2a_flush_appends_to_blocks() {
+        let mut b = bpa_with(&[10, 20, 30, 40, 50, 60, 70, 80]);
+        let mut st = Stats::default();
+        for k in [75, 5, 45] {
+            b.insert(k, k * 10, &mut st);
+        }
+        assert_eq!(layout(&b).0, vec![75, 5, 45]);
+        b.insert(55, 550, &mut st); // fills the log (4 slots): flush
+        assert_eq!(st.flushes, 1);
+        assert_eq!(st.flush_appends, 1);
+        assert_eq!(st.redistributes, 0);
+        let (log, hdr, blocks) = layout(&b);
+        assert!(log.is_empty());
+        assert_eq!(hdr, vec![5, 30, 50, 70]);
+        assert_eq!(blocks, vec![vec![20, 10], vec![40, 45], vec![60, 55], vec![80, 75]]);
+        // Appending 10 after 20, 55 after 60 and 75 after 80 unsorted blocks 0, 2 and 3; 45 after 40 kept
+        // block 1 sorted.
+        assert!(!b.block_sorted(0) && b.block_sorted(1) && !b.block_sorted(2) && !b.block_sorted(3));
+        b.check().unwrap();
+    }
+
+    /// Figure 2a, second insert: the flush would fill a block (no free slot left), so everything is merged in
+    /// sorted order and redistributed evenly over the blocks (Case 2b).
+    #[test]
+    fn figure_2a_flush_redistributes() {
+        let mut b = bpa_with(&[10, 20, 30, 40, 50, 60, 70, 80]);
+        let mut st = Stats::default();
+        for k in [21, 22, 23, 24] {
+            b.insert(k, k * 10, &mut st);
+        }
+        // Block 0 would hold 20, 21, 22, 23, 24: more than block_size - 1 = 3 slots.
+        assert_eq!(st.flushes, 1);
+        assert_eq!(st.redistributes, 1);
+        let (log, hdr, blocks) = layout(&b);
+        assert!(log.is_empty());
+        assert_eq!(hdr, vec![10, 22, 30, 60]);
+        assert_eq!(blocks, vec![vec![20, 21], vec![23, 24], vec![40, 50], vec![70, 80]]);
+        assert!((0..4).all(|i| b.block_sorted(i)));
+        b.check().unwrap();
+        let all: Vec<u64> = b.range::<u64>(Bound::Unbounded, Bound::Unbounded).map(|(k, _)| *k).collect();
+        assert_eq!(all, vec![10, 20, 21, 22, 23, 24, 30, 40, 50, 60, 70, 80]);
+    }
+
+    /// Figure 2b: a range iteration sorts the log and only the blocks it reaches, then merges log and blocks
+    /// with two fingers.
+    #[test]
+    fn figure_2b_iterate_range_sorts_lazily() {
+        let mut b = bpa_with(&[10, 20, 30, 40, 50, 60, 70, 80]);
+        let mut st = Stats::default();
+        for k in [75, 5, 45, 55] {
+            b.insert(k, k * 10, &mut st); // Case 2a: blocks 0, 2, 3 unsorted
+        }
+        for k in [65, 33, 12] {
+            b.insert(k, k * 10, &mut st); // stay in the (unsorted) log
+        }
+        assert_eq!(layout(&b).0, vec![65, 33, 12]);
+        assert!(!b.log_sorted);
+        let before = st;
+        let mut got = Vec::new();
+        let n = b.iterate_from(Bound::Included(&32), 5, &mut |k: &u64, _: &u64| got.push(*k), &mut st);
+        assert_eq!(n, 5);
+        assert_eq!(got, vec![33, 40, 45, 50, 55]);
+        // The log got sorted; blocks 1 (start) and 2 (reached) were visited; block 3 was not and stays unsorted.
+        assert_eq!(layout(&b).0, vec![12, 33, 65]);
+        assert!(b.log_sorted);
+        assert!(b.block_sorted(1) && b.block_sorted(2) && !b.block_sorted(3) && !b.block_sorted(0));
+        assert_eq!(layout(&b).2[2], vec![55, 60]);
+        assert_eq!(st.log_sorts - before.log_sorts, 1);
+        assert_eq!(st.block_sorts - before.block_sorts, 1);
+        b.check().unwrap();
+        // Iteration through `&self` sees the same order without sorting anything.
+        let all: Vec<u64> = b.range::<u64>(Bound::Unbounded, Bound::Unbounded).map(|(k, _)| *k).collect();
+        assert_eq!(all, vec![5, 10, 12, 20, 30, 33, 40, 45, 50, 55, 60, 65, 70, 75, 80]);
+        let rev: Vec<u64> =
+            b.range::<u64>(Bound::Excluded(&12), Bound::Included(&65)).rev().map(|(k, _)| *k).collect();
+        assert_eq!(rev, vec![65, 60, 55, 50, 45, 40, 33, 30, 20]);
+    }
+
+    /// Removing a header entry promotes the block's smallest entry; emptying a block closes the gap.
+    #[test]
+    fn remove_promotes_and_closes_blocks() {
+        let mut b = bpa_with(&[10, 20, 30, 40, 50, 60, 70, 80]);
+        let mut st = Stats::default();
+        assert_eq!(b.remove(&30, &mut st), Some((30, 300)));
+        assert_eq!(layout(&b).1, vec![10, 40, 50, 70]);
+        b.check().unwrap();
+        assert_eq!(b.remove(&40, &mut st), Some((40, 400)));
+        assert_eq!(layout(&b), (vec![], vec![10, 50, 70], vec![vec![20], vec![60], vec![80]]));
+        b.check().unwrap();
+        assert_eq!(b.remove(&40, &mut st), None);
+        assert_eq!(b.len(), 6);
+    }
+
+    /// Map visits every entry in range once (log and blocks are disjoint) and reports passing the end.
+    #[test]
+    fn map_range_is_unordered_but_complete() {
+        let mut b = bpa_with(&[10, 20, 30, 40, 50, 60, 70, 80]);
+        let mut st = Stats::default();
+        for k in [75, 5, 45] {
+            b.insert(k, k * 10, &mut st);
+        }
+        let mut got = Vec::new();
+        let beyond =
+            b.map_range(Bound::Included(&20), Bound::Excluded(&60), &mut |k: &u64, _: &u64| got.push(*k));
+        got.sort();
+        assert_eq!(got, vec![20, 30, 40, 45, 50]);
+        assert!(beyond);
+    }
+}

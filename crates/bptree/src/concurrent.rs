@@ -1,0 +1,993 @@
+//! The concurrent BP-tree (paper §2.1 and §5): per-node reader-writer locks with hand-over-hand descent.
+
+use std::borrow::Borrow;
+use std::collections::VecDeque;
+use std::marker::PhantomData;
+use std::mem;
+use std::ops::{Bound, RangeBounds};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use parking_lot::{ArcRwLockReadGuard, ArcRwLockWriteGuard, Mutex, RawRwLock, RwLock};
+
+use crate::bpa::Bpa;
+use crate::error::Result;
+use crate::frozen::FrozenBpTree;
+use crate::heap_size::HeapSize;
+use crate::leaf::Leaf;
+use crate::options::Options;
+use crate::stats::Stats;
+use crate::tree::BpTree;
+
+type NodeRef<K, V, L> = Arc<RwLock<Node<K, V, L>>>;
+type ReadGuard<K, V, L> = ArcRwLockReadGuard<RawRwLock, Node<K, V, L>>;
+type WriteGuard<K, V, L> = ArcRwLockWriteGuard<RawRwLock, Node<K, V, L>>;
+
+enum Node<K, V, L> {
+    Internal(InternalNode<K, V, L>),
+    Leaf(LeafNode<K, V, L>),
+}
+
+/// `children[i]` holds keys in `[keys[i-1], keys[i])`; `leaf_children` says whether the children are leaves, so a
+/// descent knows which lock to take on the next level before touching it.
+struct InternalNode<K, V, L> {
+    keys: Vec<K>,
+    children: Vec<NodeRef<K, V, L>>,
+    leaf_children: bool,
+}
+
+/// A leaf with its right neighbour. `epoch` changes whenever entries move between leaves (split, merge, borrow),
+/// so a range scan that had to let go of the leaf's lock to upgrade it can tell whether its position is still good.
+struct LeafNode<K, V, L> {
+    leaf: L,
+    next: Option<NodeRef<K, V, L>>,
+    epoch: u64,
+    _kv: PhantomData<(K, V)>,
+}
+
+impl<K, V, L> Node<K, V, L> {
+    fn leaf(&self) -> Option<&LeafNode<K, V, L>> {
+        match self {
+            Node::Leaf(l) => Some(l),
+            Node::Internal(_) => None,
+        }
+    }
+}
+
+/// A BP-tree that many threads update and read at once through `&self`.
+///
+/// Concurrency control is the paper's (§2.1, §5): every node has a reader-writer lock; operations descend with
+/// hand-over-hand locking (the child's lock is taken before the parent's is released), always top-down and, among
+/// leaves, left to right, so there is no deadlock.
+///
+/// - `insert` is optimistic: read locks down to the leaf's parent, then the leaf's write lock. If the leaf can take
+///   the entry without splitting, done. Otherwise it lets everything go and retries pessimistically: write locks
+///   from the root down, releasing all ancestors whenever it reaches a node that cannot split (lock coupling), then
+///   splits the leaf (after draining its log in sorted order) and pushes separators up the held nodes.
+///   Deviation: the paper first tries to upgrade the parent's read lock in place; `parking_lot` read locks cannot
+///   be upgraded (only exclusive "upgradable" reads, which would serialise all inserts under a parent), so a
+///   split always takes the pessimistic path. Splits are one insert in ~500.
+/// - `remove` is optimistic in the same way when the leaf stays above the merge threshold; otherwise the
+///   pessimistic descent keeps every ancestor that could underflow write-locked, merges the leaf with a neighbour
+///   or borrows from it, then does the same for internal nodes below `fanout / 2` on the way up; the root
+///   collapses when it has one child.
+/// - `iterate_range` takes the leaf's read lock and checks (with the sorted-block bits) whether the log and the
+///   blocks it will read are sorted; only if not does it let go, take the write lock, sort exactly what the scan
+///   needs, downgrade atomically to a read lock and scan. If the leaf's `epoch` changed while it held no lock, it
+///   re-descends from the root after the last key it delivered. It then moves right hand-over-hand.
+/// - `map_range` never sorts (the BPA's log and blocks are disjoint), so it only ever takes read locks.
+/// - `range` returns an owned-entry iterator that holds no lock between calls: it copies a batch of entries
+///   under a leaf's read lock and re-descends from the root for the next batch, from either end.
+pub struct ConcurrentBpTree<K, V, L = Bpa<K, V>> {
+    root: RwLock<NodeRef<K, V, L>>,
+    opts: Options,
+    fanout: usize,
+    split_at: usize,
+    merge_at: usize,
+    leaf_bytes: usize,
+    len: AtomicUsize,
+    heap_bytes: AtomicUsize,
+    leaves: AtomicUsize,
+    nodes: AtomicUsize,
+    stats: Mutex<Stats>,
+}
+
+const BATCH: usize = 64;
+
+impl<K, V, L> ConcurrentBpTree<K, V, L>
+where
+    K: Ord + Clone + HeapSize,
+    V: HeapSize,
+    L: Leaf<K, V>,
+{
+    /// An empty tree with the paper's default parameters.
+    pub fn new() -> Self {
+        Self::build(Options::default())
+    }
+
+    /// An empty tree with `opts` (validated).
+    pub fn with_options(opts: Options) -> Result<Self> {
+        opts.validate()?;
+        Ok(Self::build(opts))
+    }
+
+    fn build(opts: Options) -> Self {
+        let leaf = L::new(&opts);
+        let leaf_bytes = leaf.memory_usage();
+        let split_at = L::split_at(&opts);
+        // At least 1: an empty leaf is always merged away (tiny leaves could otherwise round the threshold to 0).
+        let merge_at = ((opts.merge_fill * opts.leaf_slots() as f64) as usize).min((split_at - 1) / 2).max(1);
+        ConcurrentBpTree {
+            root: RwLock::new(Self::new_leaf(leaf, None)),
+            fanout: opts.fanout(mem::size_of::<K>()),
+            opts,
+            split_at,
+            merge_at,
+            leaf_bytes,
+            len: AtomicUsize::new(0),
+            heap_bytes: AtomicUsize::new(0),
+            leaves: AtomicUsize::new(1),
+            nodes: AtomicUsize::new(0),
+            stats: Mutex::new(Stats::default()),
+        }
+    }
+
+    fn new_leaf(leaf: L, next: Option<NodeRef<K, V, L>>) -> NodeRef<K, V, L> {
+        Arc::new(RwLock::new(Node::Leaf(LeafNode { leaf, next, epoch: 0, _kv: PhantomData })))
+    }
+
+    /// The options the tree was built with.
+    pub fn options(&self) -> &Options {
+        &self.opts
+    }
+
+    /// Number of entries (exact once concurrent writers are quiet).
+    pub fn len(&self) -> usize {
+        self.len.load(Ordering::Relaxed)
+    }
+
+    /// Whether the tree holds no entry.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Bytes allocated by the tree, including heap memory owned by keys and values. O(1).
+    pub fn memory_usage(&self) -> usize {
+        let node = mem::size_of::<RwLock<Node<K, V, L>>>() + 16;
+        self.leaves.load(Ordering::Relaxed) * (self.leaf_bytes + node)
+            + self.nodes.load(Ordering::Relaxed) * (node + (self.fanout + 1) * (mem::size_of::<K>() + 8))
+            + self.heap_bytes.load(Ordering::Relaxed)
+            + mem::size_of::<Self>()
+    }
+
+    /// Counters of structural work so far.
+    pub fn stats(&self) -> Stats {
+        *self.stats.lock()
+    }
+
+    fn note(&self, local: &Stats) {
+        if !local.is_zero() {
+            self.stats.lock().add(local);
+        }
+    }
+
+    /// Descends with read locks to the leaf whose range holds `key` (or the leftmost leaf for `None`); the leaf
+    /// is read-locked too.
+    fn read_leaf<Q>(&self, key: Option<&Q>) -> ReadGuard<K, V, L>
+    where
+        K: Borrow<Q>,
+        Q: Ord + ?Sized,
+    {
+        let rp = self.root.read();
+        let mut g = rp.read_arc();
+        drop(rp);
+        loop {
+            let next = match &*g {
+                Node::Leaf(_) => return g,
+                Node::Internal(n) => {
+                    let idx = key.map_or(0, |k| n.keys.partition_point(|p| p.borrow() <= k));
+                    n.children[idx].read_arc()
+                }
+            };
+            g = next;
+        }
+    }
+
+    /// Descends with read locks to the leaf that holds the keys just below `key` (strictly, or including it),
+    /// or the rightmost leaf for `None`. Returns the leaf and the lower fence of its range.
+    fn read_leaf_before<Q>(&self, key: Option<&Q>, inclusive: bool) -> (ReadGuard<K, V, L>, Option<K>)
+    where
+        K: Borrow<Q>,
+        Q: Ord + ?Sized,
+    {
+        let rp = self.root.read();
+        let mut g = rp.read_arc();
+        drop(rp);
+        let mut fence = None;
+        loop {
+            let next = match &*g {
+                Node::Leaf(_) => return (g, fence),
+                Node::Internal(n) => {
+                    let idx = match key {
+                        None => n.children.len() - 1,
+                        Some(k) if inclusive => n.keys.partition_point(|p| p.borrow() <= k),
+                        Some(k) => n.keys.partition_point(|p| p.borrow() < k),
+                    };
+                    if idx > 0 {
+                        fence = Some(n.keys[idx - 1].clone());
+                    }
+                    n.children[idx].read_arc()
+                }
+            };
+            g = next;
+        }
+    }
+
+    /// Optimistic descent for a write: read locks on internal nodes, the write lock on the leaf. Also says
+    /// whether the leaf is the root.
+    fn write_leaf_optimistic<Q>(&self, key: &Q) -> (WriteGuard<K, V, L>, bool)
+    where
+        K: Borrow<Q>,
+        Q: Ord + ?Sized,
+    {
+        let rp = self.root.read();
+        let root = rp.clone();
+        let g = root.read_arc();
+        if let Node::Leaf(_) = &*g {
+            drop(g);
+            // Still under the root pointer's read lock: the root cannot be replaced meanwhile.
+            let w = root.write_arc();
+            drop(rp);
+            return (w, true);
+        }
+        drop(rp);
+        let mut g = g;
+        loop {
+            let Node::Internal(n) = &*g else { unreachable!("a read descent stops above the leaves") };
+            let idx = n.keys.partition_point(|p| p.borrow() <= key);
+            let child = n.children[idx].clone();
+            if n.leaf_children {
+                let w = child.write_arc();
+                drop(g);
+                return (w, false);
+            }
+            let cg = child.read_arc();
+            g = cg;
+        }
+    }
+
+    /// The value of `key`, cloned.
+    pub fn get<Q>(&self, key: &Q) -> Option<V>
+    where
+        K: Borrow<Q>,
+        Q: Ord + ?Sized,
+        V: Clone,
+    {
+        self.get_with(key, V::clone)
+    }
+
+    /// Applies `f` to the value of `key` under the leaf's read lock.
+    pub fn get_with<Q, R>(&self, key: &Q, f: impl FnOnce(&V) -> R) -> Option<R>
+    where
+        K: Borrow<Q>,
+        Q: Ord + ?Sized,
+    {
+        let g = self.read_leaf(Some(key));
+        g.leaf().and_then(|l| l.leaf.get(key)).map(|(_, v)| f(v))
+    }
+
+    /// Whether `key` is present.
+    pub fn contains_key<Q>(&self, key: &Q) -> bool
+    where
+        K: Borrow<Q>,
+        Q: Ord + ?Sized,
+    {
+        self.get_with(key, |_| ()).is_some()
+    }
+
+    /// Inserts `key` with `value`; returns the previous value.
+    pub fn insert(&self, key: K, value: V) -> Option<V> {
+        let (kheap, vheap) = (key.heap_size(), value.heap_size());
+        let mut local = Stats::default();
+        let old = match self.insert_optimistic(key, value, &mut local) {
+            Ok(old) => old,
+            Err((key, value)) => {
+                local.pessimistic_retries += 1;
+                self.insert_pessimistic(key, value, &mut local)
+            }
+        };
+        match &old {
+            None => {
+                self.len.fetch_add(1, Ordering::Relaxed);
+                self.heap_bytes.fetch_add(kheap + vheap, Ordering::Relaxed);
+            }
+            Some(v) => {
+                self.heap_bytes.fetch_add(vheap, Ordering::Relaxed);
+                self.heap_bytes.fetch_sub(v.heap_size(), Ordering::Relaxed);
+            }
+        }
+        self.note(&local);
+        old
+    }
+
+    /// Inserts if the leaf has room (or holds the key); hands the entry back if the leaf must split.
+    fn insert_optimistic(
+        &self,
+        key: K,
+        value: V,
+        local: &mut Stats,
+    ) -> std::result::Result<Option<V>, (K, V)> {
+        let (mut w, _) = self.write_leaf_optimistic(&key);
+        let Node::Leaf(l) = &mut *w else { unreachable!("write descent ends at a leaf") };
+        if l.leaf.len() < self.split_at {
+            let old = l.leaf.insert(key, value, local);
+            check_leaf(&l.leaf, false);
+            return Ok(old);
+        }
+        if let Some(v) = l.leaf.get_mut(&key) {
+            return Ok(Some(mem::replace(v, value)));
+        }
+        Err((key, value))
+    }
+
+    /// Write locks from the root down, keeping only the ancestors that a split could reach.
+    fn insert_pessimistic(&self, key: K, value: V, local: &mut Stats) -> Option<V> {
+        let mut rp = Some(self.root.write());
+        let root = rp.as_ref().map(|g| (**g).clone()).unwrap_or_else(|| unreachable!());
+        let mut cur = root.write_arc();
+        let root_was_leaf = matches!(&*cur, Node::Leaf(_));
+        let mut stack: Vec<(WriteGuard<K, V, L>, usize)> = Vec::new();
+        loop {
+            let safe = match &*cur {
+                Node::Internal(n) => n.children.len() < self.fanout,
+                Node::Leaf(l) => l.leaf.len() < self.split_at,
+            };
+            if safe {
+                stack.clear();
+                rp = None;
+            }
+            let (child, idx) = match &*cur {
+                Node::Leaf(_) => break,
+                Node::Internal(n) => {
+                    let idx = n.keys.partition_point(|p| *p <= key);
+                    (n.children[idx].clone(), idx)
+                }
+            };
+            let cg = child.write_arc();
+            stack.push((cur, idx));
+            cur = cg;
+        }
+        let Node::Leaf(l) = &mut *cur else { unreachable!("write descent ends at a leaf") };
+        if l.leaf.len() < self.split_at {
+            return l.leaf.insert(key, value, local);
+        }
+        if let Some(v) = l.leaf.get_mut(&key) {
+            return Some(mem::replace(v, value));
+        }
+        // Split: drain in sorted order (this flushes the log), keep the lower half, move the upper half right.
+        local.leaf_splits += 1;
+        local.redistributes += 1;
+        let mut all = Vec::with_capacity(self.split_at + 1);
+        l.leaf.drain_sorted(&mut all, local);
+        let upper = all.split_off(all.len() / 2);
+        let pivot = upper[0].0.clone();
+        l.leaf.load_sorted(all.into_iter());
+        let mut rleaf = L::new(&self.opts);
+        rleaf.load_sorted(upper.into_iter());
+        l.epoch += 1;
+        let old =
+            if key >= pivot { rleaf.insert(key, value, local) } else { l.leaf.insert(key, value, local) };
+        check_leaf(&l.leaf, true);
+        check_leaf(&rleaf, true);
+        let right = Self::new_leaf(rleaf, l.next.take());
+        l.next = Some(right.clone());
+        self.leaves.fetch_add(1, Ordering::Relaxed);
+        drop(cur);
+        let mut pending = Some((pivot, right));
+        while let Some((pk, rnode)) = pending.take() {
+            match stack.pop() {
+                Some((mut pg, idx)) => {
+                    let Node::Internal(n) = &mut *pg else { unreachable!("ancestors are internal") };
+                    n.keys.insert(idx, pk);
+                    n.children.insert(idx + 1, rnode);
+                    if n.children.len() > self.fanout {
+                        local.internal_splits += 1;
+                        let h = n.children.len() / 2;
+                        let mut children = Vec::with_capacity(self.fanout + 1);
+                        children.extend(n.children.drain(h..));
+                        let mut keys = Vec::with_capacity(self.fanout + 1);
+                        keys.extend(n.keys.drain(h..));
+                        let sep = n.keys.pop().unwrap_or_else(|| unreachable!());
+                        let node = InternalNode { keys, children, leaf_children: n.leaf_children };
+                        self.nodes.fetch_add(1, Ordering::Relaxed);
+                        pending = Some((sep, Arc::new(RwLock::new(Node::Internal(node)))));
+                    }
+                }
+                None => {
+                    // The root split; it was unsafe, so the root pointer is still held.
+                    let Some(rp) = rp.as_mut() else { unreachable!("root pointer released under a split") };
+                    let old_root = (**rp).clone();
+                    let mut keys = Vec::with_capacity(self.fanout + 1);
+                    keys.push(pk);
+                    let mut children = Vec::with_capacity(self.fanout + 1);
+                    children.push(old_root);
+                    children.push(rnode);
+                    let leaf_children = root_was_leaf;
+                    **rp =
+                        Arc::new(RwLock::new(Node::Internal(InternalNode { keys, children, leaf_children })));
+                    self.nodes.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        }
+        old
+    }
+
+    /// Removes `key`; returns its value.
+    pub fn remove<Q>(&self, key: &Q) -> Option<V>
+    where
+        K: Borrow<Q>,
+        Q: Ord + ?Sized,
+    {
+        self.remove_entry(key).map(|(_, v)| v)
+    }
+
+    /// Removes `key`; returns the stored key and value.
+    pub fn remove_entry<Q>(&self, key: &Q) -> Option<(K, V)>
+    where
+        K: Borrow<Q>,
+        Q: Ord + ?Sized,
+    {
+        let mut local = Stats::default();
+        let out = match self.remove_optimistic(key, &mut local) {
+            Some(out) => out,
+            None => {
+                local.pessimistic_retries += 1;
+                self.remove_pessimistic(key, &mut local)
+            }
+        };
+        if let Some((k, v)) = &out {
+            self.len.fetch_sub(1, Ordering::Relaxed);
+            self.heap_bytes.fetch_sub(k.heap_size() + v.heap_size(), Ordering::Relaxed);
+        }
+        self.note(&local);
+        out
+    }
+
+    /// Removes if the leaf stays above the merge threshold; `None` asks for the pessimistic path.
+    #[allow(clippy::option_option)]
+    fn remove_optimistic<Q>(&self, key: &Q, local: &mut Stats) -> Option<Option<(K, V)>>
+    where
+        K: Borrow<Q>,
+        Q: Ord + ?Sized,
+    {
+        let (mut w, is_root) = self.write_leaf_optimistic(key);
+        let Node::Leaf(l) = &mut *w else { unreachable!("write descent ends at a leaf") };
+        if is_root || l.leaf.len() > self.merge_at || l.leaf.get(key).is_none() {
+            let out = l.leaf.remove(key, local);
+            check_leaf(&l.leaf, false);
+            return Some(out);
+        }
+        None
+    }
+
+    fn remove_pessimistic<Q>(&self, key: &Q, local: &mut Stats) -> Option<(K, V)>
+    where
+        K: Borrow<Q>,
+        Q: Ord + ?Sized,
+    {
+        let mut rp = Some(self.root.write());
+        let root = rp.as_ref().map(|g| (**g).clone()).unwrap_or_else(|| unreachable!());
+        let mut cur = root.write_arc();
+        let mut stack: Vec<(WriteGuard<K, V, L>, usize)> = Vec::new();
+        loop {
+            let safe = match &*cur {
+                // Losing one child must leave the node at or above its minimum (2 for the root).
+                Node::Internal(n) => n.children.len() > (self.fanout / 2).max(2),
+                Node::Leaf(l) => l.leaf.len() > self.merge_at,
+            };
+            if safe {
+                stack.clear();
+                rp = None;
+            }
+            let (child, idx) = match &*cur {
+                Node::Leaf(_) => break,
+                Node::Internal(n) => {
+                    let idx = n.keys.partition_point(|p| p.borrow() <= key);
+                    (n.children[idx].clone(), idx)
+                }
+            };
+            let cg = child.write_arc();
+            stack.push((cur, idx));
+            cur = cg;
+        }
+        let Node::Leaf(l) = &mut *cur else { unreachable!("write descent ends at a leaf") };
+        let out = l.leaf.remove(key, local);
+        if out.is_none() || l.leaf.len() >= self.merge_at {
+            return out;
+        }
+        let depth = stack.len();
+        let Some((pg, idx)) = stack.last_mut() else { return out };
+        let idx = *idx;
+        let Node::Internal(p) = &mut **pg else { unreachable!("ancestors are internal") };
+        if p.children.len() < 2 {
+            return out;
+        }
+        let (li, ri) = if idx + 1 < p.children.len() { (idx, idx + 1) } else { (idx - 1, idx) };
+        // Leaf locks are taken left to right, like a scan's: let go of our leaf if it is the right one.
+        let (mut lg, mut rg) = if li == idx {
+            let rg = p.children[ri].write_arc();
+            (cur, rg)
+        } else {
+            drop(cur);
+            let lg = p.children[li].write_arc();
+            let rg = p.children[ri].write_arc();
+            (lg, rg)
+        };
+        let (Node::Leaf(left), Node::Leaf(right)) = (&mut *lg, &mut *rg) else {
+            unreachable!("siblings of a leaf")
+        };
+        let total = left.leaf.len() + right.leaf.len();
+        let mut all = Vec::with_capacity(total);
+        left.leaf.drain_sorted(&mut all, local);
+        right.leaf.drain_sorted(&mut all, local);
+        left.epoch += 1;
+        right.epoch += 1;
+        local.redistributes += 1;
+        if total < self.split_at {
+            local.leaf_merges += 1;
+            left.leaf.load_sorted(all.into_iter());
+            left.next = right.next.take();
+            p.keys.remove(li);
+            p.children.remove(ri);
+            self.leaves.fetch_sub(1, Ordering::Relaxed);
+        } else {
+            local.leaf_borrows += 1;
+            let upper = all.split_off(total / 2);
+            p.keys[li] = upper[0].0.clone();
+            left.leaf.load_sorted(all.into_iter());
+            right.leaf.load_sorted(upper.into_iter());
+        }
+        check_leaf(&left.leaf, true);
+        check_leaf(&right.leaf, true);
+        drop((lg, rg));
+        // Walk up the held ancestors, merging or rebalancing internal nodes that fell below fanout / 2. Internal
+        // siblings are locked in any order: only a holder of the parent's write lock (us) can reach them as a
+        // writer, and readers only go down from them.
+        let mut level = depth - 1;
+        while level >= 1 {
+            let (upper, lower) = stack.split_at_mut(level);
+            let (pg, idx) = &mut upper[level - 1];
+            let idx = *idx;
+            let Node::Internal(p) = &mut **pg else { unreachable!("ancestors are internal") };
+            let Node::Internal(node) = &mut *lower[0].0 else { unreachable!("ancestors are internal") };
+            if node.children.len() >= self.fanout / 2 || p.children.len() < 2 {
+                break;
+            }
+            local.internal_merges += 1;
+            let (li, ri) = if idx + 1 < p.children.len() { (idx, idx + 1) } else { (idx - 1, idx) };
+            let sib = p.children[if li == idx { ri } else { li }].clone();
+            let mut sg = sib.write_arc();
+            let Node::Internal(sibling) = &mut *sg else { unreachable!("siblings of an internal node") };
+            let (left, right) = if li == idx { (node, sibling) } else { (sibling, node) };
+            if self.merge_internal(p, li, left, right) {
+                self.nodes.fetch_sub(1, Ordering::Relaxed);
+            }
+            level -= 1;
+        }
+        // The root lost its second-to-last child: its only child becomes the root.
+        if let (Some(rp), Some((root_guard, _))) = (rp.as_mut(), stack.first())
+            && let Node::Internal(r) = &**root_guard
+            && r.children.len() == 1
+        {
+            let only = r.children[0].clone();
+            stack.clear();
+            **rp = only;
+            self.nodes.fetch_sub(1, Ordering::Relaxed);
+        }
+        out
+    }
+
+    /// Merges `right` into `left` (children `li` and `li + 1` of `parent`) when they fit in one node, else
+    /// splits their concatenation evenly. Returns whether they merged.
+    fn merge_internal(
+        &self,
+        parent: &mut InternalNode<K, V, L>,
+        li: usize,
+        left: &mut InternalNode<K, V, L>,
+        right: &mut InternalNode<K, V, L>,
+    ) -> bool {
+        let sep = parent.keys.remove(li);
+        left.keys.push(sep);
+        left.keys.append(&mut right.keys);
+        left.children.append(&mut right.children);
+        if left.children.len() <= self.fanout {
+            parent.children.remove(li + 1);
+            return true;
+        }
+        let h = left.children.len() / 2;
+        right.children.extend(left.children.drain(h..));
+        right.keys.extend(left.keys.drain(h..));
+        let sep = left.keys.pop().unwrap_or_else(|| unreachable!("a split node has keys"));
+        parent.keys.insert(li, sep);
+        false
+    }
+
+    /// Calls `f` on up to `length` entries in key order from the first key at or after `start`; returns how
+    /// many it visited. Sorts (under the leaf's write lock) only what is not sorted yet.
+    pub fn iterate_range<Q, F>(&self, start: Bound<&Q>, length: usize, mut f: F) -> usize
+    where
+        K: Borrow<Q>,
+        Q: Ord + ?Sized,
+        F: FnMut(&K, &V),
+    {
+        let mut local = Stats::default();
+        let mut done = 0;
+        let mut resume: Option<K> = None;
+        'descend: while done < length {
+            let bound: Bound<&Q> = match &resume {
+                None => start,
+                Some(k) => Bound::Excluded(k.borrow()),
+            };
+            let key = match bound {
+                Bound::Included(k) | Bound::Excluded(k) => Some(k),
+                Bound::Unbounded => None,
+            };
+            let mut g = self.read_leaf(key);
+            let mut b = bound;
+            loop {
+                let rem = length - done;
+                let Node::Leaf(l) = &*g else { unreachable!("read descent ends at a leaf") };
+                if !l.leaf.sorted_for(b, rem) {
+                    // Upgrade: let go of the read lock, take the write lock, sort what the scan needs, and
+                    // downgrade atomically. Entries may have moved to another leaf meanwhile (the epoch tells).
+                    let epoch = l.epoch;
+                    let node = ArcRwLockReadGuard::rwlock(&g).clone();
+                    drop(g);
+                    let mut w = node.write_arc();
+                    local.lock_upgrades += 1;
+                    let Node::Leaf(wl) = &mut *w else { unreachable!("a leaf stays a leaf") };
+                    if wl.epoch != epoch {
+                        continue 'descend;
+                    }
+                    wl.leaf.iterate_from(b, rem, &mut |_, _| {}, &mut local);
+                    g = ArcRwLockWriteGuard::downgrade(w);
+                }
+                let Node::Leaf(l) = &*g else { unreachable!("read descent ends at a leaf") };
+                let mut last = None;
+                for (k, v) in l.leaf.range(b, Bound::Unbounded).take(rem) {
+                    f(k, v);
+                    done += 1;
+                    last = Some(k);
+                }
+                if let Some(k) = last {
+                    resume = Some(k.clone());
+                }
+                if done == length {
+                    break 'descend;
+                }
+                let Some(next) = l.next.clone() else { break 'descend };
+                let ng = next.read_arc();
+                g = ng;
+                b = Bound::Unbounded;
+            }
+        }
+        self.note(&local);
+        done
+    }
+
+    /// Calls `f` on every entry with a key in `range`, in no particular order, under read locks only.
+    pub fn map_range<Q, R, F>(&self, range: R, mut f: F)
+    where
+        K: Borrow<Q>,
+        Q: Ord + ?Sized,
+        R: RangeBounds<Q>,
+        F: FnMut(&K, &V),
+    {
+        let (lo, hi) = (range.start_bound(), range.end_bound());
+        let key = match lo {
+            Bound::Included(k) | Bound::Excluded(k) => Some(k),
+            Bound::Unbounded => None,
+        };
+        let mut g = self.read_leaf(key);
+        loop {
+            let Node::Leaf(l) = &*g else { unreachable!("read descent ends at a leaf") };
+            if l.leaf.map_range(lo, hi, &mut f) {
+                return;
+            }
+            let Some(next) = l.next.clone() else { return };
+            let ng = next.read_arc();
+            g = ng;
+        }
+    }
+
+    /// A double-ended iterator of owned entries with keys in `range`, in key order. It holds no lock between
+    /// calls: each refill copies up to 64 entries under one leaf's read lock, re-descending from the root, so
+    /// it sees a mix of states when writers run concurrently, but never an entry twice or out of order.
+    pub fn range<R: RangeBounds<K>>(&self, range: R) -> ConcurrentRange<'_, K, V, L>
+    where
+        V: Clone,
+    {
+        let lo = range.start_bound().cloned();
+        let hi = range.end_bound().cloned();
+        let exhausted = match (&lo, &hi) {
+            (Bound::Included(a), Bound::Included(b)) => a > b,
+            (Bound::Included(a) | Bound::Excluded(a), Bound::Excluded(b))
+            | (Bound::Excluded(a), Bound::Included(b)) => a >= b,
+            _ => false,
+        };
+        ConcurrentRange { tree: self, lo, hi, front: VecDeque::new(), back: VecDeque::new(), exhausted }
+    }
+
+    /// Every entry in key order, owned.
+    pub fn iter(&self) -> ConcurrentRange<'_, K, V, L>
+    where
+        V: Clone,
+    {
+        self.range(..)
+    }
+
+    /// Moves every entry into a frozen (sorted, read-only, `Sync`) tree.
+    pub fn freeze(self) -> FrozenBpTree<K, V, L> {
+        self.into_tree().freeze()
+    }
+
+    /// Moves every entry into a single-writer tree with the same options.
+    pub fn into_tree(self) -> BpTree<K, V, L> {
+        let mut all = Vec::with_capacity(self.len());
+        let mut local = Stats::default();
+        let mut node = Some(self.root.read().clone());
+        while let Some(n) = node.take() {
+            let mut w = n.write_arc();
+            let Node::Leaf(l) = &mut *w else {
+                let Node::Internal(i) = &*w else { unreachable!() };
+                node = Some(i.children[0].clone());
+                continue;
+            };
+            l.leaf.drain_sorted(&mut all, &mut local);
+            node = l.next.clone();
+        }
+        BpTree::from_sorted(self.opts, all)
+    }
+
+    /// Checks the whole structure (node shapes and fences, every leaf, the leaf chain, the count). Call it when
+    /// no writer runs. O(n).
+    pub fn check_invariants(&self) -> std::result::Result<(), String> {
+        let root = self.root.read().clone();
+        let mut leaves = Vec::new();
+        self.check_rec(&root, None, None, true, &mut leaves)?;
+        let mut count = 0;
+        let mut prev_last: Option<K> = None;
+        let mut node = Some(leaves.first().cloned().ok_or("no leaf")?);
+        let mut i = 0;
+        while let Some(n) = node.take() {
+            if i >= leaves.len() || !Arc::ptr_eq(&n, &leaves[i]) {
+                return Err("leaf chain differs from the tree order".into());
+            }
+            i += 1;
+            let g = n.read();
+            let Node::Leaf(l) = &*g else { return Err("chain reaches an internal node".into()) };
+            count += l.leaf.len();
+            if let (Some(p), Some(f)) = (&prev_last, l.leaf.first_key())
+                && p >= f
+            {
+                return Err("leaves out of order".into());
+            }
+            if let Some((k, _)) = l.leaf.range::<K>(Bound::Unbounded, Bound::Unbounded).next_back() {
+                prev_last = Some(k.clone());
+            }
+            node = l.next.clone();
+        }
+        if i != leaves.len() {
+            return Err("leaf chain ends early".into());
+        }
+        if count != self.len() {
+            return Err(format!("len {} but leaves hold {count}", self.len()));
+        }
+        Ok(())
+    }
+
+    fn check_rec(
+        &self,
+        node: &NodeRef<K, V, L>,
+        lo: Option<&K>,
+        hi: Option<&K>,
+        is_root: bool,
+        leaves: &mut Vec<NodeRef<K, V, L>>,
+    ) -> std::result::Result<(), String> {
+        let g = node.read();
+        match &*g {
+            Node::Leaf(l) => {
+                l.leaf.check()?;
+                if l.leaf.is_empty() && !is_root {
+                    return Err("non-root leaf is empty".into());
+                }
+                for (k, _) in l.leaf.range::<K>(Bound::Unbounded, Bound::Unbounded) {
+                    if lo.is_some_and(|lo| k < lo) || hi.is_some_and(|hi| k >= hi) {
+                        return Err("leaf holds a key outside its fences".into());
+                    }
+                }
+                leaves.push(node.clone());
+            }
+            Node::Internal(n) => {
+                if n.children.len() != n.keys.len() + 1
+                    || n.children.is_empty()
+                    || n.children.len() > self.fanout
+                {
+                    return Err(format!(
+                        "internal node with {} keys, {} children",
+                        n.keys.len(),
+                        n.children.len()
+                    ));
+                }
+                let min = if is_root { 2 } else { self.fanout / 2 };
+                if n.children.len() < min {
+                    return Err(format!("internal node with {} children, below {min}", n.children.len()));
+                }
+                if n.keys.windows(2).any(|w| w[0] >= w[1]) {
+                    return Err("internal keys not sorted".into());
+                }
+                for (i, c) in n.children.iter().enumerate() {
+                    let is_leaf = matches!(&*c.read(), Node::Leaf(_));
+                    if is_leaf != n.leaf_children {
+                        return Err("leaf_children flag wrong".into());
+                    }
+                    let clo = if i == 0 { lo } else { Some(&n.keys[i - 1]) };
+                    let chi = if i == n.keys.len() { hi } else { Some(&n.keys[i]) };
+                    self.check_rec(c, clo, chi, false, leaves)?;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// With the `invariants` feature, checks a leaf just changed (fully after structural changes).
+#[inline]
+fn check_leaf<K: Ord, V, L: Leaf<K, V>>(_leaf: &L, _full: bool) {
+    #[cfg(feature = "invariants")]
+    {
+        let r = if _full { _leaf.check() } else { _leaf.check_light() };
+        if let Err(e) = r {
+            panic!("leaf invariant violated: {e}");
+        }
+    }
+}
+
+impl<K, V, L> Default for ConcurrentBpTree<K, V, L>
+where
+    K: Ord + Clone + HeapSize,
+    V: HeapSize,
+    L: Leaf<K, V>,
+{
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// Owned entries of a [`ConcurrentBpTree`] between two bounds, from either end (see
+/// [`ConcurrentBpTree::range`]).
+///
+/// The front buffer holds entries just above `lo`, the back buffer entries just below `hi`; `lo` and `hi` move
+/// as the buffers fill, so the two never overlap, and when the region between them is found empty
+/// (`exhausted`) each end continues from the other's buffer.
+pub struct ConcurrentRange<'a, K, V, L> {
+    tree: &'a ConcurrentBpTree<K, V, L>,
+    lo: Bound<K>,
+    hi: Bound<K>,
+    front: VecDeque<(K, V)>,
+    back: VecDeque<(K, V)>,
+    exhausted: bool,
+}
+
+fn key_of<K>(b: &Bound<K>) -> Option<&K> {
+    match b {
+        Bound::Included(k) | Bound::Excluded(k) => Some(k),
+        Bound::Unbounded => None,
+    }
+}
+
+impl<K, V, L> ConcurrentRange<'_, K, V, L>
+where
+    K: Ord + Clone + HeapSize,
+    V: HeapSize + Clone,
+    L: Leaf<K, V>,
+{
+    fn refill_front(&mut self) {
+        let mut g = self.tree.read_leaf(key_of(&self.lo));
+        loop {
+            let Node::Leaf(l) = &*g else { unreachable!("read descent ends at a leaf") };
+            for (k, v) in l.leaf.range(self.lo.as_ref(), self.hi.as_ref()).take(BATCH) {
+                self.front.push_back((k.clone(), v.clone()));
+            }
+            if let Some((k, _)) = self.front.back() {
+                self.lo = Bound::Excluded(k.clone());
+                return;
+            }
+            let passed = l
+                .leaf
+                .range::<K>(Bound::Unbounded, Bound::Unbounded)
+                .next_back()
+                .is_some_and(|(k, _)| !crate::leaf::below(k, self.hi.as_ref()));
+            let next = l.next.clone();
+            match next {
+                Some(n) if !passed => {
+                    let ng = n.read_arc();
+                    g = ng;
+                }
+                _ => {
+                    self.exhausted = true;
+                    return;
+                }
+            }
+        }
+    }
+
+    fn refill_back(&mut self) {
+        loop {
+            let inclusive = matches!(self.hi, Bound::Included(_));
+            let (g, fence) = self.tree.read_leaf_before(key_of(&self.hi), inclusive);
+            let Node::Leaf(l) = &*g else { unreachable!("read descent ends at a leaf") };
+            for (k, v) in l.leaf.range(self.lo.as_ref(), self.hi.as_ref()).rev().take(BATCH) {
+                self.back.push_front((k.clone(), v.clone()));
+            }
+            if let Some((k, _)) = self.back.front() {
+                self.hi = Bound::Excluded(k.clone());
+                return;
+            }
+            match fence {
+                Some(f)
+                    if crate::leaf::above(&f, self.lo.as_ref())
+                        && !matches!(&self.lo, Bound::Included(a) if *a == f) =>
+                {
+                    self.hi = Bound::Excluded(f);
+                }
+                _ => {
+                    self.exhausted = true;
+                    return;
+                }
+            }
+        }
+    }
+}
+
+impl<K, V, L> Iterator for ConcurrentRange<'_, K, V, L>
+where
+    K: Ord + Clone + HeapSize,
+    V: HeapSize + Clone,
+    L: Leaf<K, V>,
+{
+    type Item = (K, V);
+
+    fn next(&mut self) -> Option<(K, V)> {
+        if let Some(x) = self.front.pop_front() {
+            return Some(x);
+        }
+        if !self.exhausted {
+            self.refill_front();
+            if let Some(x) = self.front.pop_front() {
+                return Some(x);
+            }
+        }
+        self.back.pop_front()
+    }
+}
+
+impl<K, V, L> DoubleEndedIterator for ConcurrentRange<'_, K, V, L>
+where
+    K: Ord + Clone + HeapSize,
+    V: HeapSize + Clone,
+    L: Leaf<K, V>,
+{
+    fn next_back(&mut self) -> Option<(K, V)> {
+        if let Some(x) = self.back.pop_back() {
+            return Some(x);
+        }
+        if !self.exhausted {
+            self.refill_back();
+            if let Some(x) = self.back.pop_back() {
+                return Some(x);
+            }
+        }
+        self.front.pop_back()
+    }
+}

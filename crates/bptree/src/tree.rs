@@ -1,0 +1,743 @@
+//! The single-writer BP-tree (paper §5): sorted-array internal nodes over BPA leaves.
+
+use std::borrow::Borrow;
+use std::marker::PhantomData;
+use std::mem;
+use std::ops::{Bound, RangeBounds};
+
+use crate::bpa::Bpa;
+use crate::error::{Error, Result};
+use crate::frozen::FrozenBpTree;
+use crate::heap_size::HeapSize;
+use crate::iter::Range;
+use crate::leaf::Leaf;
+use crate::options::Options;
+use crate::stats::Stats;
+
+pub(crate) const NIL: u32 = u32::MAX;
+
+/// A leaf in the arena with its neighbours in key order (`NIL` at the ends).
+pub(crate) struct LeafEntry<L> {
+    pub(crate) leaf: L,
+    pub(crate) prev: u32,
+    pub(crate) next: u32,
+}
+
+/// An internal node: `children[i]` holds the keys in `[keys[i-1], keys[i])`; `keys[i]` is the smallest key of
+/// `children[i+1]`'s subtree at the time it was set (a separator: any key in between works).
+pub(crate) struct Internal<K> {
+    pub(crate) keys: Vec<K>,
+    pub(crate) children: Vec<u32>,
+}
+
+/// An ordered map from `K` to `V`: a B+-tree with small sorted-array internal nodes (1 KiB by default) and large
+/// leaves of type `L`, by default the paper's buffered partitioned array ([`Bpa`], 1,088 slots).
+///
+/// This is the single-writer tree: updates take `&mut self`, reads `&self`. It is the active memtable of the LSM
+/// engine and FlexDB (wrap it in a lock, or use [`crate::ConcurrentBpTree`] for concurrent writers); [`freeze`]
+/// turns it into a [`FrozenBpTree`], the immutable memtable that many threads read at once.
+///
+/// Nodes live in two arenas (`leaves`, `nodes`) addressed by `u32`; leaves are also linked in key order so range
+/// operations continue from leaf to leaf without going back to the root (paper §5, "Range iteration").
+///
+/// Structure rules: a leaf splits when an insert finds it holding `L::split_at` entries (the BPA flushes its log as
+/// part of the split's sorted drain); after a removal a leaf below `merge_at` entries (~40 % of its slots) merges
+/// with a neighbour, or borrows half of their entries when both together would be too many for one leaf; internal
+/// nodes hold between `fanout / 2` and `fanout` children (the root at least 2).
+///
+/// [`freeze`]: BpTree::freeze
+pub struct BpTree<K, V, L = Bpa<K, V>> {
+    pub(crate) opts: Options,
+    fanout: usize,
+    split_at: usize,
+    merge_at: usize,
+    pub(crate) leaves: Vec<LeafEntry<L>>,
+    free_leaves: Vec<u32>,
+    pub(crate) nodes: Vec<Internal<K>>,
+    free_nodes: Vec<u32>,
+    pub(crate) root: u32,
+    pub(crate) height: u32,
+    pub(crate) first_leaf: u32,
+    pub(crate) last_leaf: u32,
+    len: usize,
+    heap_bytes: usize,
+    leaf_bytes: usize,
+    pub(crate) stats: Stats,
+    _v: PhantomData<V>,
+}
+
+impl<K, V, L> BpTree<K, V, L>
+where
+    K: Ord + Clone + HeapSize,
+    V: HeapSize,
+    L: Leaf<K, V>,
+{
+    /// An empty tree with the paper's default parameters.
+    pub fn new() -> Self {
+        Self::build(Options::default())
+    }
+
+    /// An empty tree with `opts` (validated).
+    pub fn with_options(opts: Options) -> Result<Self> {
+        opts.validate()?;
+        Ok(Self::build(opts))
+    }
+
+    fn build(opts: Options) -> Self {
+        let leaf = L::new(&opts);
+        let leaf_bytes = leaf.memory_usage().saturating_sub(mem::size_of::<L>());
+        let split_at = L::split_at(&opts);
+        // At least 1: an empty leaf is always merged away (tiny leaves could otherwise round the threshold to 0).
+        let merge_at = ((opts.merge_fill * opts.leaf_slots() as f64) as usize).min((split_at - 1) / 2).max(1);
+        BpTree {
+            fanout: opts.fanout(mem::size_of::<K>()),
+            split_at,
+            merge_at,
+            opts,
+            leaves: vec![LeafEntry { leaf, prev: NIL, next: NIL }],
+            free_leaves: Vec::new(),
+            nodes: Vec::new(),
+            free_nodes: Vec::new(),
+            root: 0,
+            height: 0,
+            first_leaf: 0,
+            last_leaf: 0,
+            len: 0,
+            heap_bytes: 0,
+            leaf_bytes,
+            stats: Stats::default(),
+            _v: PhantomData,
+        }
+    }
+
+    /// Builds a tree from entries in strictly increasing key order, filling leaves to about 7/8 of their split
+    /// size and internal nodes fully. Fails with [`Error::UnsortedInput`] otherwise.
+    pub fn bulk_load<I: IntoIterator<Item = (K, V)>>(opts: Options, items: I) -> Result<Self> {
+        opts.validate()?;
+        let items: Vec<(K, V)> = items.into_iter().collect();
+        if let Some(i) = items.windows(2).position(|w| w[0].0 >= w[1].0) {
+            return Err(Error::UnsortedInput(i + 1));
+        }
+        Ok(Self::from_sorted(opts, items))
+    }
+
+    /// Builds a tree from entries with strictly increasing keys. REQUIRES: sorted, valid options.
+    pub(crate) fn from_sorted(opts: Options, items: Vec<(K, V)>) -> Self {
+        let mut t = Self::build(opts);
+        let n = items.len();
+        if n == 0 {
+            return t;
+        }
+        t.len = n;
+        t.heap_bytes = items.iter().map(|(k, v)| k.heap_size() + v.heap_size()).sum();
+        let target = (t.split_at * 7 / 8).max(1);
+        let m = n.div_ceil(target);
+        let mut level: Vec<(K, u32)> = Vec::with_capacity(m);
+        let mut it = items.into_iter();
+        for i in 0..m {
+            let cnt = n / m + usize::from(i < n % m);
+            let chunk: Vec<(K, V)> = it.by_ref().take(cnt).collect();
+            let id = if i == 0 { 0 } else { t.alloc_leaf() };
+            let min = chunk[0].0.clone();
+            t.leaves[id as usize].leaf.load_sorted(chunk.into_iter());
+            if i > 0 {
+                let prev = level[i - 1].1;
+                t.leaves[prev as usize].next = id;
+                t.leaves[id as usize].prev = prev;
+            }
+            level.push((min, id));
+        }
+        t.last_leaf = level[m - 1].1;
+        while level.len() > 1 {
+            let c = level.len();
+            let g = c.div_ceil(t.fanout);
+            let mut up = Vec::with_capacity(g);
+            let mut it = level.into_iter();
+            for i in 0..g {
+                let cnt = c / g + usize::from(i < c % g);
+                let group: Vec<(K, u32)> = it.by_ref().take(cnt).collect();
+                let min = group[0].0.clone();
+                let id = t.alloc_node();
+                let node = &mut t.nodes[id as usize];
+                for (j, (k, child)) in group.into_iter().enumerate() {
+                    if j > 0 {
+                        node.keys.push(k);
+                    }
+                    node.children.push(child);
+                }
+                up.push((min, id));
+            }
+            level = up;
+            t.height += 1;
+        }
+        t.root = level[0].1;
+        t
+    }
+
+    /// The options the tree was built with.
+    pub fn options(&self) -> &Options {
+        &self.opts
+    }
+
+    /// Number of entries.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the tree holds no entry.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Bytes allocated by the tree, including heap memory owned by keys and values (see [`HeapSize`]). O(1).
+    pub fn memory_usage(&self) -> usize {
+        mem::size_of::<Self>()
+            + self.leaves.capacity() * mem::size_of::<LeafEntry<L>>()
+            + self.leaves.len() * self.leaf_bytes
+            + self.nodes.capacity() * mem::size_of::<Internal<K>>()
+            + self.nodes.len() * (self.fanout + 1) * (mem::size_of::<K>() + 4)
+            + (self.free_leaves.capacity() + self.free_nodes.capacity()) * 4
+            + self.heap_bytes
+    }
+
+    /// Counters of structural work so far.
+    pub fn stats(&self) -> Stats {
+        self.stats
+    }
+
+    /// Height of the tree: 1 for a single leaf.
+    pub fn height(&self) -> usize {
+        self.height as usize + 1
+    }
+
+    /// Number of leaves in use.
+    pub fn leaf_count(&self) -> usize {
+        self.leaves.len() - self.free_leaves.len()
+    }
+
+    fn alloc_leaf(&mut self) -> u32 {
+        if let Some(id) = self.free_leaves.pop() {
+            return id;
+        }
+        self.leaves.push(LeafEntry { leaf: L::new(&self.opts), prev: NIL, next: NIL });
+        (self.leaves.len() - 1) as u32
+    }
+
+    fn alloc_node(&mut self) -> u32 {
+        if let Some(id) = self.free_nodes.pop() {
+            return id;
+        }
+        let cap = self.fanout + 1;
+        self.nodes.push(Internal { keys: Vec::with_capacity(cap), children: Vec::with_capacity(cap) });
+        (self.nodes.len() - 1) as u32
+    }
+
+    /// The leaf whose key range holds `key`.
+    #[inline]
+    pub(crate) fn leaf_for<Q>(&self, key: &Q) -> u32
+    where
+        K: Borrow<Q>,
+        Q: Ord + ?Sized,
+    {
+        let mut node = self.root;
+        for _ in 0..self.height {
+            let n = &self.nodes[node as usize];
+            let idx = n.keys.partition_point(|k| k.borrow() <= key);
+            node = n.children[idx];
+        }
+        node
+    }
+
+    pub(crate) fn leaf_for_bound<Q>(&self, b: Bound<&Q>, low: bool) -> u32
+    where
+        K: Borrow<Q>,
+        Q: Ord + ?Sized,
+    {
+        match b {
+            Bound::Included(k) | Bound::Excluded(k) => self.leaf_for(k),
+            Bound::Unbounded if low => self.first_leaf,
+            Bound::Unbounded => self.last_leaf,
+        }
+    }
+
+    /// The value of `key`.
+    #[inline]
+    pub fn get<Q>(&self, key: &Q) -> Option<&V>
+    where
+        K: Borrow<Q>,
+        Q: Ord + ?Sized,
+    {
+        self.leaves[self.leaf_for(key) as usize].leaf.get(key).map(|(_, v)| v)
+    }
+
+    /// The stored key and value of `key`.
+    pub fn get_key_value<Q>(&self, key: &Q) -> Option<(&K, &V)>
+    where
+        K: Borrow<Q>,
+        Q: Ord + ?Sized,
+    {
+        self.leaves[self.leaf_for(key) as usize].leaf.get(key)
+    }
+
+    /// Whether `key` is present.
+    pub fn contains_key<Q>(&self, key: &Q) -> bool
+    where
+        K: Borrow<Q>,
+        Q: Ord + ?Sized,
+    {
+        self.get(key).is_some()
+    }
+
+    /// The value of `key`, mutably. The value's heap size must not change through this reference if
+    /// `memory_usage` is to stay exact.
+    pub fn get_mut<Q>(&mut self, key: &Q) -> Option<&mut V>
+    where
+        K: Borrow<Q>,
+        Q: Ord + ?Sized,
+    {
+        let leaf = self.leaf_for(key);
+        self.leaves[leaf as usize].leaf.get_mut(key)
+    }
+
+    /// Inserts `key` with `value`; returns the previous value of `key` (the stored key is kept, as `BTreeMap`
+    /// does).
+    pub fn insert(&mut self, key: K, value: V) -> Option<V> {
+        let (kheap, vheap) = (key.heap_size(), value.heap_size());
+        let (old, split) = self.insert_rec(self.root, self.height, key, value);
+        if let Some((pivot, right)) = split {
+            let id = self.alloc_node();
+            let node = &mut self.nodes[id as usize];
+            node.keys.push(pivot);
+            node.children.push(self.root);
+            node.children.push(right);
+            self.root = id;
+            self.height += 1;
+        }
+        match &old {
+            None => {
+                self.len += 1;
+                self.heap_bytes += kheap + vheap;
+            }
+            Some(v) => self.heap_bytes = (self.heap_bytes + vheap).saturating_sub(v.heap_size()),
+        }
+        old
+    }
+
+    fn insert_rec(&mut self, node: u32, level: u32, key: K, value: V) -> (Option<V>, Option<(K, u32)>) {
+        if level == 0 {
+            let entry = &mut self.leaves[node as usize];
+            if entry.leaf.len() < self.split_at {
+                let flushes = self.stats.flushes;
+                let old = entry.leaf.insert(key, value, &mut self.stats);
+                if self.stats.flushes != flushes {
+                    self.check_leaf(node);
+                } else {
+                    self.check_leaf_light(node);
+                }
+                return (old, None);
+            }
+            if let Some(v) = entry.leaf.get_mut(&key) {
+                return (Some(mem::replace(v, value)), None);
+            }
+            let (pivot, right) = self.split_leaf(node);
+            let target = if key >= pivot { right } else { node };
+            let old = self.leaves[target as usize].leaf.insert(key, value, &mut self.stats);
+            self.check_leaf(node);
+            self.check_leaf(right);
+            return (old, Some((pivot, right)));
+        }
+        let n = &self.nodes[node as usize];
+        let idx = n.keys.partition_point(|k| *k <= key);
+        let child = n.children[idx];
+        let (old, split) = self.insert_rec(child, level - 1, key, value);
+        let Some((pivot, right)) = split else { return (old, None) };
+        let n = &mut self.nodes[node as usize];
+        n.keys.insert(idx, pivot);
+        n.children.insert(idx + 1, right);
+        if n.children.len() <= self.fanout {
+            return (old, None);
+        }
+        (old, Some(self.split_node(node)))
+    }
+
+    /// Splits a full leaf: its entries are drained in sorted order (which flushes the BPA log) and the upper
+    /// half moves to a new right neighbour. Returns the new leaf's smallest key and id.
+    fn split_leaf(&mut self, id: u32) -> (K, u32) {
+        self.stats.leaf_splits += 1;
+        self.stats.redistributes += 1;
+        let right = self.alloc_leaf();
+        let mut all = Vec::with_capacity(self.split_at + 1);
+        self.leaves[id as usize].leaf.drain_sorted(&mut all, &mut self.stats);
+        let upper = all.split_off(all.len() / 2);
+        let pivot = upper[0].0.clone();
+        self.leaves[id as usize].leaf.load_sorted(all.into_iter());
+        self.leaves[right as usize].leaf.load_sorted(upper.into_iter());
+        let next = self.leaves[id as usize].next;
+        self.leaves[right as usize].prev = id;
+        self.leaves[right as usize].next = next;
+        self.leaves[id as usize].next = right;
+        if next == NIL {
+            self.last_leaf = right;
+        } else {
+            self.leaves[next as usize].prev = right;
+        }
+        (pivot, right)
+    }
+
+    fn split_node(&mut self, id: u32) -> (K, u32) {
+        self.stats.internal_splits += 1;
+        let right = self.alloc_node();
+        let n = &mut self.nodes[id as usize];
+        let h = n.children.len() / 2;
+        let rchildren: Vec<u32> = n.children.drain(h..).collect();
+        let mut rkeys: Vec<K> = n.keys.drain(h - 1..).collect();
+        let pivot = rkeys.remove(0);
+        let r = &mut self.nodes[right as usize];
+        r.keys.extend(rkeys);
+        r.children.extend(rchildren);
+        (pivot, right)
+    }
+
+    /// Removes `key`; returns its value.
+    pub fn remove<Q>(&mut self, key: &Q) -> Option<V>
+    where
+        K: Borrow<Q>,
+        Q: Ord + ?Sized,
+    {
+        self.remove_entry(key).map(|(_, v)| v)
+    }
+
+    /// Removes `key`; returns the stored key and value.
+    pub fn remove_entry<Q>(&mut self, key: &Q) -> Option<(K, V)>
+    where
+        K: Borrow<Q>,
+        Q: Ord + ?Sized,
+    {
+        let out = self.remove_rec(self.root, self.height, key)?;
+        self.len -= 1;
+        self.heap_bytes = self.heap_bytes.saturating_sub(out.0.heap_size() + out.1.heap_size());
+        if self.height > 0 && self.nodes[self.root as usize].children.len() == 1 {
+            let old = self.root;
+            self.root = self.nodes[old as usize].children[0];
+            self.free_node(old);
+            self.height -= 1;
+        }
+        Some(out)
+    }
+
+    fn remove_rec<Q>(&mut self, node: u32, level: u32, key: &Q) -> Option<(K, V)>
+    where
+        K: Borrow<Q>,
+        Q: Ord + ?Sized,
+    {
+        if level == 0 {
+            let out = self.leaves[node as usize].leaf.remove(key, &mut self.stats);
+            self.check_leaf_light(node);
+            return out;
+        }
+        let n = &self.nodes[node as usize];
+        let idx = n.keys.partition_point(|k| k.borrow() <= key);
+        let child = n.children[idx];
+        let out = self.remove_rec(child, level - 1, key)?;
+        if level == 1 {
+            if self.leaves[child as usize].leaf.len() < self.merge_at {
+                self.fix_leaf(node, idx);
+            }
+        } else if self.nodes[child as usize].children.len() < self.fanout / 2 {
+            self.fix_node(node, idx);
+        }
+        Some(out)
+    }
+
+    /// Child `idx` of `parent` (a leaf) is underfull: merge it with a neighbour, or borrow from it.
+    fn fix_leaf(&mut self, parent: u32, idx: usize) {
+        let p = &self.nodes[parent as usize];
+        if p.children.len() < 2 {
+            return;
+        }
+        let (li, ri) = if idx + 1 < p.children.len() { (idx, idx + 1) } else { (idx - 1, idx) };
+        let (l, r) = (p.children[li], p.children[ri]);
+        let total = self.leaves[l as usize].leaf.len() + self.leaves[r as usize].leaf.len();
+        let mut all = Vec::with_capacity(total);
+        self.leaves[l as usize].leaf.drain_sorted(&mut all, &mut self.stats);
+        self.leaves[r as usize].leaf.drain_sorted(&mut all, &mut self.stats);
+        self.stats.redistributes += 1;
+        if total < self.split_at {
+            self.stats.leaf_merges += 1;
+            self.leaves[l as usize].leaf.load_sorted(all.into_iter());
+            let p = &mut self.nodes[parent as usize];
+            p.keys.remove(li);
+            p.children.remove(ri);
+            let next = self.leaves[r as usize].next;
+            self.leaves[l as usize].next = next;
+            if next == NIL {
+                self.last_leaf = l;
+            } else {
+                self.leaves[next as usize].prev = l;
+            }
+            self.free_leaf(r);
+        } else {
+            self.stats.leaf_borrows += 1;
+            let upper = all.split_off(total / 2);
+            self.nodes[parent as usize].keys[li] = upper[0].0.clone();
+            self.leaves[l as usize].leaf.load_sorted(all.into_iter());
+            self.leaves[r as usize].leaf.load_sorted(upper.into_iter());
+            self.check_leaf(r);
+        }
+        self.check_leaf(l);
+    }
+
+    /// Child `idx` of `parent` (an internal node) is underfull: merge it with a neighbour, or borrow from it.
+    fn fix_node(&mut self, parent: u32, idx: usize) {
+        self.stats.internal_merges += 1;
+        let p = &self.nodes[parent as usize];
+        if p.children.len() < 2 {
+            return;
+        }
+        let (li, ri) = if idx + 1 < p.children.len() { (idx, idx + 1) } else { (idx - 1, idx) };
+        let (l, r) = (p.children[li], p.children[ri]);
+        let sep = self.nodes[parent as usize].keys.remove(li);
+        let rn =
+            mem::replace(&mut self.nodes[r as usize], Internal { keys: Vec::new(), children: Vec::new() });
+        let ln = &mut self.nodes[l as usize];
+        ln.keys.push(sep);
+        ln.keys.extend(rn.keys);
+        ln.children.extend(rn.children);
+        if ln.children.len() <= self.fanout {
+            self.nodes[parent as usize].children.remove(ri);
+            self.nodes[r as usize] = Internal {
+                keys: Vec::with_capacity(self.fanout + 1),
+                children: Vec::with_capacity(self.fanout + 1),
+            };
+            self.free_node(r);
+            return;
+        }
+        // Borrow: split the concatenation evenly again.
+        let h = ln.children.len() / 2;
+        let rchildren: Vec<u32> = ln.children.drain(h..).collect();
+        let mut rkeys: Vec<K> = ln.keys.drain(h - 1..).collect();
+        let sep = rkeys.remove(0);
+        let rnode = &mut self.nodes[r as usize];
+        rnode.keys.reserve(self.fanout + 1);
+        rnode.children.reserve(self.fanout + 1);
+        rnode.keys.extend(rkeys);
+        rnode.children.extend(rchildren);
+        self.nodes[parent as usize].keys.insert(li, sep);
+    }
+
+    fn free_leaf(&mut self, id: u32) {
+        let e = &mut self.leaves[id as usize];
+        e.prev = NIL;
+        e.next = NIL;
+        self.free_leaves.push(id);
+    }
+
+    fn free_node(&mut self, id: u32) {
+        let n = &mut self.nodes[id as usize];
+        n.keys.clear();
+        n.children.clear();
+        self.free_nodes.push(id);
+    }
+
+    #[inline]
+    fn check_leaf_light(&self, _id: u32) {
+        #[cfg(feature = "invariants")]
+        if let Err(e) = self.leaves[_id as usize].leaf.check_light() {
+            panic!("leaf {_id} invariant violated: {e}");
+        }
+    }
+
+    #[inline]
+    fn check_leaf(&self, _id: u32) {
+        #[cfg(feature = "invariants")]
+        if let Err(e) = self.leaves[_id as usize].leaf.check() {
+            panic!("leaf {_id} invariant violated: {e}");
+        }
+    }
+
+    /// Calls `f` on up to `length` entries in key order, starting at the smallest key at or after `start`
+    /// (paper: `iterate_range(start, length, f)`); returns how many it visited. Sorts the BPA log and the blocks it
+    /// reaches in place, so later scans of the same region are cheaper.
+    pub fn iterate_range<Q, F>(&mut self, start: Bound<&Q>, length: usize, mut f: F) -> usize
+    where
+        K: Borrow<Q>,
+        Q: Ord + ?Sized,
+        F: FnMut(&K, &V),
+    {
+        let mut leaf = self.leaf_for_bound(start, true);
+        let mut bound = start;
+        let mut done = 0;
+        while done < length && leaf != NIL {
+            let e = &mut self.leaves[leaf as usize];
+            done += e.leaf.iterate_from(bound, length - done, &mut f, &mut self.stats);
+            leaf = e.next;
+            bound = Bound::Unbounded;
+        }
+        done
+    }
+
+    /// Calls `f` on every entry with a key in `range`, in no particular order (paper: `map_range`). Never
+    /// sorts, so it takes `&self`.
+    pub fn map_range<Q, R, F>(&self, range: R, mut f: F)
+    where
+        K: Borrow<Q>,
+        Q: Ord + ?Sized,
+        R: RangeBounds<Q>,
+        F: FnMut(&K, &V),
+    {
+        let (lo, hi) = (range.start_bound(), range.end_bound());
+        let mut leaf = self.leaf_for_bound(lo, true);
+        while leaf != NIL {
+            let e = &self.leaves[leaf as usize];
+            if e.leaf.map_range(lo, hi, &mut f) {
+                break;
+            }
+            leaf = e.next;
+        }
+    }
+
+    /// A double-ended iterator over the entries with keys in `range`, in key order. Unsorted BPA regions are
+    /// ordered through a per-iterator permutation (the tree is not modified); `iterate_range` sorts in place.
+    /// An inverted range (start above end) yields nothing.
+    pub fn range<Q, R>(&self, range: R) -> Range<'_, K, V, L>
+    where
+        K: Borrow<Q>,
+        Q: Ord + ?Sized,
+        R: RangeBounds<Q>,
+    {
+        Range::new(self, range.start_bound(), range.end_bound())
+    }
+
+    /// Every entry in key order.
+    pub fn iter(&self) -> Range<'_, K, V, L> {
+        Range::new::<K>(self, Bound::Unbounded, Bound::Unbounded)
+    }
+
+    /// The entry with the smallest key.
+    pub fn first_key_value(&self) -> Option<(&K, &V)> {
+        self.iter().next()
+    }
+
+    /// The entry with the largest key.
+    pub fn last_key_value(&self) -> Option<(&K, &V)> {
+        self.iter().next_back()
+    }
+
+    /// Sorts every leaf so that all later reads are plain sequential scans, and returns the read-only tree
+    /// (the immutable memtable). O(n) on top of the sorting still pending.
+    pub fn freeze(mut self) -> FrozenBpTree<K, V, L> {
+        for e in &mut self.leaves {
+            e.leaf.sort_all(&mut self.stats);
+        }
+        FrozenBpTree::new(self)
+    }
+
+    /// Removes every entry, keeping the options.
+    pub fn clear(&mut self) {
+        *self = Self::build(self.opts);
+    }
+
+    /// Checks the whole structure: node shapes and fences, leaf invariants, the leaf chain, the count. Describes
+    /// the first violation. O(n).
+    pub fn check_invariants(&self) -> std::result::Result<(), String> {
+        let mut chain = Vec::new();
+        let mut count = 0;
+        self.check_rec(self.root, self.height, None, None, true, &mut chain, &mut count)?;
+        if count != self.len {
+            return Err(format!("len {} but leaves hold {count}", self.len));
+        }
+        let mut walked = Vec::new();
+        let mut l = self.first_leaf;
+        let mut prev = NIL;
+        while l != NIL {
+            if self.leaves[l as usize].prev != prev {
+                return Err(format!("leaf {l} has a wrong prev link"));
+            }
+            walked.push(l);
+            prev = l;
+            l = self.leaves[l as usize].next;
+            if walked.len() > self.leaves.len() {
+                return Err("leaf chain has a cycle".into());
+            }
+        }
+        if prev != self.last_leaf {
+            return Err("last_leaf is not the end of the chain".into());
+        }
+        if walked != chain {
+            return Err("leaf chain differs from the tree order".into());
+        }
+        Ok(())
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn check_rec(
+        &self,
+        node: u32,
+        level: u32,
+        lo: Option<&K>,
+        hi: Option<&K>,
+        is_root: bool,
+        chain: &mut Vec<u32>,
+        count: &mut usize,
+    ) -> std::result::Result<(), String> {
+        if level == 0 {
+            let leaf = &self.leaves[node as usize].leaf;
+            leaf.check().map_err(|e| format!("leaf {node}: {e}"))?;
+            if leaf.is_empty() && !is_root {
+                return Err(format!("non-root leaf {node} is empty"));
+            }
+            if leaf.len() > self.split_at {
+                return Err(format!("leaf {node} above split size"));
+            }
+            for (k, _) in leaf.range::<K>(Bound::Unbounded, Bound::Unbounded) {
+                if lo.is_some_and(|lo| k < lo) || hi.is_some_and(|hi| k >= hi) {
+                    return Err(format!("leaf {node} holds a key outside its fences"));
+                }
+            }
+            chain.push(node);
+            *count += leaf.len();
+            return Ok(());
+        }
+        let n = &self.nodes[node as usize];
+        if n.children.len() != n.keys.len() + 1 {
+            return Err(format!("node {node}: {} keys for {} children", n.keys.len(), n.children.len()));
+        }
+        let min = if is_root { 2 } else { self.fanout / 2 };
+        if n.children.len() < min || n.children.len() > self.fanout {
+            return Err(format!("node {node} has {} children", n.children.len()));
+        }
+        if n.keys.windows(2).any(|w| w[0] >= w[1]) {
+            return Err(format!("node {node} keys not sorted"));
+        }
+        for (i, &c) in n.children.iter().enumerate() {
+            let clo = if i == 0 { lo } else { Some(&n.keys[i - 1]) };
+            let chi = if i == n.keys.len() { hi } else { Some(&n.keys[i]) };
+            self.check_rec(c, level - 1, clo, chi, false, chain, count)?;
+        }
+        Ok(())
+    }
+}
+
+impl<K, V, L> Default for BpTree<K, V, L>
+where
+    K: Ord + Clone + HeapSize,
+    V: HeapSize,
+    L: Leaf<K, V>,
+{
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<K, V, L> Extend<(K, V)> for BpTree<K, V, L>
+where
+    K: Ord + Clone + HeapSize,
+    V: HeapSize,
+    L: Leaf<K, V>,
+{
+    fn extend<I: IntoIterator<Item = (K, V)>>(&mut self, iter: I) {
+        for (k, v) in iter {
+            self.insert(k, v);
+        }
+    }
+}
