@@ -96,6 +96,9 @@ struct Counters {
 
 struct Mem {
     active: Memtable,
+    /// Key and value bytes written into `active` (plus 16 per operation): what `memtable_bytes` limits. The
+    /// BP-tree's own `memory_usage()` counts whole 1,088-slot leaves, far above the data in a small memtable.
+    bytes: usize,
     imm: Option<(Arc<FrozenMemtable>, u64)>,
 }
 
@@ -126,8 +129,11 @@ impl Db {
     /// Opens the store in `dir` (creating it if `opts.create_if_missing`), replaying its logs.
     pub fn open(fs: Arc<dyn vfs::Fs>, dir: &Path, opts: Options) -> Result<Db> {
         opts.validate()?;
-        if opts.create_if_missing {
+        if opts.create_if_missing && !fs.exists(dir)? {
             fs.create_dir_all(dir)?;
+            // The store's directory entry must be durable before anything in it is acknowledged.
+            let parent = dir.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+            fs.sync_dir(parent)?;
         } else if !fs.exists(dir)? {
             return Err(Error::invalid(format!("{} does not exist", dir.display())));
         }
@@ -171,7 +177,7 @@ impl Db {
             dir: dir.to_path_buf(),
             opts,
             table,
-            mem: RwLock::new(Mem { active: Memtable::new(), imm: None }),
+            mem: RwLock::new(Mem { active: Memtable::new(), bytes: 0, imm: None }),
             writer: Mutex::new(writer),
             state: Mutex::new(false),
             cv: Condvar::new(),
@@ -222,17 +228,19 @@ impl Db {
                 match op {
                     Op::Put(k, v) => {
                         inner.c.puts.fetch_add(1, Ordering::Relaxed);
+                        m.bytes += k.len() + v.len() + 16;
                         m.active.insert(ByteKey::from(k), MemValue::Put(v));
                     }
                     Op::Delete(k) => {
                         inner.c.deletes.fetch_add(1, Ordering::Relaxed);
+                        m.bytes += k.len() + 16;
                         m.active.insert(ByteKey::from(k), MemValue::Delete);
                     }
                     Op::DeleteRange(..) => {}
                 }
             }
         }
-        if inner.mem.read().active.memory_usage() >= inner.opts.memtable_bytes {
+        if inner.mem.read().bytes >= inner.opts.memtable_bytes {
             inner.rotate(&mut w)?;
         }
         Ok(())
@@ -497,6 +505,7 @@ impl Inner {
         {
             let mut m = self.mem.write();
             let act = std::mem::replace(&mut m.active, Memtable::new());
+            m.bytes = 0;
             m.imm = Some((Arc::new(act.freeze()), old.number));
         }
         let _s = self.state.lock();

@@ -7,8 +7,8 @@ use crate::error::{Error, Result};
 pub struct Options {
     /// Create the store if the directory holds none. Default false.
     pub create_if_missing: bool,
-    /// Memtable budget in bytes (`memory_usage()` of the BP-tree) before it is frozen and committed. Default
-    /// 256 MiB (the paper's evaluation setting).
+    /// Memtable budget: key and value bytes written (plus 16 per operation) before the memtable is frozen and
+    /// committed. Default 256 MiB (the paper's evaluation setting).
     pub memtable_bytes: usize,
     /// Most keys in one interval before it splits. Default 16.
     pub interval_max_keys: usize,
@@ -49,7 +49,7 @@ impl Options {
     pub fn tiny() -> Self {
         Options {
             create_if_missing: true,
-            memtable_bytes: 16 << 10,
+            memtable_bytes: 4 << 10,
             interval_max_keys: 4,
             interval_max_bytes: 512,
             cache_bytes: 8 << 10,

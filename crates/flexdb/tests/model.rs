@@ -49,7 +49,7 @@ fn run(seed: u64) {
     let mut model: BTreeMap<Vec<u8>, Vec<u8>> = BTreeMap::new();
     let mut rng = SmallRng::seed_from_u64(seed);
     let w = WriteOptions::default();
-    let steps = 4000 * scale();
+    let steps = 12000 * scale();
     for step in 0..steps {
         match rng.random_range(0..100) {
             0..45 => {
