@@ -109,7 +109,8 @@ pub struct Replay {
     pub dropped_bytes: u64,
 }
 
-/// Reads every record of a log. A bad record ends the log: allowed only when `tail_ok` (the newest log).
+/// Reads every record of a log. A bad record ends the log when `tail_ok` (the newest log, whose unsynced tail a
+/// crash may leave garbled); in a retired log, which was synced whole, it is corruption.
 pub fn read_log(fs: &dyn vfs::Fs, path: &Path, tail_ok: bool) -> Result<Replay> {
     let buf = vfs::read_all(fs, path)?;
     let mut out = Replay::default();
@@ -128,6 +129,8 @@ pub fn read_log(fs: &dyn vfs::Fs, path: &Path, tail_ok: bool) -> Result<Replay> 
         let crc = u32::from_le_bytes([rest[0], rest[1], rest[2], rest[3]]);
         let len = u32::from_le_bytes([rest[4], rest[5], rest[6], rest[7]]) as usize;
         if rest.len() - 8 < len || crc32c::crc32c(&rest[4..8 + len]) != crc {
+            // Bytes past the last sync of the newest log may persist in any order (sector by sector), so a bad
+            // record there ends the log even with bytes after it: those were never synced either.
             if !tail_ok {
                 return bad("damaged record");
             }

@@ -83,7 +83,7 @@ fn recover_and_check(fs: Arc<dyn vfs::Fs>, states: &[Model], synced: usize, what
         .unwrap_or_else(|e| panic!("{what}: reopen failed: {e}"));
     db.check(true).unwrap_or_else(|e| panic!("{what}: check failed: {e}"));
     let got = dump(&db);
-    let ok = states[synced..].iter().any(|s| *s == got);
+    let ok = states[synced..].contains(&got);
     assert!(
         ok,
         "{what}: recovered state is no prefix >= {synced} of {} ops ({} keys)",
