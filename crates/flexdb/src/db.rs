@@ -330,16 +330,22 @@ impl Db {
                 over.entry(k.as_bytes().to_vec()).or_insert_with(|| v.clone());
             }
         }
-        let want = if reverse { usize::MAX } else { limit.saturating_add(over.len()) };
+        let want = limit.saturating_add(over.len());
         let mut recs = Vec::new();
-        inner.table.scan(start, end, want, &mut recs)?;
+        if reverse {
+            inner.table.scan_rev(start, end, want, &mut recs)?;
+        } else {
+            inner.table.scan(start, end, want, &mut recs)?;
+        }
+        // When the table stopped at the limit, committed keys beyond the last one read are unknown: memtable keys
+        // beyond it must not be reported ahead of them.
+        let horizon = if recs.len() >= want { recs.last().map(|r| r.0.clone()) } else { None };
         let mut merged: BTreeMap<Vec<u8>, Vec<u8>> =
             recs.into_iter().map(|(k, v)| (k.into_vec(), v.into_vec())).collect();
-        // Committed keys past the last table key read may be hidden by the limit; memtable keys beyond it must
-        // not be reported ahead of committed ones we did not read.
-        let horizon = if merged.len() >= want { merged.keys().next_back().cloned() } else { None };
         for (k, v) in over {
-            if horizon.as_ref().is_some_and(|h| k > *h) {
+            if let Some(h) = &horizon
+                && (if reverse { *k < **h } else { *k > **h })
+            {
                 continue;
             }
             match v {
@@ -357,6 +363,21 @@ impl Db {
             merged.into_iter().take(limit).collect()
         };
         Ok(out)
+    }
+
+    /// An iterator over live pairs with `start <= key < end` (`end = None`: unbounded), forward or reverse. It
+    /// pages through the store with [`Db::scan`] (`page` pairs at a time), so it sees writes made between pages
+    /// (no snapshot isolation) but never yields a key twice or out of order.
+    pub fn iter(&self, start: &[u8], end: Option<&[u8]>, reverse: bool) -> DbIter<'_> {
+        DbIter {
+            db: self,
+            lo: start.to_vec(),
+            hi: end.map(<[u8]>::to_vec),
+            reverse,
+            buf: std::collections::VecDeque::new(),
+            done: false,
+            page: 64,
+        }
     }
 
     /// Makes every write acknowledged so far durable (syncs the current WAL).
@@ -440,6 +461,62 @@ impl Db {
     /// The directory of the store.
     pub fn dir(&self) -> &Path {
         &self.inner.dir
+    }
+}
+
+/// A paging iterator over a key range; see [`Db::iter`].
+pub struct DbIter<'a> {
+    db: &'a Db,
+    lo: Vec<u8>,
+    hi: Option<Vec<u8>>,
+    reverse: bool,
+    buf: std::collections::VecDeque<(Vec<u8>, Vec<u8>)>,
+    done: bool,
+    page: usize,
+}
+
+impl DbIter<'_> {
+    /// Repositions the iterator: forward, to the first key `>= key`; reverse, to the last key `< key`. The
+    /// position is clamped to the iterator's bounds.
+    pub fn seek(&mut self, key: &[u8]) {
+        self.buf.clear();
+        self.done = false;
+        if self.reverse {
+            if self.hi.as_deref().is_none_or(|h| key < h) {
+                self.hi = Some(key.to_vec());
+            }
+        } else if key > &self.lo[..] {
+            self.lo = key.to_vec();
+        }
+    }
+}
+
+impl Iterator for DbIter<'_> {
+    type Item = Result<(Vec<u8>, Vec<u8>)>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.buf.is_empty() && !self.done {
+            match self.db.scan(&self.lo, self.hi.as_deref(), self.page, self.reverse) {
+                Ok(v) => {
+                    self.done = v.len() < self.page;
+                    if let Some((k, _)) = v.last() {
+                        if self.reverse {
+                            self.hi = Some(k.clone());
+                        } else {
+                            let mut next = k.clone();
+                            next.push(0);
+                            self.lo = next;
+                        }
+                    }
+                    self.buf.extend(v);
+                }
+                Err(e) => {
+                    self.done = true;
+                    return Some(Err(e));
+                }
+            }
+        }
+        self.buf.pop_front().map(Ok)
     }
 }
 

@@ -29,6 +29,6 @@ pub mod record;
 pub mod table;
 pub mod wal;
 
-pub use db::{Db, Stats};
+pub use db::{Db, DbIter, Stats};
 pub use error::{Error, Result};
 pub use options::{Options, WriteOptions};

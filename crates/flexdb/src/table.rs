@@ -182,6 +182,31 @@ impl Table {
         Ok(())
     }
 
+    /// Committed records with `lo <= key < hi`, largest first, at most `limit`: walks intervals backward from the
+    /// one holding `hi`.
+    pub fn scan_rev(&self, lo: &[u8], hi: Option<&[u8]>, limit: usize, out: &mut Vec<Rec>) -> Result<()> {
+        let idx = self.index.read();
+        let mut p = Some(match hi {
+            Some(h) => idx.locate(h),
+            None => idx.last(),
+        });
+        while let Some(q) = p {
+            for r in self.load(&idx, q)?.iter().rev() {
+                if out.len() >= limit || *r.0 < *lo {
+                    return Ok(());
+                }
+                if hi.is_none_or(|h| *r.0 < *h) {
+                    out.push(r.clone());
+                }
+            }
+            if *idx.get(q).key <= *lo {
+                break;
+            }
+            p = idx.prev(q);
+        }
+        Ok(())
+    }
+
     /// Makes every committed change durable.
     pub fn sync(&self) -> Result<()> {
         Ok(self.file.lock().sync()?)
