@@ -7,6 +7,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 mod bench_cmd;
+mod flexdb;
 mod flexfile;
 mod trace_cmd;
 
@@ -25,6 +26,8 @@ struct Cli {
 enum Command {
     /// Run a benchmark experiment: ours against named peers in one run, with ratios.
     Bench(bench_cmd::BenchArgs),
+    /// Script (`exec`, the kv shell) or inspect a FlexDB store.
+    Flexdb(flexdb::FlexdbArgs),
     /// Script (`exec`) or inspect a FlexFile.
     Flexfile(flexfile::FlexfileArgs),
     /// Generate synthetic EBS block traces and measure traces (write lengths, consecutive writes, I/O compaction).
@@ -35,6 +38,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Bench(args) => bench_cmd::run(args),
+        Command::Flexdb(args) => flexdb::run(args),
         Command::Flexfile(args) => flexfile::run(args),
         Command::Trace(args) => trace_cmd::run(args),
     };
