@@ -22,6 +22,7 @@ pub const OUR_SYSTEMS: &[&str] = &[
     "lsm-rangereduce",
     "lsm",
     "blockstore",
+    "nbd",
 ];
 
 /// Whether `system` is one of ours (or an ablation of one of ours).

@@ -9,6 +9,8 @@ use clap::{Parser, Subcommand};
 mod bench_cmd;
 mod flexdb;
 mod flexfile;
+mod nbd;
+mod rask;
 mod trace_cmd;
 
 #[global_allocator]
@@ -30,8 +32,12 @@ enum Command {
     Flexdb(flexdb::FlexdbArgs),
     /// Script (`exec`) or inspect a FlexFile.
     Flexfile(flexfile::FlexfileArgs),
+    /// Serve a block volume over NBD (`rangedb nbd serve --dir DIR ...`).
+    Nbd(nbd::NbdArgs),
     /// Generate synthetic EBS block traces and measure traces (write lengths, consecutive writes, I/O compaction).
     Trace(trace_cmd::TraceArgs),
+    /// RASK, the range-as-a-key index: replay block traces through it.
+    Rask(rask::RaskArgs),
 }
 
 fn main() -> ExitCode {
@@ -40,7 +46,9 @@ fn main() -> ExitCode {
         Command::Bench(args) => bench_cmd::run(args),
         Command::Flexdb(args) => flexdb::run(args),
         Command::Flexfile(args) => flexfile::run(args),
+        Command::Nbd(args) => nbd::run(args).map_err(Into::into),
         Command::Trace(args) => trace_cmd::run(args),
+        Command::Rask(args) => rask::run(args),
     };
     match result {
         Ok(code) => code,

@@ -63,6 +63,7 @@ pub struct Segments {
     open: Option<OpenSeg>,
     tables: HashMap<u64, Vec<u8>>,
     deferred: Vec<(u64, u64)>,
+    spare: Option<Vec<u8>>,
     pub(crate) stats: SegmentStats,
 }
 
@@ -91,6 +92,7 @@ impl Segments {
             open: None,
             tables: HashMap::new(),
             deferred: Vec::new(),
+            spare: None,
             stats: SegmentStats::default(),
         };
         s.grow_to(nseg);
@@ -224,6 +226,7 @@ impl Segments {
                 self.states[o.id as usize] = State::Pending;
             }
             self.tables.insert(o.id, o.table);
+            self.spare = Some(o.buf);
         }
         Ok(())
     }
@@ -260,7 +263,11 @@ impl Segments {
         self.tables.remove(&id);
         self.open = Some(OpenSeg {
             id,
-            buf: vec![0u8; self.cap as usize],
+            // Reuse the last closed segment's buffer: stale bytes past `fill` are never read or written out.
+            buf: match self.spare.take() {
+                Some(b) => b,
+                None => vec![0u8; self.cap as usize],
+            },
             fill: 0,
             flushed: 0,
             table: vec![0u8; self.table_len()],

@@ -6,10 +6,12 @@ mod bptree;
 mod flexfile;
 mod flextree;
 mod machine;
+mod nbd;
+mod rask;
 
 /// All experiments, in the order `rangedb bench all` runs them.
 pub fn all() -> Vec<&'static dyn Experiment> {
-    vec![&machine::Machine, &flextree::FlexTreeBench, &flexfile::FlexFileBench, &bptree::BpTreeBench]
+    vec![&machine::Machine, &nbd::Nbd, &rask::RaskBench, &flextree::FlexTreeBench, &flexfile::FlexFileBench, &bptree::BpTreeBench]
 }
 
 /// The experiment called `name`.

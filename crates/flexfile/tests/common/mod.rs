@@ -35,7 +35,11 @@ pub fn mutate(rng: &mut SmallRng, f: &mut FlexFile, m: &[u8]) -> (Vec<u8>, flexf
             f.insert(off as u64, &data)
         }
         40..=69 => {
-            let off = if rng.random_range(0..10) == 0 { size + rng.random_range(0..300) } else { rng.random_range(0..=size) };
+            let off = if rng.random_range(0..10) == 0 {
+                size + rng.random_range(0..300)
+            } else {
+                rng.random_range(0..=size)
+            };
             if off + n > next.len() {
                 next.resize(off + n, 0);
             }
@@ -49,7 +53,11 @@ pub fn mutate(rng: &mut SmallRng, f: &mut FlexFile, m: &[u8]) -> (Vec<u8>, flexf
             f.collapse(off as u64, len as u64)
         }
         90..=93 => {
-            let len = if rng.random_range(0..2) == 0 { size.saturating_sub(rng.random_range(0..50)) } else { size + rng.random_range(0..100) };
+            let len = if rng.random_range(0..2) == 0 {
+                size.saturating_sub(rng.random_range(0..50))
+            } else {
+                size + rng.random_range(0..100)
+            };
             next.resize(len, 0);
             f.truncate(len as u64)
         }

@@ -1,0 +1,346 @@
+//! `rangedb bench rask`: RASK against per-block and range-map indexes on the same block I/O operations.
+//!
+//! Systems (ids are stable): `rask` (ART internal nodes), `rask-btree-internal` (the §7.5 ablation), and the peers
+//! of [`peers`]: `btreemap-per-block`, `btreemap-eager`, `btreemap-lazy`, `rangemap`, `interval-tree`. Every
+//! system replays the same pre-generated operations from empty; writes store `WriteRef { write, offset }`, reads
+//! return the pieces covering their range.
+//!
+//! Workloads:
+//! - `ebs-write-heavy`, `ebs-read-heavy`: the workloads crate's synthetic EBS traces (`SyntheticOptions::
+//!   write_heavy` / `read_heavy`: 73 % of writes in long CWs, 3.63-block average writes, 86 % of reads starting at
+//!   a CW's first block; 90 % and 4 % writes), one volume, after the paper's I/O compaction (128-block window).
+//! - `trace:FILE`: every `--trace` file (Alibaba, Tencent or MSR, plain or gzip; format guessed from the first
+//!   line), compacted likewise; volumes are placed side by side in one block space (volume id << 40).
+//! - `len-N`: the range-length sweep (§7.4.2): the same generator with average write N ∈ {1, 10, 100, 1000}
+//!   blocks, 90 % writes, not compacted (the write length is the variable).
+//! - `wr-P`: the read/write-ratio sweep, P % writes, compacted.
+//! - `ebs-write-heavy/Nt`: the concurrent index (`rask` = `ConcurrentRask`) at N threads against mutex-wrapped
+//!   peers, operations of one stream dealt round-robin to threads (§7.3's method).
+//!
+//! Metrics: `ops_per_sec`, `mean_ns`, `p50_ns` … `p9999_ns` (every operation timed), `memory_bytes` (live heap
+//! bytes the index holds after the replay, from the counting allocator).
+//!
+//! Settings: `--set ops=N` (operations per workload), `--set space=N` (working set in blocks),
+//! `--set systems=a,b` and `--set workloads=prefix,...` to run a subset.
+
+mod peers;
+
+use std::sync::Mutex;
+
+use rask::internal::BTreeIndex;
+use rask::{BlockRange, ConcurrentRask, LeafHandle, Options, Rask, WriteRef};
+use serde_json::json;
+
+use self::peers::{Eager, IntervalTree, Lazy, PerBlock, RangeIndex, RangeMapPeer};
+use crate::measure::{Stats, time_ops, time_ops_parallel};
+use crate::{Ctx, Experiment, Plot, Report, Result, alloc};
+
+/// The `rask` experiment.
+pub struct RaskBench;
+
+#[derive(Clone, Copy, Debug)]
+enum Op {
+    Put(BlockRange, WriteRef),
+    Get(BlockRange),
+}
+
+/// Operations of a block trace: writes numbered in order, reads as ranges.
+fn from_block_ops(ops: impl IntoIterator<Item = workloads::traces::BlockOp>) -> Vec<Op> {
+    let mut write = 0u64;
+    let mut out = Vec::new();
+    for op in ops {
+        let shift = u64::from(op.volume) << 40;
+        let Ok(r) =
+            BlockRange::new(op.first_block.saturating_add(shift), op.last_block.saturating_add(shift))
+        else {
+            continue;
+        };
+        if op.is_write() {
+            out.push(Op::Put(r, WriteRef::new(write, 0)));
+            write += 1;
+        } else {
+            out.push(Op::Get(r));
+        }
+    }
+    out
+}
+
+/// The synthetic EBS trace of the workloads crate, one volume, I/O-compacted (or not, for the length sweep,
+/// whose point is the write length as generated).
+fn synthetic_ebs(
+    seed: u64,
+    n: usize,
+    opts: workloads::traces::SyntheticOptions,
+    compact: bool,
+) -> Result<Vec<Op>> {
+    use workloads::traces::{Compacted, DEFAULT_WINDOW_BLOCKS, SyntheticTrace};
+    let opts = workloads::traces::SyntheticOptions { seed, ops: n as u64, volumes: 1, ..opts };
+    let trace = SyntheticTrace::new(opts)?;
+    Ok(if compact {
+        from_block_ops(Compacted::new(trace, DEFAULT_WINDOW_BLOCKS))
+    } else {
+        from_block_ops(trace)
+    })
+}
+
+/// A trace file, format guessed from its first parsable line, I/O-compacted; malformed lines are skipped (and
+/// counted in a note).
+fn trace_file(path: &std::path::Path, report: &mut Report) -> Result<Vec<Op>> {
+    use workloads::traces::{DEFAULT_WINDOW_BLOCKS, TraceFormat, TraceOptions, TraceReader, TryCompacted};
+    for format in TraceFormat::ALL {
+        let mut probe = TraceReader::open(path, TraceOptions::new(format))?;
+        if !matches!(probe.next(), Some(Ok(_))) || probe.stats().malformed > 0 {
+            continue;
+        }
+        let reader = TraceReader::open(path, TraceOptions::new(format))?;
+        let mut it = TryCompacted::new(reader, DEFAULT_WINDOW_BLOCKS);
+        let mut ops = Vec::new();
+        for item in it.by_ref() {
+            ops.push(item?);
+        }
+        let malformed = it.inner().stats().malformed;
+        if malformed > 0 {
+            report.note(format!("{}: {malformed} malformed lines skipped", path.display()));
+        }
+        return Ok(from_block_ops(ops));
+    }
+    Err(format!("{}: no trace format parses its first line", path.display()).into())
+}
+
+fn run_one<I: RangeIndex>(make: impl FnOnce() -> I, ops: &[Op]) -> (Stats, usize) {
+    let before = alloc::live_bytes();
+    let mut index = make();
+    let mut sink = 0usize;
+    let stats = time_ops(ops.len() as u64, |i| match ops[i as usize] {
+        Op::Put(r, v) => index.put(r, v),
+        Op::Get(r) => sink += index.get(r),
+    });
+    let bytes = alloc::live_bytes().saturating_sub(before);
+    std::hint::black_box(sink);
+    drop(index);
+    (stats, bytes)
+}
+
+const PEERS: [&str; 5] =
+    ["btreemap-per-block", "btreemap-eager", "btreemap-lazy", "rangemap", "interval-tree"];
+
+fn run_workload(report: &mut Report, name: &str, ops: &[Op], only: &Option<Vec<String>>) -> Result<()> {
+    let opts = Options::default();
+    let want = |s: &str| only.as_ref().is_none_or(|o| o.iter().any(|x| x == s));
+    let mut record = |system: &str, (stats, bytes): (Stats, usize)| {
+        let mut m = stats.metrics();
+        m.push(("memory_bytes", bytes as f64));
+        report.row(name, system, m);
+    };
+    let o = opts.clone();
+    if want("rask") {
+        record("rask", run_one(move || Rask::<WriteRef>::new(o).unwrap_or_else(|_| unreachable_opts()), ops));
+    }
+    let o = opts.clone();
+    if want("rask-btree-internal") {
+        let make =
+            move || Rask::<WriteRef, BTreeIndex<LeafHandle>>::new(o).unwrap_or_else(|_| unreachable_opts());
+        record("rask-btree-internal", run_one(make, ops));
+    }
+    for peer in PEERS {
+        if !want(peer) {
+            continue;
+        }
+        let res = match peer {
+            "btreemap-per-block" => run_one(PerBlock::default, ops),
+            "btreemap-eager" => run_one(Eager::default, ops),
+            "btreemap-lazy" => run_one(Lazy::default, ops),
+            "rangemap" => run_one(RangeMapPeer::default, ops),
+            _ => run_one(IntervalTree::new, ops),
+        };
+        record(peer, res);
+    }
+    Ok(())
+}
+
+#[cold]
+fn unreachable_opts<T>() -> T {
+    // Options::default() always validates (tested in the rask crate).
+    #[allow(clippy::panic)]
+    {
+        panic!("default RASK options rejected")
+    }
+}
+
+fn run_parallel(report: &mut Report, name: &str, ops: &[Op], threads: usize) {
+    let n = (ops.len() / threads) as u64;
+    let at = |t: usize, i: u64| ops[i as usize * threads + t];
+    let before = alloc::live_bytes();
+    let rask: ConcurrentRask<WriteRef> =
+        ConcurrentRask::new(Options::default()).unwrap_or_else(|_| unreachable_opts());
+    let stats = time_ops_parallel(threads, n, |t, i| match at(t, i) {
+        Op::Put(r, v) => rask.put(r, v),
+        Op::Get(r) => {
+            let mut k = 0;
+            rask.get_with(r, |_, _| k += 1);
+            std::hint::black_box(k);
+        }
+    });
+    let bytes = alloc::live_bytes().saturating_sub(before);
+    drop(rask);
+    let mut m = stats.metrics();
+    m.push(("memory_bytes", bytes as f64));
+    report.row(name, "rask", m);
+
+    fn locked<I: RangeIndex + Send>(
+        index: I,
+        threads: usize,
+        n: u64,
+        at: &(dyn Fn(usize, u64) -> Op + Sync),
+    ) -> (Stats, usize) {
+        let before = alloc::live_bytes();
+        let m = Mutex::new(index);
+        let stats = time_ops_parallel(threads, n, |t, i| {
+            let mut g = m.lock().unwrap_or_else(|p| p.into_inner());
+            match at(t, i) {
+                Op::Put(r, v) => g.put(r, v),
+                Op::Get(r) => {
+                    std::hint::black_box(g.get(r));
+                }
+            }
+        });
+        (stats, alloc::live_bytes().saturating_sub(before))
+    }
+    for peer in ["btreemap-per-block", "btreemap-eager", "btreemap-lazy", "rangemap"] {
+        let (stats, bytes) = match peer {
+            "btreemap-per-block" => locked(PerBlock::default(), threads, n, &at),
+            "btreemap-eager" => locked(Eager::default(), threads, n, &at),
+            "btreemap-lazy" => locked(Lazy::default(), threads, n, &at),
+            _ => locked(RangeMapPeer::default(), threads, n, &at),
+        };
+        let mut m = stats.metrics();
+        m.push(("memory_bytes", bytes as f64));
+        report.row(name, peer, m);
+    }
+}
+
+impl Experiment for RaskBench {
+    fn name(&self) -> &'static str {
+        "rask"
+    }
+
+    fn about(&self) -> &'static str {
+        "RASK vs btreemap-per-block, btreemap-eager/lazy, rangemap, interval-tree: synthetic EBS write/read-heavy, \
+         range-length and read/write sweeps, 1-2 threads; throughput, P99-P99.99, memory; --set ops=N space=N \
+         systems=a,b workloads=prefix,..."
+    }
+
+    fn run(&self, ctx: &Ctx) -> Result<Report> {
+        let mut report = Report::new(self.name(), ctx.quick);
+        let n: usize = ctx.setting("ops", ctx.scale(200_000, 2_000_000))?;
+        let space: u64 = ctx.setting("space", 1u64 << 20)?;
+        let only: Option<Vec<String>> =
+            ctx.set.get("systems").map(|s| s.split(',').map(|x| x.trim().to_string()).collect());
+        let workloads: Option<Vec<String>> =
+            ctx.set.get("workloads").map(|s| s.split(',').map(|x| x.trim().to_string()).collect());
+        let run_wl = |w: &str| workloads.as_ref().is_none_or(|o| o.iter().any(|x| w.starts_with(x.as_str())));
+        if space < 64 {
+            return Err("--set space must be at least 64 blocks".into());
+        }
+        if !alloc::installed() {
+            report.note("the counting allocator is not installed: memory_bytes are zero");
+        }
+        let bar = ctx.progress(13, "rask");
+        for (name, syn) in [
+            ("ebs-write-heavy", workloads::traces::SyntheticOptions::write_heavy()),
+            ("ebs-read-heavy", workloads::traces::SyntheticOptions::read_heavy()),
+        ] {
+            if !run_wl(name) {
+                continue;
+            }
+            report.workload(
+                name,
+                json!({"generator": "workloads SyntheticTrace, 1 volume, I/O compaction 128 blocks",
+                       "write_ratio": syn.write_ratio, "avg_write_blocks": syn.avg_write_blocks,
+                       "long_cw_ratio": syn.long_cw_ratio, "read_at_cw_start": syn.read_at_cw_start,
+                       "working_set_blocks": syn.working_set_blocks, "ops": n, "seed": ctx.seed}),
+            );
+            let ops = synthetic_ebs(ctx.seed, n, syn, true)?;
+            run_workload(&mut report, name, &ops, &only)?;
+            bar.inc(1);
+        }
+        for path in &ctx.traces {
+            let name = format!(
+                "trace:{}",
+                path.file_name()
+                    .map_or_else(|| path.display().to_string(), |f| f.to_string_lossy().into_owned())
+            );
+            let ops = trace_file(path, &mut report)?;
+            report.workload(
+                &name,
+                json!({"path": path.display().to_string(), "ops": ops.len(), "io_compaction_blocks": 128}),
+            );
+            run_workload(&mut report, &name, &ops, &only)?;
+        }
+        let mut len_points: Vec<(String, f64, f64)> = Vec::new();
+        for mean in [1u64, 10, 100, 1000] {
+            let name = format!("len-{mean}");
+            if !run_wl(&name) {
+                continue;
+            }
+            // Bound the blocks written so the per-block peer finishes: at most ~4 M block updates.
+            let ops_n = n.min((4_000_000 / mean as usize).max(2_000));
+            let syn = workloads::traces::SyntheticOptions {
+                avg_write_blocks: mean as f64,
+                max_write_blocks: (mean * 4).max(256),
+                working_set_blocks: space,
+                ..workloads::traces::SyntheticOptions::write_heavy()
+            };
+            report.workload(
+                &name,
+                json!({"avg_write_blocks": mean, "write_ratio": syn.write_ratio, "ops": ops_n,
+                       "working_set_blocks": space, "io_compaction": false}),
+            );
+            let ops = synthetic_ebs(ctx.seed ^ mean, ops_n, syn, false)?;
+            run_workload(&mut report, &name, &ops, &only)?;
+            for sys in ["rask", "btreemap-lazy", "rangemap"] {
+                if let Some(v) = report.get(&name, sys, "ops_per_sec") {
+                    len_points.push((sys.to_string(), mean as f64, v));
+                }
+            }
+            bar.inc(1);
+        }
+        for wp in [5u32, 25, 50, 75, 95] {
+            let name = format!("wr-{wp}");
+            if !run_wl(&name) {
+                continue;
+            }
+            let syn = workloads::traces::SyntheticOptions {
+                write_ratio: f64::from(wp) / 100.0,
+                working_set_blocks: space,
+                ..workloads::traces::SyntheticOptions::write_heavy()
+            };
+            report.workload(&name, json!({"write_ratio": syn.write_ratio, "ops": n, "working_set_blocks": space, "io_compaction_blocks": 128}));
+            let ops = synthetic_ebs(ctx.seed ^ u64::from(wp) << 8, n, syn, true)?;
+            run_workload(&mut report, &name, &ops, &only)?;
+            bar.inc(1);
+        }
+        let threads: Vec<usize> = if ctx.threads.is_empty() { vec![1, 2] } else { ctx.threads.clone() };
+        let ops = synthetic_ebs(ctx.seed, n, workloads::traces::SyntheticOptions::write_heavy(), true)?;
+        for t in threads.iter().copied().filter(|&t| t >= 1) {
+            let name = format!("ebs-write-heavy/{t}t");
+            if !run_wl(&name) {
+                continue;
+            }
+            report
+                .workload(&name, json!({"threads": t, "write_pct": 90, "ops": n, "peers": "behind a Mutex"}));
+            run_parallel(&mut report, &name, &ops, t);
+            bar.inc(1);
+        }
+        bar.finish_and_clear();
+        let mut plot = Plot::new("Throughput vs mean write length", "mean write length (blocks)", "ops/s");
+        plot.log_x = true;
+        plot.log_y = true;
+        for sys in ["rask", "btreemap-lazy", "rangemap"] {
+            let pts = len_points.iter().filter(|(s, _, _)| s == sys).map(|(_, x, y)| (*x, *y)).collect();
+            plot = plot.series(sys, pts);
+        }
+        report.plot(plot);
+        Ok(report)
+    }
+}

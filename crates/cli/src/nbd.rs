@@ -1,0 +1,196 @@
+//! `rangedb nbd serve`: serves a volume over NBD to qemu, nbdcopy, fio or the kernel client.
+//!
+//! Until the block store lands, the volume is a raw file `DIR/<export>.raw` (`default.raw` without `--export`)
+//! served through `nbd::FileDevice`: writes go to the file, FLUSH and FUA are `fdatasync`. The command line is
+//! the block store's already, so scripts keep working when the volume becomes a block-store volume.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use ::nbd::{Export, Exports, FileDevice, Server, ServerOptions};
+
+/// Arguments of `rangedb nbd`.
+#[derive(Debug, clap::Args)]
+pub struct NbdArgs {
+    #[command(subcommand)]
+    command: NbdCommand,
+}
+
+#[derive(Debug, clap::Subcommand)]
+enum NbdCommand {
+    /// Serve a volume of the store in DIR until interrupted.
+    Serve(ServeArgs),
+}
+
+/// Arguments of `rangedb nbd serve`.
+#[derive(Debug, clap::Args)]
+pub struct ServeArgs {
+    /// Store directory holding the volume.
+    #[arg(long, value_name = "DIR")]
+    dir: PathBuf,
+    /// Create the volume (and DIR) instead of opening an existing one; needs --size.
+    #[arg(long, requires = "size")]
+    create: bool,
+    /// Size of a new volume: bytes, or a number with a K, M, G or T suffix (powers of 1024).
+    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    size: Option<u64>,
+    /// TCP address to listen on.
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:10809", conflicts_with = "unix")]
+    listen: String,
+    /// Listen on a Unix-domain socket at PATH instead of TCP.
+    #[arg(long, value_name = "PATH")]
+    unix: Option<PathBuf>,
+    /// Export (and volume) name; without it the volume is the default export, reached with an empty name.
+    #[arg(long, value_name = "NAME")]
+    export: Option<String>,
+    /// Refuse writes.
+    #[arg(long)]
+    read_only: bool,
+    /// Largest READ/WRITE payload in bytes (K/M suffixes allowed), advertised to clients.
+    #[arg(long, value_name = "SIZE", value_parser = parse_size, default_value = "32M")]
+    max_payload: u64,
+    /// Simultaneous client connections.
+    #[arg(long, default_value_t = 64)]
+    max_connections: usize,
+}
+
+/// Runs `rangedb nbd`.
+pub fn run(args: NbdArgs) -> Result<ExitCode, String> {
+    match args.command {
+        NbdCommand::Serve(a) => serve(a),
+    }
+}
+
+/// Serves one volume until the process is stopped.
+pub fn serve(a: ServeArgs) -> Result<ExitCode, String> {
+    let fs = vfs::OsFs::new();
+    let volume = a.export.clone().unwrap_or_else(|| "default".to_string());
+    if volume.is_empty() || volume.contains(['/', '\0']) || volume.starts_with('.') {
+        return Err(format!("export name {volume:?} cannot name a volume file"));
+    }
+    let path = a.dir.join(format!("{volume}.raw"));
+    let device = if a.create {
+        let size = a.size.ok_or("--create needs --size")?;
+        vfs::Fs::create_dir_all(&fs, &a.dir).map_err(|e| format!("creating {}: {e}", a.dir.display()))?;
+        FileDevice::create(&fs, &path, size)
+            .map_err(|e| format!("creating volume {}: {e}", path.display()))?
+    } else {
+        if a.size.is_some() {
+            return Err("--size applies only with --create (a volume's size is fixed at creation)".into());
+        }
+        FileDevice::open(&fs, &path, a.read_only).map_err(|e| {
+            format!("opening volume {}: {e} (use --create --size SIZE to make a new one)", path.display())
+        })?
+    };
+    let size = ::nbd::BlockDevice::size(&device);
+    let export_name = a.export.clone().unwrap_or_default();
+    let mut exports = Exports::new();
+    let export = Export::new(export_name.clone(), Arc::new(device))
+        .and_then(|e| e.with_description(format!("rangedb volume {volume}")))
+        .map_err(|e| e.to_string())?;
+    exports.add(export).map_err(|e| e.to_string())?;
+    let max_payload = u32::try_from(a.max_payload).map_err(|_| "--max-payload is too large".to_string())?;
+    let opts = ServerOptions { max_payload, max_connections: a.max_connections, ..ServerOptions::default() };
+    let server =
+        Server::new(exports, opts).map_err(|e| e.to_string())?.with_log(|m| eprintln!("rangedb nbd: {m}"));
+    if let Some(p) = &a.unix {
+        remove_stale_socket(p)?;
+    }
+    let running = match &a.unix {
+        Some(p) => server.listen_unix(p).map_err(|e| format!("listening on {}: {e}", p.display()))?,
+        None => {
+            server.listen_tcp(a.listen.as_str()).map_err(|e| format!("listening on {}: {e}", a.listen))?
+        }
+    };
+    eprintln!(
+        "rangedb nbd: serving {} ({size} bytes{}) as {}",
+        display(&path),
+        if a.read_only { ", read-only" } else { "" },
+        running.uri(&export_name)
+    );
+    running.wait();
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Removes a socket file left by a server that was killed, so a restart can bind again; refuses to touch a path
+/// that is not a socket or that a live server still answers on.
+fn remove_stale_socket(p: &Path) -> Result<(), String> {
+    use std::os::unix::fs::FileTypeExt;
+    let Ok(meta) = std::fs::symlink_metadata(p) else { return Ok(()) };
+    if !meta.file_type().is_socket() {
+        return Err(format!("{} exists and is not a socket", p.display()));
+    }
+    if std::os::unix::net::UnixStream::connect(p).is_ok() {
+        return Err(format!("a server is already listening on {}", p.display()));
+    }
+    std::fs::remove_file(p).map_err(|e| format!("removing stale socket {}: {e}", p.display()))
+}
+
+fn display(p: &Path) -> String {
+    p.display().to_string()
+}
+
+/// Parses a size: decimal bytes, or a number followed by K, M, G or T (binary multiples, case-insensitive,
+/// an optional trailing `B` or `iB` accepted: `512`, `64K`, `10G`, `1TiB`). Zero is refused.
+pub fn parse_size(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let lower = t.to_ascii_lowercase();
+    let body = lower.strip_suffix("ib").or_else(|| lower.strip_suffix('b')).unwrap_or(&lower);
+    let (digits, shift) = match body.chars().last() {
+        Some('k') => (&body[..body.len() - 1], 10),
+        Some('m') => (&body[..body.len() - 1], 20),
+        Some('g') => (&body[..body.len() - 1], 30),
+        Some('t') => (&body[..body.len() - 1], 40),
+        _ => (body, 0),
+    };
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(format!("{s:?} is not a size (bytes, or a number with K, M, G or T)"));
+    }
+    let n: u64 = digits.parse().map_err(|_| format!("{s:?} is too large"))?;
+    let v = n.checked_mul(1u64 << shift).ok_or_else(|| format!("{s:?} is too large"))?;
+    if v == 0 {
+        return Err("a size must be nonzero".into());
+    }
+    Ok(v)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_parse_with_binary_suffixes() {
+        assert_eq!(parse_size("4096"), Ok(4096));
+        assert_eq!(parse_size("64K"), Ok(64 << 10));
+        assert_eq!(parse_size("64k"), Ok(64 << 10));
+        assert_eq!(parse_size("10M"), Ok(10 << 20));
+        assert_eq!(parse_size("3G"), Ok(3 << 30));
+        assert_eq!(parse_size("2T"), Ok(2 << 40));
+        assert_eq!(parse_size("1TiB"), Ok(1 << 40));
+        assert_eq!(parse_size("8MB"), Ok(8 << 20));
+        for bad in ["", "K", "0", "1.5G", "-1", "12Q", "99999999999T", "18446744073709551616"] {
+            assert!(parse_size(bad).is_err(), "{bad:?} accepted");
+        }
+    }
+
+    #[test]
+    fn serve_refuses_a_missing_volume_and_size_without_create() {
+        let dir = tempfile::tempdir().unwrap();
+        let args = |create: bool, size: Option<u64>| ServeArgs {
+            dir: dir.path().to_path_buf(),
+            create,
+            size,
+            listen: "127.0.0.1:0".into(),
+            unix: None,
+            export: None,
+            read_only: false,
+            max_payload: 32 << 20,
+            max_connections: 4,
+        };
+        let e = serve(args(false, None)).unwrap_err();
+        assert!(e.contains("--create"), "{e}");
+        let e = serve(args(false, Some(4096))).unwrap_err();
+        assert!(e.contains("--size applies only"), "{e}");
+    }
+}

@@ -1,0 +1,113 @@
+//! Fault injection on `FaultFs`: EIO and ENOSPC on writes, syncs, length changes and reads give typed errors
+//! (`Io`, `NoSpace`, then `Poisoned`), never a panic or a corruption report, and a reopened file holds the state
+//! of an operation boundary no earlier than the last completed `sync`.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::path::Path;
+use std::sync::Arc;
+
+use flexfile::{Error, FlexFile, Options};
+use rand::Rng;
+use vfs::{Fault, FaultFs, FaultKind, MemFs, Op};
+
+const DIR: &str = "/fault";
+
+#[test]
+fn random_faults_give_typed_errors_and_a_consistent_reopen() {
+    let ops = [Op::Write, Op::Sync, Op::SetLen, Op::Read];
+    let (mut hit, mut trials) = (0, 0);
+    for seed in common::seeds(&[201, 202, 203, 204, 205, 206]) {
+        for (k, &op) in ops.iter().enumerate() {
+            let kind = if seed % 2 == 0 { FaultKind::Eio } else { FaultKind::NoSpace };
+            let mut rng = common::rng(seed * 10 + k as u64);
+            let inner: Arc<dyn vfs::Fs> = Arc::new(MemFs::new());
+            let ffs = FaultFs::new(inner.clone());
+            let fs: Arc<dyn vfs::Fs> = Arc::new(ffs.clone());
+            let mut f = FlexFile::create(fs.clone(), Path::new(DIR), Options::tiny()).unwrap();
+            let mut m = Vec::new();
+            let mut allowed = vec![Vec::new()];
+            ffs.inject(Fault::after(op, rng.random_range(0..200), kind));
+            let mut failed = false;
+            for _ in 0..400 {
+                let (next, r) = common::mutate(&mut rng, &mut f, &m);
+                let r =
+                    r.and_then(
+                        |()| if rng.random_range(0..6) == 0 { f.sync().map(|()| true) } else { Ok(false) },
+                    );
+                match r {
+                    Ok(synced) => {
+                        m = next;
+                        if synced {
+                            allowed = vec![m.clone()];
+                        } else {
+                            allowed.push(m.clone());
+                        }
+                    }
+                    Err(e) => {
+                        assert!(
+                            matches!(e, Error::Io(_) | Error::NoSpace(_)),
+                            "seed {seed} {op:?}: expected a typed I/O error, got {e:?}"
+                        );
+                        if kind == FaultKind::NoSpace {
+                            assert!(matches!(e, Error::NoSpace(_)), "ENOSPC must be NoSpace: {e:?}");
+                        }
+                        allowed.push(next);
+                        failed = true;
+                        break;
+                    }
+                }
+            }
+            trials += 1;
+            if !failed {
+                continue;
+            }
+            hit += 1;
+            // Everything after a failure is refused until reopen.
+            assert!(matches!(f.insert(0, b"x"), Err(Error::Poisoned)));
+            drop(f);
+            ffs.clear_all();
+            let mut f = FlexFile::open(fs.clone(), Path::new(DIR), Options::tiny())
+                .unwrap_or_else(|e| panic!("seed {seed} {op:?}: reopen: {e}"));
+            f.check(true).unwrap();
+            let got = common::contents(&mut f).unwrap();
+            assert!(
+                allowed.contains(&got),
+                "seed {seed} {op:?}: reopened state matches no operation boundary"
+            );
+        }
+    }
+    eprintln!("{hit} of {trials} runs hit their fault");
+    assert!(hit * 2 > trials, "too few runs reached their fault ({hit} of {trials})");
+}
+
+#[test]
+fn faults_during_open_are_typed() {
+    let inner: Arc<dyn vfs::Fs> = Arc::new(MemFs::new());
+    let ffs = FaultFs::new(inner.clone());
+    let fs: Arc<dyn vfs::Fs> = Arc::new(ffs.clone());
+    let mut f = FlexFile::create(fs.clone(), Path::new(DIR), Options::tiny()).unwrap();
+    for i in 0..50u8 {
+        f.insert(0, &[i; 40]).unwrap();
+    }
+    f.sync().unwrap();
+    drop(f);
+    for op in [Op::Read, Op::Open, Op::Write, Op::Sync, Op::SetLen, Op::Lock] {
+        for n in 0..6 {
+            ffs.clear_all();
+            ffs.inject(Fault::after(op, n, FaultKind::Eio));
+            match FlexFile::open(fs.clone(), Path::new(DIR), Options::tiny()) {
+                Ok(mut f) => {
+                    let _ = common::contents(&mut f);
+                }
+                Err(e) => assert!(!e.is_corruption(), "{op:?} after {n}: {e}"),
+            }
+        }
+    }
+    ffs.clear_all();
+    let mut f = FlexFile::open(fs, Path::new(DIR), Options::tiny()).unwrap();
+    f.check(true).unwrap();
+    assert_eq!(f.size(), 50 * 40);
+}

@@ -1,0 +1,196 @@
+//! Two-stage garbage collection of a log-structured leaf (§5.2).
+//!
+//! A leaf only appends, so older entries pile up under newer ones. When a leaf is full, GC removes entries whose
+//! every block is covered by newer entries:
+//!
+//! 1. **Lightweight GC** scans newest to oldest with the *LT Map* (left bound → largest right bound seen) and drops
+//!    an entry when a newer entry with the same left bound reaches at least as far. No ordered search at all; in
+//!    the paper's traces this alone finds 73.8 % of the reclaimable entries.
+//! 2. **Normal GC**, run only when lightweight GC freed nothing, scans newest to oldest keeping the union of the
+//!    ranges seen (the [`NonOverlapList`]); an entry inside one segment is covered by the union of newer ranges and
+//!    is dropped. Tombstones are removed here: their ranges go into the [`DeletedList`], every older entry loses
+//!    its blocks inside that list first (possibly splitting into pieces, all kept at the entry's position), and the
+//!    tombstone itself is dropped. After normal GC no entry is fully covered and no tombstone remains.
+//!
+//! Surviving entries keep their relative order (newest-wins depends on it).
+
+use crate::nonoverlap::{DeletedList, NonOverlapList};
+use crate::{BlockRange, RangeValue};
+
+/// The LT Map of lightweight GC: an open-addressing hash table from left bound to the largest right bound of a
+/// newer entry with that left bound. Sized to a power of two at least twice the entries, so probes are short;
+/// the allocation is reused across GCs.
+#[derive(Debug, Default)]
+pub struct LtMap {
+    slots: Vec<(u64, u64)>,
+    used: Vec<bool>,
+}
+
+impl LtMap {
+    /// Heap bytes held.
+    pub fn heap_bytes(&self) -> usize {
+        self.slots.capacity() * size_of::<(u64, u64)>() + self.used.capacity()
+    }
+
+    fn reset(&mut self, entries: usize) {
+        let n = (entries * 2).next_power_of_two().max(4);
+        self.slots.clear();
+        self.slots.resize(n, (0, 0));
+        self.used.clear();
+        self.used.resize(n, false);
+    }
+
+    #[inline]
+    fn slot(&self, key: u64) -> usize {
+        let mask = self.slots.len() - 1;
+        let mut i = (key.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 32) as usize & mask;
+        while self.used[i] && self.slots[i].0 != key {
+            i = (i + 1) & mask;
+        }
+        i
+    }
+
+    /// Whether a newer entry with `r`'s left bound covers `r`; otherwise records `r`.
+    #[inline]
+    fn covered_or_record(&mut self, r: &BlockRange) -> bool {
+        let i = self.slot(r.first());
+        if self.used[i] {
+            if r.last() <= self.slots[i].1 {
+                return true;
+            }
+            self.slots[i].1 = r.last();
+        } else {
+            self.used[i] = true;
+            self.slots[i] = (r.first(), r.last());
+        }
+        false
+    }
+}
+
+/// Lightweight GC over a leaf's range array: sets `dead[i]` for every entry covered by a newer entry with the same
+/// left bound and returns how many it marked.
+pub fn lightweight_marks(ranges: &[BlockRange], lt: &mut LtMap, dead: &mut Vec<bool>) -> usize {
+    lt.reset(ranges.len());
+    dead.clear();
+    dead.resize(ranges.len(), false);
+    let mut n = 0;
+    for (i, r) in ranges.iter().enumerate().rev() {
+        if lt.covered_or_record(r) {
+            dead[i] = true;
+            n += 1;
+        }
+    }
+    n
+}
+
+/// The result of a normal GC.
+#[derive(Debug)]
+pub struct NormalGc<V> {
+    /// Surviving entries (or pieces of entries), oldest first.
+    pub kept: Vec<(BlockRange, V)>,
+    /// The union of all ranges processed, with surviving entry counts per segment (input to split).
+    pub nonoverlap: NonOverlapList,
+    /// Entries and pieces dropped (covered ranges and tombstones).
+    pub dropped: usize,
+}
+
+/// Normal GC over a leaf's entries (oldest first). See the module comment.
+pub fn normal_gc<V: RangeValue>(ranges: &[BlockRange], values: &[V]) -> NormalGc<V> {
+    normal_gc_with(ranges, values, None)
+}
+
+/// Normal GC over a leaf's entries followed by `newest`, an entry about to be appended: the put path runs the
+/// second GC stage with the incoming entry included, so its result can feed a split directly.
+pub fn normal_gc_with<V: RangeValue>(
+    ranges: &[BlockRange],
+    values: &[V],
+    newest: Option<(BlockRange, V)>,
+) -> NormalGc<V> {
+    debug_assert_eq!(ranges.len(), values.len());
+    let mut nonoverlap = NonOverlapList::new();
+    let mut deleted = DeletedList::new();
+    let mut kept_rev: Vec<(BlockRange, V)> = Vec::with_capacity(ranges.len() + 1);
+    let mut pieces: Vec<BlockRange> = Vec::new();
+    let mut dropped = 0;
+    let newest_iter = newest.iter().map(|(r, v)| (r, v));
+    for (r, v) in newest_iter.chain(ranges.iter().zip(values).rev()) {
+        if v.is_tombstone() {
+            // Physically removed; it still hides every older block it covers.
+            dropped += 1;
+            if !nonoverlap.covers(r) {
+                deleted.add(*r);
+                nonoverlap.add(*r, 0);
+            }
+            continue;
+        }
+        if deleted.is_empty() {
+            // The common case: no tombstone seen, the entry is kept or dropped whole.
+            if nonoverlap.covers(r) {
+                dropped += 1;
+            } else {
+                nonoverlap.add(*r, 1);
+                kept_rev.push((*r, v.clone()));
+            }
+            continue;
+        }
+        pieces.clear();
+        deleted.subtract(*r, &mut pieces);
+        // Pieces are pushed in reverse so `kept`, reversed at the end, lists them in block order.
+        let mut any = false;
+        for p in pieces.iter().rev() {
+            if nonoverlap.covers(p) {
+                continue;
+            }
+            nonoverlap.add(*p, 1);
+            let pv = if p == r { v.clone() } else { v.divide(*r, *p) };
+            kept_rev.push((*p, pv));
+            any = true;
+        }
+        if !any {
+            dropped += 1;
+        }
+    }
+    kept_rev.reverse();
+    NormalGc { kept: kept_rev, nonoverlap, dropped }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::WriteRef;
+
+    fn r(a: u64, b: u64) -> BlockRange {
+        BlockRange::new(a, b).unwrap()
+    }
+
+    #[test]
+    fn tombstone_trims_older_entries_into_pieces() {
+        let ranges = [r(1, 10), r(4, 5)];
+        let values = [WriteRef::new(0, 0), WriteRef::tombstone()];
+        let gc = normal_gc(&ranges, &values);
+        assert_eq!(gc.kept, vec![(r(1, 3), WriteRef::new(0, 0)), (r(6, 10), WriteRef::new(0, 5))]);
+        assert_eq!(gc.dropped, 1);
+    }
+
+    /// Regression: the paper's "inside one NonOverlap entry" test kept [2, 5] although the newer [1, 3] and
+    /// [4, 6] (separate, touching segments) cover it; found by the model test's invariant check.
+    #[test]
+    fn regression_entry_covered_by_touching_segments_is_dropped() {
+        let ranges = [r(2, 5), r(1, 3), r(4, 6)];
+        let values = [WriteRef::new(0, 0), WriteRef::new(1, 0), WriteRef::new(2, 0)];
+        let gc = normal_gc(&ranges, &values);
+        assert_eq!(gc.dropped, 1);
+        assert_eq!(gc.kept, vec![(r(1, 3), WriteRef::new(1, 0)), (r(4, 6), WriteRef::new(2, 0))]);
+        // The two segments stay apart: 4 remains a split candidate that divides nothing.
+        assert_eq!(gc.nonoverlap.segments(), &[(r(1, 3), 1), (r(4, 6), 1)]);
+    }
+
+    #[test]
+    fn lightweight_marks_same_left_bound_only() {
+        let ranges = [r(1, 5), r(1, 7), r(2, 3), r(1, 6)];
+        let mut lt = LtMap::default();
+        let mut dead = Vec::new();
+        assert_eq!(lightweight_marks(&ranges, &mut lt, &mut dead), 1);
+        assert_eq!(dead, vec![true, false, false, false]);
+    }
+}

@@ -1,0 +1,160 @@
+//! The ordered lists normal GC keeps (§5.2): the NonOverlap List and the deleted list.
+
+use crate::BlockRange;
+
+/// The union of the ranges a reverse scan has processed, kept as ordered, pairwise non-overlapping segments,
+/// each with the number of surviving entries it absorbed.
+///
+/// Normal GC asks "is this older range inside one segment?" (then it is fully covered by newer data and is
+/// dropped), and otherwise unions the range into the list. Segments that merely touch (`[1, 3]`, `[4, 6]`) stay
+/// separate: a split point at a segment's left bound then cuts no range, which is what range-conscious split
+/// (§5.3) takes its candidates from, and the per-segment counts let it balance the two leaves without another
+/// pass. Lookups are binary searches rather than the paper's linear scan; the list is ordered either way.
+#[derive(Clone, Debug, Default)]
+pub struct NonOverlapList {
+    segs: Vec<(BlockRange, u32)>,
+}
+
+impl NonOverlapList {
+    /// An empty list.
+    pub fn new() -> NonOverlapList {
+        NonOverlapList { segs: Vec::new() }
+    }
+
+    /// Empties the list, keeping its allocation.
+    pub fn clear(&mut self) {
+        self.segs.clear();
+    }
+
+    /// Whether the union contains all of `r`. Usually one segment does; segments that touch are walked too,
+    /// since they are kept apart only for split candidates (the paper's single-segment test misses an entry
+    /// covered by two touching segments, e.g. `[2, 5]` under `[1, 3]` and `[4, 6]`).
+    #[inline]
+    pub fn covers(&self, r: &BlockRange) -> bool {
+        let i = self.segs.partition_point(|(s, _)| s.first() <= r.first());
+        if i == 0 {
+            return false;
+        }
+        let mut end = self.segs[i - 1].0.last();
+        if end < r.first() {
+            return false;
+        }
+        for (s, _) in &self.segs[i..] {
+            if end >= r.last() || s.first() != end + 1 {
+                break;
+            }
+            end = s.last();
+        }
+        end >= r.last()
+    }
+
+    /// Unions `r` into the list, adding `count` surviving entries to the resulting segment.
+    pub fn add(&mut self, r: BlockRange, count: u32) {
+        let start = self.segs.partition_point(|(s, _)| s.last() < r.first());
+        let end = self.segs.partition_point(|(s, _)| s.first() <= r.last());
+        if start == end {
+            self.segs.insert(start, (r, count));
+            return;
+        }
+        let first = r.first().min(self.segs[start].0.first());
+        let last = r.last().max(self.segs[end - 1].0.last());
+        let total = self.segs[start..end].iter().map(|(_, c)| *c).sum::<u32>() + count;
+        self.segs.splice(start..end, [(BlockRange::raw(first, last), total)]);
+    }
+
+    /// The segments in block order with their entry counts.
+    pub fn segments(&self) -> &[(BlockRange, u32)] {
+        &self.segs
+    }
+}
+
+/// The union of the tombstoned ranges a normal GC has passed, as ordered disjoint segments. Older entries lose
+/// their blocks inside it, which is how tombstones are physically removed without resurrecting older data.
+#[derive(Clone, Debug, Default)]
+pub struct DeletedList {
+    segs: Vec<BlockRange>,
+}
+
+impl DeletedList {
+    /// An empty list.
+    pub fn new() -> DeletedList {
+        DeletedList { segs: Vec::new() }
+    }
+
+    /// Whether no tombstone has been seen.
+    pub fn is_empty(&self) -> bool {
+        self.segs.is_empty()
+    }
+
+    /// Unions `r` into the list (touching segments coalesce).
+    pub fn add(&mut self, r: BlockRange) {
+        let start = self.segs.partition_point(|s| s.last() < r.first().saturating_sub(1));
+        let end = self.segs.partition_point(|s| s.first() <= r.last().saturating_add(1));
+        if start == end {
+            self.segs.insert(start, r);
+            return;
+        }
+        let first = r.first().min(self.segs[start].first());
+        let last = r.last().max(self.segs[end - 1].last());
+        self.segs.splice(start..end, [BlockRange::raw(first, last)]);
+    }
+
+    /// Appends to `out` the parts of `r` outside the list, in block order.
+    pub fn subtract(&self, r: BlockRange, out: &mut Vec<BlockRange>) {
+        let mut next = r.first();
+        let start = self.segs.partition_point(|s| s.last() < r.first());
+        for s in &self.segs[start..] {
+            if s.first() > r.last() {
+                break;
+            }
+            if s.first() > next {
+                out.push(BlockRange::raw(next, s.first() - 1));
+            }
+            if s.last() >= r.last() {
+                return;
+            }
+            next = s.last() + 1;
+        }
+        out.push(BlockRange::raw(next, r.last()));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn r(a: u64, b: u64) -> BlockRange {
+        BlockRange::new(a, b).unwrap()
+    }
+
+    #[test]
+    fn nonoverlap_unions_overlaps_but_keeps_touching_segments() {
+        let mut n = NonOverlapList::new();
+        n.add(r(9, 10), 1);
+        n.add(r(4, 7), 1);
+        n.add(r(4, 9), 1);
+        assert_eq!(n.segments(), &[(r(4, 10), 3)]);
+        assert!(n.covers(&r(5, 7)));
+        n.add(r(11, 12), 1);
+        assert_eq!(n.segments(), &[(r(4, 10), 3), (r(11, 12), 1)]);
+        assert!(n.covers(&r(10, 11)));
+        assert!(!n.covers(&r(10, 13)));
+        assert!(!n.covers(&r(3, 5)));
+    }
+
+    #[test]
+    fn deleted_list_subtracts() {
+        let mut d = DeletedList::new();
+        d.add(r(4, 5));
+        d.add(r(8, 8));
+        d.add(r(6, 6));
+        let mut out = Vec::new();
+        d.subtract(r(1, 10), &mut out);
+        assert_eq!(out, vec![r(1, 3), r(7, 7), r(9, 10)]);
+        out.clear();
+        d.subtract(r(4, 6), &mut out);
+        assert!(out.is_empty());
+        d.subtract(r(0, u64::MAX), &mut out);
+        assert_eq!(out, vec![r(0, 3), r(7, 7), r(9, u64::MAX)]);
+    }
+}
