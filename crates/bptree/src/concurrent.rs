@@ -653,14 +653,12 @@ where
                     g = ArcRwLockWriteGuard::downgrade(w);
                 }
                 let Node::Leaf(l) = &*g else { unreachable!("read descent ends at a leaf") };
-                let mut last = None;
-                for (k, v) in l.leaf.range(b, Bound::Unbounded).take(rem) {
-                    f(k, v);
-                    done += 1;
-                    last = Some(k);
-                }
-                if let Some(k) = last {
-                    resume = Some(k.clone());
+                done += l.leaf.scan(b, rem, &mut f);
+                if done < length {
+                    // The leaf is exhausted; a later re-descent resumes after its largest key.
+                    if let Some((k, _)) = l.leaf.range::<K>(Bound::Unbounded, Bound::Unbounded).next_back() {
+                        resume = Some(k.clone());
+                    }
                 }
                 if done == length {
                     break 'descend;

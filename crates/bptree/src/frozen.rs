@@ -90,12 +90,7 @@ where
         Q: Ord + ?Sized,
         F: FnMut(&K, &V),
     {
-        let mut n = 0;
-        for (k, v) in self.tree.range::<Q, _>((start, Bound::Unbounded)).take(length) {
-            f(k, v);
-            n += 1;
-        }
-        n
+        self.tree.scan_sorted(start, length, &mut f)
     }
 
     /// Calls `f` on every entry with a key in `range`, in no particular order.

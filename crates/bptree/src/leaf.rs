@@ -76,6 +76,14 @@ pub trait Leaf<K: Ord, V>: Sized {
         Q: Ord + ?Sized,
         F: FnMut(&K, &V);
 
+    /// `iterate_from` through `&self`: fast when `sorted_for(start, length)` holds (what a frozen tree and a
+    /// concurrent scan after its upgrade guarantee), correct (through `range`) otherwise.
+    fn scan<Q, F>(&self, start: Bound<&Q>, length: usize, f: &mut F) -> usize
+    where
+        K: Borrow<Q>,
+        Q: Ord + ?Sized,
+        F: FnMut(&K, &V);
+
     /// Whether `iterate_from(start, length, ..)` would have nothing to sort, so it can run under a read lock.
     fn sorted_for<Q>(&self, start: Bound<&Q>, length: usize) -> bool
     where

@@ -129,6 +129,15 @@ impl<K: Ord, V> Leaf<K, V> for SortedLeaf<K, V> {
         Q: Ord + ?Sized,
         F: FnMut(&K, &V),
     {
+        self.scan(start, length, f)
+    }
+
+    fn scan<Q, F>(&self, start: Bound<&Q>, length: usize, f: &mut F) -> usize
+    where
+        K: Borrow<Q>,
+        Q: Ord + ?Sized,
+        F: FnMut(&K, &V),
+    {
         let i = self.lower(start);
         let end = (i + length).min(self.keys.len());
         for j in i..end {

@@ -576,6 +576,25 @@ where
         done
     }
 
+    /// `iterate_range` through `&self` for sorted leaves (the frozen tree): no sorting, plain two-finger scans.
+    pub(crate) fn scan_sorted<Q, F>(&self, start: Bound<&Q>, length: usize, f: &mut F) -> usize
+    where
+        K: Borrow<Q>,
+        Q: Ord + ?Sized,
+        F: FnMut(&K, &V),
+    {
+        let mut leaf = self.leaf_for_bound(start, true);
+        let mut bound = start;
+        let mut done = 0;
+        while done < length && leaf != NIL {
+            let e = &self.leaves[leaf as usize];
+            done += e.leaf.scan(bound, length - done, f);
+            leaf = e.next;
+            bound = Bound::Unbounded;
+        }
+        done
+    }
+
     /// Calls `f` on every entry with a key in `range`, in no particular order (paper: `map_range`). Never
     /// sorts, so it takes `&self`.
     pub fn map_range<Q, R, F>(&self, range: R, mut f: F)

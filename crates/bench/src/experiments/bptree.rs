@@ -21,8 +21,8 @@
 //! - `str-*`: the memtable case, keys of 16–64 random bytes (`ByteKey` in the BP-tree, `Vec<u8>` in the peers),
 //!   8-byte values: insert, find, iterate max 100 and 10,000, memory.
 //!
-//! Key streams come from a seeded generator local to this module (uniform; YCSB's scrambled zipfian with
-//! θ = 0.99 over the loaded keys).
+//! Operation keys are drawn with `workloads::KeySampler` (uniform, or YCSB's scrambled zipfian with θ = 0.99)
+//! over the loaded keys; loaded and inserted keys are uniform random 64-bit integers.
 //!
 //! `--set n=N` (entries loaded; default quick 1,000,000, full 10,000,000), `ops=N` (point operations per
 //! workload), `scans=N` (short scans), `long_scans=N`, `sweep=0|1` (leaf-size sweep; default on in full runs).
@@ -37,6 +37,7 @@ use crossbeam_skiplist::SkipMap;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use serde_json::json;
+use workloads::{Distribution, KeySampler};
 
 use crate::measure::{Stats, time_ops_parallel, time_ops_sampled};
 use crate::{Ctx, Experiment, Report, Result, alloc};
@@ -65,8 +66,11 @@ impl Experiment for BpTreeBench {
         };
         let sweep: u32 = ctx.setting("sweep", ctx.scale(0, 1))?;
         report.note(
-            "Key streams: local seeded generators (uniform; YCSB scrambled zipfian, theta 0.99, over the loaded keys).",
+            "YCSB keys: workloads::KeySampler (uniform; scrambled zipfian theta 0.99) over the loaded keys.",
         );
+        if p.n == 0 {
+            return Err("--set n must be at least 1".into());
+        }
         micro(ctx, &p, &mut report);
         if sweep != 0 {
             leaf_sweep(ctx, &p, &mut report);
@@ -208,43 +212,6 @@ impl Shared for SkipMap<u64, u64> {
     }
     fn map(&self, start: u64, end: u64) -> u64 {
         self.range(start..end).fold(0u64, |s, e| s.wrapping_add(*e.value()))
-    }
-}
-
-/// YCSB's scrambled zipfian generator (Gray et al.), θ < 1, over `0..n`.
-struct Zipf {
-    n: u64,
-    theta: f64,
-    alpha: f64,
-    zetan: f64,
-    eta: f64,
-}
-
-impl Zipf {
-    fn new(n: u64, theta: f64) -> Self {
-        let zetan: f64 = (1..=n).map(|i| 1.0 / (i as f64).powf(theta)).sum();
-        let zeta2 = 1.0 + 0.5f64.powf(theta);
-        let eta = (1.0 - (2.0 / n as f64).powf(1.0 - theta)) / (1.0 - zeta2 / zetan);
-        Zipf { n, theta, alpha: 1.0 / (1.0 - theta), zetan, eta }
-    }
-
-    fn next(&self, rng: &mut SmallRng) -> u64 {
-        let u: f64 = rng.random();
-        let uz = u * self.zetan;
-        let rank = if uz < 1.0 {
-            0
-        } else if uz < 1.0 + 0.5f64.powf(self.theta) {
-            1
-        } else {
-            ((self.n as f64) * (self.eta * u - self.eta + 1.0).powf(self.alpha)) as u64
-        };
-        // Scramble so popular items are spread over the key space (FNV-1a of the rank).
-        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-        for b in rank.min(self.n - 1).to_le_bytes() {
-            h ^= u64::from(b);
-            h = h.wrapping_mul(0x0100_0000_01b3);
-        }
-        h % self.n
     }
 }
 
@@ -409,9 +376,11 @@ enum Op {
 /// The run-phase operations of one YCSB workload.
 fn ycsb_ops(w: char, zipf: bool, keys: &[u64], count: usize, seed: u64) -> Vec<Op> {
     let mut rng = SmallRng::seed_from_u64(seed);
-    let z = zipf.then(|| Zipf::new(keys.len() as u64, 0.99));
-    let pick = |rng: &mut SmallRng| match &z {
-        Some(z) => keys[z.next(rng) as usize],
+    let dist = if zipf { Distribution::ScrambledZipfian { theta: 0.99 } } else { Distribution::Uniform };
+    // `keys` is never empty here (n >= 1 is validated), so the sampler always builds.
+    let mut sampler = KeySampler::new(dist, keys.len().max(1) as u64, seed ^ 0x9c5b).ok();
+    let mut pick = |rng: &mut SmallRng| match sampler.as_mut() {
+        Some(s) => keys[s.next_key() as usize % keys.len()],
         None => keys[rng.random_range(0..keys.len())],
     };
     (0..count)

@@ -11,7 +11,14 @@ mod rask;
 
 /// All experiments, in the order `rangedb bench all` runs them.
 pub fn all() -> Vec<&'static dyn Experiment> {
-    vec![&machine::Machine, &nbd::Nbd, &rask::RaskBench, &flextree::FlexTreeBench, &flexfile::FlexFileBench, &bptree::BpTreeBench]
+    vec![
+        &machine::Machine,
+        &nbd::Nbd,
+        &rask::RaskBench,
+        &flextree::FlexTreeBench,
+        &flexfile::FlexFileBench,
+        &bptree::BpTreeBench,
+    ]
 }
 
 /// The experiment called `name`.
