@@ -20,7 +20,8 @@ pub fn put_varint(out: &mut Vec<u8>, mut v: u64) {
     out.push(v as u8);
 }
 
-/// Decodes a varint at the start of `buf`: the value and its length, or `None` if truncated or over 10 bytes.
+/// Decodes a varint at the start of `buf`: the value and its length, or `None` if truncated, over 10 bytes or
+/// not in its shortest form.
 pub fn get_varint(buf: &[u8]) -> Option<(u64, usize)> {
     let mut v: u64 = 0;
     for (i, &b) in buf.iter().enumerate().take(10) {
@@ -30,6 +31,10 @@ pub fn get_varint(buf: &[u8]) -> Option<(u64, usize)> {
         }
         v |= part << (7 * i);
         if b & 0x80 == 0 {
+            // Only the shortest encoding is valid, so every decodable record has exactly one byte form.
+            if i > 0 && b == 0 {
+                return None;
+            }
             return Some((v, i + 1));
         }
     }
@@ -152,6 +157,13 @@ mod tests {
             b[i] ^= 0x40;
             assert!(decode_all(&b).is_err(), "flip at {i} undetected");
         }
+    }
+
+    #[test]
+    fn overlong_varints_are_rejected() {
+        assert_eq!(get_varint(&[0x80, 0x00]), None);
+        assert_eq!(get_varint(&[0x81, 0x00]), None);
+        assert_eq!(get_varint(&[0x80, 0x01]), Some((128, 2)));
     }
 
     #[test]
