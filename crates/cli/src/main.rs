@@ -7,6 +7,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 mod bench_cmd;
+mod flexdb;
 mod flexfile;
 mod inspect;
 mod kv;
@@ -29,6 +30,8 @@ struct Cli {
 enum Command {
     /// Run a benchmark experiment: ours against named peers in one run, with ratios.
     Bench(bench_cmd::BenchArgs),
+    /// Script (`exec`, the kv shell) or inspect a FlexDB store.
+    Flexdb(flexdb::FlexdbArgs),
     /// Script (`exec`) or inspect a FlexFile.
     Flexfile(flexfile::FlexfileArgs),
     /// Script a key-value engine from standard input (`kv exec --engine lsm`).
@@ -47,6 +50,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Bench(args) => bench_cmd::run(args),
+        Command::Flexdb(args) => flexdb::run(args),
         Command::Flexfile(args) => flexfile::run(args),
         Command::Kv(args) => kv::run(args),
         Command::Inspect(args) => inspect::run(args),

@@ -1,0 +1,629 @@
+//! The store: WAL + BP-tree memtable in front of the table, a background committer, and recovery.
+//!
+//! # Design
+//!
+//! Writers serialize on the WAL writer mutex: a batch is appended to the current log (synced when asked), then
+//! applied to the active memtable. When the memtable's `memory_usage()` reaches `memtable_bytes`, the writer
+//! waits until the previous immutable memtable is committed, syncs and retires the current log, starts the next
+//! one, and freezes the memtable into the immutable slot; the committer thread merges it into the table, syncs
+//! the FlexFile, and only then deletes the retired log. At most two logs exist, each belonging to one memtable,
+//! and every log but the newest is fully synced.
+//!
+//! Reads check the active memtable, the immutable memtable, then the table (§5.2). A range delete waits for the
+//! committer to be idle, removes the covered memtable entries and collapses the covered table bytes while
+//! holding the memtable lock, so no reader sees half of it.
+//!
+//! Recovery (§5.4) replays every log, oldest first (by number, never by size or timestamp), into a memtable,
+//! committing it to the table before each logged range delete and at the end, syncs the table, and only then
+//! removes the logs. Replay is idempotent: logs hold blind writes, and a log is removed only after its
+//! memtable's effects are durable in the table, so replaying a log whose effects are already (partly) in the
+//! table yields the same state.
+//!
+//! Errors: a failed WAL append or a failed commit makes the store refuse further writes
+//! ([`Error::Background`]); reads keep working. Reopening recovers.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::thread::JoinHandle;
+
+use bptree::ByteKey;
+use parking_lot::{Condvar, Mutex, RwLock};
+
+use crate::error::{Error, Result};
+use crate::memtable::{FrozenMemtable, MemValue, Memtable};
+use crate::options::{Options, WriteOptions};
+use crate::record::{MAX_KEY_LEN, MAX_VALUE_LEN};
+use crate::table::Table;
+use crate::wal::{self, Op, WalWriter};
+
+/// Counters of a store, readable through [`Db::stats`].
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Stats {
+    /// Put operations.
+    pub puts: u64,
+    /// Point deletes.
+    pub deletes: u64,
+    /// Range deletes.
+    pub range_deletes: u64,
+    /// Point lookups.
+    pub gets: u64,
+    /// Lookups answered by a memtable.
+    pub memtable_hits: u64,
+    /// Bytes appended to WALs.
+    pub wal_bytes: u64,
+    /// Memtables committed into the table.
+    pub memtables_committed: u64,
+    /// Record bytes inserted into the table file.
+    pub table_inserted_bytes: u64,
+    /// Record bytes collapsed out of the table file.
+    pub table_collapsed_bytes: u64,
+    /// Bytes the FlexFile wrote (data, log, tree).
+    pub table_bytes_written: u64,
+    /// Interval splits.
+    pub interval_splits: u64,
+    /// Interval merges and removals.
+    pub interval_merges: u64,
+    /// Intervals in the sparse index.
+    pub intervals: u64,
+    /// Interval cache hits.
+    pub cache_hits: u64,
+    /// Interval cache misses.
+    pub cache_misses: u64,
+    /// Times the committer released the index lock mid-commit.
+    pub commit_lock_releases: u64,
+    /// WAL records replayed at open.
+    pub wal_batches_replayed: u64,
+    /// Bytes of torn WAL tail dropped at open.
+    pub wal_tail_dropped_bytes: u64,
+    /// Anchors read to rebuild the index at open.
+    pub rebuild_anchors: u64,
+    /// Bytes in the table file.
+    pub table_size: u64,
+}
+
+#[derive(Default)]
+struct Counters {
+    puts: AtomicU64,
+    deletes: AtomicU64,
+    range_deletes: AtomicU64,
+    gets: AtomicU64,
+    memtable_hits: AtomicU64,
+    memtables_committed: AtomicU64,
+    wal_batches_replayed: AtomicU64,
+    wal_tail_dropped_bytes: AtomicU64,
+}
+
+struct Mem {
+    active: Memtable,
+    /// Key and value bytes written into `active` (plus 16 per operation): what `memtable_bytes` limits. The
+    /// BP-tree's own `memory_usage()` counts whole 1,088-slot leaves, far above the data in a small memtable.
+    bytes: usize,
+    imm: Option<(Arc<FrozenMemtable>, u64)>,
+}
+
+struct Inner {
+    fs: Arc<dyn vfs::Fs>,
+    dir: PathBuf,
+    opts: Options,
+    table: Table,
+    mem: RwLock<Mem>,
+    writer: Mutex<WalWriter>,
+    state: Mutex<bool>,
+    cv: Condvar,
+    bg_error: Mutex<Option<String>>,
+    c: Counters,
+    wal_bytes: AtomicU64,
+    _lock: Box<dyn vfs::FileLock>,
+}
+
+/// A FlexDB store. See the module comment.
+pub struct Db {
+    inner: Arc<Inner>,
+    committer: Option<JoinHandle<()>>,
+}
+
+const LOCK_FILE: &str = "LOCK";
+
+impl Db {
+    /// Opens the store in `dir` (creating it if `opts.create_if_missing`), replaying its logs.
+    pub fn open(fs: Arc<dyn vfs::Fs>, dir: &Path, opts: Options) -> Result<Db> {
+        opts.validate()?;
+        if opts.create_if_missing && !fs.exists(dir)? {
+            fs.create_dir_all(dir)?;
+            // The store's directory entry must be durable before anything in it is acknowledged.
+            let parent = dir.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+            fs.sync_dir(parent)?;
+        } else if !fs.exists(dir)? {
+            return Err(Error::invalid(format!("{} does not exist", dir.display())));
+        }
+        let lock = fs.lock(&dir.join(LOCK_FILE))?;
+        let table = Table::open(fs.clone(), dir, &opts, opts.create_if_missing)?;
+        let c = Counters::default();
+        let mut logs: Vec<u64> = fs.list_dir(dir)?.iter().filter_map(|n| wal::parse_name(n)).collect();
+        logs.sort_unstable();
+        let mut mem = Memtable::new();
+        for (i, &n) in logs.iter().enumerate() {
+            let r = wal::read_log(fs.as_ref(), &dir.join(wal::file_name(n)), i + 1 == logs.len())?;
+            c.wal_tail_dropped_bytes.fetch_add(r.dropped_bytes, Ordering::Relaxed);
+            for batch in r.batches {
+                c.wal_batches_replayed.fetch_add(1, Ordering::Relaxed);
+                for op in batch {
+                    match op {
+                        Op::Put(k, v) => {
+                            mem.insert(ByteKey::new(&k), MemValue::Put(v));
+                        }
+                        Op::Delete(k) => {
+                            mem.insert(ByteKey::new(&k), MemValue::Delete);
+                        }
+                        Op::DeleteRange(s, e) => {
+                            table.commit(mem.iter().map(|(k, v)| (k.as_bytes(), v)))?;
+                            mem = Memtable::new();
+                            table.delete_range(&s, &e)?;
+                        }
+                    }
+                }
+            }
+        }
+        table.commit(mem.iter().map(|(k, v)| (k.as_bytes(), v)))?;
+        table.sync()?;
+        for &n in &logs {
+            fs.remove_file(&dir.join(wal::file_name(n)))?;
+        }
+        let next = logs.last().map_or(1, |n| n + 1);
+        let writer = WalWriter::create(fs.as_ref(), dir, next)?;
+        let inner = Arc::new(Inner {
+            fs,
+            dir: dir.to_path_buf(),
+            opts,
+            table,
+            mem: RwLock::new(Mem { active: Memtable::new(), bytes: 0, imm: None }),
+            writer: Mutex::new(writer),
+            state: Mutex::new(false),
+            cv: Condvar::new(),
+            bg_error: Mutex::new(None),
+            c,
+            wal_bytes: AtomicU64::new(0),
+            _lock: lock,
+        });
+        let bg = inner.clone();
+        let committer = std::thread::Builder::new()
+            .name("flexdb-committer".into())
+            .spawn(move || bg.committer_loop())
+            .map_err(Error::Io)?;
+        Ok(Db { inner, committer: Some(committer) })
+    }
+
+    /// Sets `key` to `value` (which may be empty).
+    pub fn put(&self, key: &[u8], value: &[u8], wo: WriteOptions) -> Result<()> {
+        self.write(vec![Op::Put(key.into(), value.into())], wo)
+    }
+
+    /// Deletes `key`.
+    pub fn delete(&self, key: &[u8], wo: WriteOptions) -> Result<()> {
+        self.write(vec![Op::Delete(key.into())], wo)
+    }
+
+    /// Applies puts and deletes atomically (one WAL record). Range deletes go through [`Db::delete_range`].
+    pub fn write(&self, ops: Vec<Op>, wo: WriteOptions) -> Result<()> {
+        for op in &ops {
+            match op {
+                Op::Put(k, v) => {
+                    if k.len() > MAX_KEY_LEN || v.len() > MAX_VALUE_LEN {
+                        return Err(Error::invalid("key or value too long"));
+                    }
+                }
+                Op::Delete(k) if k.len() > MAX_KEY_LEN => return Err(Error::invalid("key too long")),
+                Op::Delete(_) => {}
+                Op::DeleteRange(..) => return Err(Error::invalid("use delete_range for range deletes")),
+            }
+        }
+        let inner = &self.inner;
+        inner.check_bg()?;
+        let mut w = inner.writer.lock();
+        inner.append(&mut w, &ops, wo)?;
+        {
+            let mut m = inner.mem.write();
+            for op in ops {
+                match op {
+                    Op::Put(k, v) => {
+                        inner.c.puts.fetch_add(1, Ordering::Relaxed);
+                        m.bytes += k.len() + v.len() + 16;
+                        m.active.insert(ByteKey::from(k), MemValue::Put(v));
+                    }
+                    Op::Delete(k) => {
+                        inner.c.deletes.fetch_add(1, Ordering::Relaxed);
+                        m.bytes += k.len() + 16;
+                        m.active.insert(ByteKey::from(k), MemValue::Delete);
+                    }
+                    Op::DeleteRange(..) => {}
+                }
+            }
+        }
+        if inner.mem.read().bytes >= inner.opts.memtable_bytes {
+            inner.rotate(&mut w)?;
+        }
+        Ok(())
+    }
+
+    /// Deletes every key `k` with `start <= k < end`: covered memtable entries are removed and the covered table
+    /// bytes collapsed in one FlexFile operation.
+    pub fn delete_range(&self, start: &[u8], end: &[u8], wo: WriteOptions) -> Result<()> {
+        if start.len() > MAX_KEY_LEN || end.len() > MAX_KEY_LEN {
+            return Err(Error::invalid("key too long"));
+        }
+        if start >= end {
+            return Ok(());
+        }
+        let inner = &self.inner;
+        inner.check_bg()?;
+        let mut w = inner.writer.lock();
+        inner.append(&mut w, &[Op::DeleteRange(start.into(), end.into())], wo)?;
+        inner.c.range_deletes.fetch_add(1, Ordering::Relaxed);
+        inner.wait_idle()?;
+        let mut m = inner.mem.write();
+        let doomed: Vec<ByteKey> = m
+            .active
+            .range::<[u8], _>((std::ops::Bound::Included(start), std::ops::Bound::Excluded(end)))
+            .map(|(k, _)| k.clone())
+            .collect();
+        for k in doomed {
+            m.active.remove(k.as_bytes());
+        }
+        let r = inner.table.delete_range(start, end);
+        drop(m);
+        if let Err(e) = &r {
+            inner.set_bg(e);
+        }
+        r
+    }
+
+    /// The value of `key`, or `None`.
+    pub fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        let inner = &self.inner;
+        inner.c.gets.fetch_add(1, Ordering::Relaxed);
+        let imm = {
+            let m = inner.mem.read();
+            if let Some(v) = m.active.get(key) {
+                inner.c.memtable_hits.fetch_add(1, Ordering::Relaxed);
+                return Ok(v.as_value().map(<[u8]>::to_vec));
+            }
+            m.imm.as_ref().map(|(t, _)| t.clone())
+        };
+        if let Some(t) = imm
+            && let Some(v) = t.get(key)
+        {
+            inner.c.memtable_hits.fetch_add(1, Ordering::Relaxed);
+            return Ok(v.as_value().map(<[u8]>::to_vec));
+        }
+        Ok(inner.table.get(key)?.map(Vec::from))
+    }
+
+    /// Live pairs with `start <= key < end` (`end = None`: unbounded) in key order, at most `limit`; reversed
+    /// (largest first) when `reverse`.
+    ///
+    /// The memtables are overlaid on the committed records of the range; a forward scan with a limit reads
+    /// intervals only until it has `limit` live keys past every memtable tombstone it has met.
+    pub fn scan(
+        &self,
+        start: &[u8],
+        end: Option<&[u8]>,
+        limit: usize,
+        reverse: bool,
+    ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        use std::collections::BTreeMap;
+        use std::ops::Bound;
+        let inner = &self.inner;
+        let hi = end.map_or(Bound::Unbounded, Bound::Excluded);
+        let bounds = (Bound::Included(start), hi);
+        // Snapshot the memtables' view of the range first (newest wins), then the table.
+        let mut over: BTreeMap<Vec<u8>, MemValue> = BTreeMap::new();
+        let imm = {
+            let m = inner.mem.read();
+            for (k, v) in m.active.range::<[u8], _>(bounds) {
+                over.insert(k.as_bytes().to_vec(), v.clone());
+            }
+            m.imm.as_ref().map(|(t, _)| t.clone())
+        };
+        if let Some(t) = imm {
+            for (k, v) in t.range::<[u8], _>(bounds) {
+                over.entry(k.as_bytes().to_vec()).or_insert_with(|| v.clone());
+            }
+        }
+        let want = limit.saturating_add(over.len());
+        let mut recs = Vec::new();
+        if reverse {
+            inner.table.scan_rev(start, end, want, &mut recs)?;
+        } else {
+            inner.table.scan(start, end, want, &mut recs)?;
+        }
+        // When the table stopped at the limit, committed keys beyond the last one read are unknown: memtable keys
+        // beyond it must not be reported ahead of them.
+        let horizon = if recs.len() >= want { recs.last().map(|r| r.0.clone()) } else { None };
+        let mut merged: BTreeMap<Vec<u8>, Vec<u8>> =
+            recs.into_iter().map(|(k, v)| (k.into_vec(), v.into_vec())).collect();
+        for (k, v) in over {
+            if let Some(h) = &horizon
+                && (if reverse { *k < **h } else { *k > **h })
+            {
+                continue;
+            }
+            match v {
+                MemValue::Put(v) => {
+                    merged.insert(k, v.into_vec());
+                }
+                MemValue::Delete => {
+                    merged.remove(&k);
+                }
+            }
+        }
+        let out: Vec<(Vec<u8>, Vec<u8>)> = if reverse {
+            merged.into_iter().rev().take(limit).collect()
+        } else {
+            merged.into_iter().take(limit).collect()
+        };
+        Ok(out)
+    }
+
+    /// An iterator over live pairs with `start <= key < end` (`end = None`: unbounded), forward or reverse. It
+    /// pages through the store with [`Db::scan`] (`page` pairs at a time), so it sees writes made between pages
+    /// (no snapshot isolation) but never yields a key twice or out of order.
+    pub fn iter(&self, start: &[u8], end: Option<&[u8]>, reverse: bool) -> DbIter<'_> {
+        DbIter {
+            db: self,
+            lo: start.to_vec(),
+            hi: end.map(<[u8]>::to_vec),
+            reverse,
+            buf: std::collections::VecDeque::new(),
+            done: false,
+            page: 64,
+        }
+    }
+
+    /// Makes every write acknowledged so far durable (syncs the current WAL).
+    pub fn sync(&self) -> Result<()> {
+        self.inner.writer.lock().sync()
+    }
+
+    /// Freezes the memtable and waits until it is committed into the table.
+    pub fn flush(&self) -> Result<()> {
+        let inner = &self.inner;
+        inner.check_bg()?;
+        let mut w = inner.writer.lock();
+        if !inner.mem.read().active.is_empty() {
+            inner.rotate(&mut w)?;
+        }
+        inner.wait_idle()
+    }
+
+    /// Counters.
+    pub fn stats(&self) -> Stats {
+        let i = &self.inner;
+        let t = &i.table.stats;
+        let (hits, misses) = i.table.cache_counts();
+        let r = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        Stats {
+            puts: r(&i.c.puts),
+            deletes: r(&i.c.deletes),
+            range_deletes: r(&i.c.range_deletes),
+            gets: r(&i.c.gets),
+            memtable_hits: r(&i.c.memtable_hits),
+            wal_bytes: r(&i.wal_bytes),
+            memtables_committed: r(&i.c.memtables_committed),
+            table_inserted_bytes: r(&t.inserted_bytes),
+            table_collapsed_bytes: r(&t.collapsed_bytes),
+            table_bytes_written: {
+                let s = i.table.file_stats();
+                s.data_bytes_written + s.log_bytes_written + s.tree_bytes_written
+            },
+            interval_splits: r(&t.splits),
+            interval_merges: r(&t.merges),
+            intervals: i.table.intervals() as u64,
+            cache_hits: hits,
+            cache_misses: misses,
+            commit_lock_releases: r(&t.lock_releases),
+            wal_batches_replayed: r(&i.c.wal_batches_replayed),
+            wal_tail_dropped_bytes: r(&i.c.wal_tail_dropped_bytes),
+            rebuild_anchors: r(&t.rebuild_anchors),
+            table_size: i.table.size(),
+        }
+    }
+
+    /// Checks the sparse index against the table file; `deep` reads and verifies every interval.
+    pub fn check(&self, deep: bool) -> Result<()> {
+        self.inner.wait_idle()?;
+        self.inner.table.check(deep)
+    }
+
+    /// Stops the committer, syncs the WAL and checkpoints the table. Unsynced writes are made durable.
+    pub fn close(mut self) -> Result<()> {
+        self.stop();
+        let inner = self.inner.clone();
+        drop(self);
+        let inner = Arc::try_unwrap(inner).map_err(|_| Error::invalid("store still shared"))?;
+        inner.writer.lock().sync()?;
+        let bg = inner.bg_error.lock().take();
+        inner.table.close()?;
+        match bg {
+            Some(e) => Err(Error::Background(e)),
+            None => Ok(()),
+        }
+    }
+
+    fn stop(&mut self) {
+        *self.inner.state.lock() = true;
+        self.inner.cv.notify_all();
+        if let Some(h) = self.committer.take() {
+            let _ = h.join();
+        }
+    }
+
+    /// The directory of the store.
+    pub fn dir(&self) -> &Path {
+        &self.inner.dir
+    }
+}
+
+/// A paging iterator over a key range; see [`Db::iter`].
+pub struct DbIter<'a> {
+    db: &'a Db,
+    lo: Vec<u8>,
+    hi: Option<Vec<u8>>,
+    reverse: bool,
+    buf: std::collections::VecDeque<(Vec<u8>, Vec<u8>)>,
+    done: bool,
+    page: usize,
+}
+
+impl DbIter<'_> {
+    /// Repositions the iterator: forward, to the first key `>= key`; reverse, to the last key `< key`. The
+    /// position is clamped to the iterator's bounds.
+    pub fn seek(&mut self, key: &[u8]) {
+        self.buf.clear();
+        self.done = false;
+        if self.reverse {
+            if self.hi.as_deref().is_none_or(|h| key < h) {
+                self.hi = Some(key.to_vec());
+            }
+        } else if key > &self.lo[..] {
+            self.lo = key.to_vec();
+        }
+    }
+}
+
+impl Iterator for DbIter<'_> {
+    type Item = Result<(Vec<u8>, Vec<u8>)>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.buf.is_empty() && !self.done {
+            match self.db.scan(&self.lo, self.hi.as_deref(), self.page, self.reverse) {
+                Ok(v) => {
+                    self.done = v.len() < self.page;
+                    if let Some((k, _)) = v.last() {
+                        if self.reverse {
+                            self.hi = Some(k.clone());
+                        } else {
+                            let mut next = k.clone();
+                            next.push(0);
+                            self.lo = next;
+                        }
+                    }
+                    self.buf.extend(v);
+                }
+                Err(e) => {
+                    self.done = true;
+                    return Some(Err(e));
+                }
+            }
+        }
+        self.buf.pop_front().map(Ok)
+    }
+}
+
+impl Drop for Db {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+impl Inner {
+    fn check_bg(&self) -> Result<()> {
+        match self.bg_error.lock().as_ref() {
+            Some(e) => Err(Error::Background(e.clone())),
+            None => Ok(()),
+        }
+    }
+
+    fn set_bg(&self, e: &Error) {
+        let mut g = self.bg_error.lock();
+        if g.is_none() {
+            *g = Some(e.to_string());
+        }
+        drop(g);
+        let _s = self.state.lock();
+        self.cv.notify_all();
+    }
+
+    fn append(&self, w: &mut WalWriter, ops: &[Op], wo: WriteOptions) -> Result<()> {
+        let rec = wal::encode_batch(ops);
+        if let Err(e) = w.append(&rec, wo.sync) {
+            // The log's tail is unknown now: refuse further writes rather than risk a gap.
+            self.set_bg(&e);
+            return Err(e);
+        }
+        self.wal_bytes.fetch_add(rec.len() as u64, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Waits until no immutable memtable is pending.
+    fn wait_idle(&self) -> Result<()> {
+        let mut st = self.state.lock();
+        loop {
+            self.check_bg()?;
+            if self.mem.read().imm.is_none() {
+                return Ok(());
+            }
+            self.cv.wait(&mut st);
+        }
+    }
+
+    /// Retires the current log and memtable. REQUIRES: the writer lock is held (`w`).
+    fn rotate(&self, w: &mut WalWriter) -> Result<()> {
+        self.wait_idle()?;
+        let r = w.sync().and_then(|_| WalWriter::create(self.fs.as_ref(), &self.dir, w.number + 1));
+        let new = match r {
+            Ok(n) => n,
+            Err(e) => {
+                self.set_bg(&e);
+                return Err(e);
+            }
+        };
+        let old = std::mem::replace(w, new);
+        {
+            let mut m = self.mem.write();
+            let act = std::mem::replace(&mut m.active, Memtable::new());
+            m.bytes = 0;
+            m.imm = Some((Arc::new(act.freeze()), old.number));
+        }
+        let _s = self.state.lock();
+        self.cv.notify_all();
+        Ok(())
+    }
+
+    fn committer_loop(&self) {
+        loop {
+            let job = {
+                let mut st = self.state.lock();
+                loop {
+                    let imm = self.mem.read().imm.clone();
+                    if let Some(j) = imm {
+                        break j;
+                    }
+                    if *st {
+                        return;
+                    }
+                    self.cv.wait(&mut st);
+                }
+            };
+            let (imm, log) = job;
+            let r = self
+                .table
+                .commit(imm.iter().map(|(k, v)| (k.as_bytes(), v)))
+                .and_then(|_| self.table.sync())
+                .and_then(|_| Ok(self.fs.remove_file(&self.dir.join(wal::file_name(log)))?))
+                .and_then(|_| Ok(self.fs.sync_dir(&self.dir)?));
+            match r {
+                Ok(()) => {
+                    self.mem.write().imm = None;
+                    self.c.memtables_committed.fetch_add(1, Ordering::Relaxed);
+                    let _s = self.state.lock();
+                    self.cv.notify_all();
+                }
+                Err(e) => {
+                    self.set_bg(&e);
+                    return;
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,86 @@
+//! Options of a FlexDB store, with the paper's and the reference implementation's defaults.
+
+use crate::error::{Error, Result};
+
+/// Store options. Defaults follow the paper (§5, §6.3) and the reference code.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// Create the store if the directory holds none. Default false.
+    pub create_if_missing: bool,
+    /// Memtable budget: key and value bytes written (plus 16 per operation) before the memtable is frozen and
+    /// committed. Default 256 MiB (the paper's evaluation setting).
+    pub memtable_bytes: usize,
+    /// Most keys in one interval before it splits. Default 16.
+    pub interval_max_keys: usize,
+    /// Most bytes in one interval before it splits. Default 16 KiB.
+    pub interval_max_bytes: u64,
+    /// Interval cache budget in bytes. Default 1 GiB.
+    pub cache_bytes: usize,
+    /// Interval cache partitions. Default 1,024.
+    pub cache_partitions: usize,
+    /// The committer releases and retakes the index lock after this many committed bytes (§5.2). Default 4 MiB.
+    pub commit_lock_bytes: u64,
+    /// Distance between interval anchors read when the index is rebuilt at open (§5.4). Default 4 KiB (the
+    /// paper's smallest setting; larger values open faster and split intervals on first use).
+    pub rebuild_interval: u64,
+    /// Options of the table FlexFile.
+    pub flexfile: flexfile::Options,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            create_if_missing: false,
+            memtable_bytes: 256 << 20,
+            interval_max_keys: 16,
+            interval_max_bytes: 16 << 10,
+            cache_bytes: 1 << 30,
+            cache_partitions: 1024,
+            commit_lock_bytes: 4 << 20,
+            rebuild_interval: 4 << 10,
+            flexfile: flexfile::Options::default(),
+        }
+    }
+}
+
+impl Options {
+    /// Small memtable, cache and FlexFile segments: makes commits, splits, merges, evictions and FlexFile GC
+    /// happen constantly in tests.
+    pub fn tiny() -> Self {
+        Options {
+            create_if_missing: true,
+            memtable_bytes: 4 << 10,
+            interval_max_keys: 4,
+            interval_max_bytes: 512,
+            cache_bytes: 8 << 10,
+            cache_partitions: 4,
+            commit_lock_bytes: 2 << 10,
+            rebuild_interval: 256,
+            flexfile: flexfile::Options::tiny(),
+        }
+    }
+
+    /// Checks the options.
+    pub fn validate(&self) -> Result<()> {
+        if self.memtable_bytes < 1024 {
+            return Err(Error::invalid("memtable_bytes must be at least 1 KiB"));
+        }
+        if self.interval_max_keys < 2 || self.interval_max_bytes < 64 {
+            return Err(Error::invalid("intervals must allow at least 2 keys and 64 bytes"));
+        }
+        if self.cache_partitions == 0 || self.commit_lock_bytes == 0 || self.rebuild_interval == 0 {
+            return Err(Error::invalid(
+                "cache_partitions, commit_lock_bytes and rebuild_interval must be positive",
+            ));
+        }
+        self.flexfile.validate()?;
+        Ok(())
+    }
+}
+
+/// Per-write options.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct WriteOptions {
+    /// Sync the WAL before acknowledging. Default false.
+    pub sync: bool,
+}

@@ -1,0 +1,520 @@
+//! The table: the FlexFile holding every committed record in key order, its sparse index and interval cache.
+//!
+//! # Design
+//!
+//! The committer merges a frozen memtable into the file interval by interval, in key order (§5.1): for each
+//! memtable entry it collapses the old record (if any) and inserts the new one at the same offset, then resizes
+//! the interval in the index, which shifts every later interval. Untouched bytes are never read or rewritten.
+//! An interval that grows past `interval_max_keys` / `interval_max_bytes` is split; one that shrank below half of
+//! both limits together with its successor is merged with it; an empty interval is removed.
+//!
+//! Extent tags mark interval anchors: after every change the first record of a changed interval carries
+//! [`ANCHOR_TAG`], so every tagged extent start is a record start. Recovery (§5.4) walks the in-memory FlexTree for
+//! tagged extents at least `rebuild_interval` apart and reads one key at each with `read_extent`.
+//!
+//! Concurrency (§5.2): the index sits behind a reader-writer lock; readers take it shared, the committer takes it
+//! exclusive and releases it every `commit_lock_bytes` of committed data, settling deferred shifts first. The
+//! FlexFile itself is behind a mutex because its reads need `&mut` (they may touch its segment buffer); the
+//! lock order is index, then file.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use flexfile::FlexFile;
+use parking_lot::{Mutex, RwLock};
+
+use crate::cache::{IntervalCache, IntervalData};
+use crate::error::{Error, Result};
+use crate::index::{Pos, SparseIndex};
+use crate::memtable::MemValue;
+use crate::options::Options;
+use crate::record::{self, Rec};
+
+/// The FlexFile extent tag marking an interval anchor (a record start).
+pub const ANCHOR_TAG: u16 = 1;
+/// Subdirectory of the store holding the FlexFile.
+pub const TABLE_DIR: &str = "table";
+
+/// Table counters.
+#[derive(Debug, Default)]
+pub struct TableStats {
+    /// Record bytes inserted into the file.
+    pub inserted_bytes: AtomicU64,
+    /// Record bytes collapsed out of the file.
+    pub collapsed_bytes: AtomicU64,
+    /// Interval splits.
+    pub splits: AtomicU64,
+    /// Interval merges (including removals of empty intervals).
+    pub merges: AtomicU64,
+    /// Times the committer released the index lock mid-commit.
+    pub lock_releases: AtomicU64,
+    /// Anchors read at open.
+    pub rebuild_anchors: AtomicU64,
+}
+
+/// The table. See the module comment.
+pub struct Table {
+    file: Mutex<FlexFile>,
+    index: RwLock<SparseIndex>,
+    cache: IntervalCache,
+    max_keys: usize,
+    max_bytes: u64,
+    lock_bytes: u64,
+    /// Counters.
+    pub stats: TableStats,
+}
+
+fn rec_len(r: &Rec) -> u64 {
+    record::encoded_len(&r.0, &r.1) as u64
+}
+
+impl Table {
+    /// Opens (or, with `create`, creates) the table in `dir/table` and rebuilds its index.
+    pub fn open(fs: Arc<dyn vfs::Fs>, dir: &Path, opts: &Options, create: bool) -> Result<Table> {
+        let tdir = dir.join(TABLE_DIR);
+        let mut file = if fs.exists(&tdir.join(flexfile::flexfile::TREE_FILE))? {
+            FlexFile::open(fs, &tdir, opts.flexfile.clone())?
+        } else if create {
+            FlexFile::create(fs, &tdir, opts.flexfile.clone())?
+        } else {
+            return Err(Error::invalid(format!("{} holds no FlexDB store", dir.display())));
+        };
+        let stats = TableStats::default();
+        let index = Self::rebuild(&mut file, opts.rebuild_interval, &stats)?;
+        Ok(Table {
+            file: Mutex::new(file),
+            index: RwLock::new(index),
+            cache: IntervalCache::new(opts.cache_bytes, opts.cache_partitions),
+            max_keys: opts.interval_max_keys,
+            max_bytes: opts.interval_max_bytes,
+            lock_bytes: opts.commit_lock_bytes,
+            stats,
+        })
+    }
+
+    /// Rebuilds the sparse index from tagged anchors (§5.4).
+    fn rebuild(file: &mut FlexFile, step: u64, stats: &TableStats) -> Result<SparseIndex> {
+        let mut offs = Vec::new();
+        let mut next = step;
+        file.tree().for_each_extent(|off, e| {
+            if e.tag == ANCHOR_TAG && off >= next {
+                offs.push(off);
+                next = off + step;
+            }
+        })?;
+        let mut anchors: Vec<(Box<[u8]>, u64)> = vec![(Box::new([]), 0)];
+        for off in offs {
+            anchors.push((Self::read_key_at(file, off)?, off));
+        }
+        stats.rebuild_anchors.store(anchors.len() as u64, Ordering::Relaxed);
+        let idx = SparseIndex::from_anchors(anchors, file.size())?;
+        #[cfg(feature = "invariants")]
+        idx.check(file.size())?;
+        Ok(idx)
+    }
+
+    /// The key of the record starting at `off` (an anchor).
+    fn read_key_at(file: &mut FlexFile, off: u64) -> Result<Box<[u8]>> {
+        let (start, head) = file.read_extent(off, 64)?;
+        if start != off {
+            return Err(Error::corruption("table", format!("anchor at {off} is not an extent start")));
+        }
+        let (klen, _, h) = record::decode_header(&head)?
+            .ok_or_else(|| Error::corruption("table", "truncated anchor record"))?;
+        if head.len() >= h + klen {
+            return Ok(head[h..h + klen].into());
+        }
+        if off + (h + klen) as u64 > file.size() {
+            return Err(Error::corruption("table", "anchor key runs past the end of the file"));
+        }
+        let mut key = vec![0u8; klen];
+        file.read(off + h as u64, &mut key)?;
+        Ok(key.into())
+    }
+
+    /// The decoded interval at `p`, from the cache or the file.
+    fn load(&self, idx: &SparseIndex, p: Pos) -> Result<IntervalData> {
+        let iv = idx.get(p);
+        if let Some(d) = self.cache.get(iv.id) {
+            return Ok(d);
+        }
+        let size = usize::try_from(iv.size).map_err(|_| Error::corruption("index", "interval too large"))?;
+        let mut buf = vec![0u8; size];
+        self.file.lock().read(idx.offset(p), &mut buf)?;
+        let recs = record::decode_all(&buf)?;
+        if let Some(first) = recs.first()
+            && first.0 < iv.key
+        {
+            return Err(Error::corruption("table", "interval holds a key below its index key"));
+        }
+        let data: IntervalData = recs.into();
+        self.cache.put(iv.id, data.clone());
+        Ok(data)
+    }
+
+    /// The committed value of `key`.
+    pub fn get(&self, key: &[u8]) -> Result<Option<Box<[u8]>>> {
+        let idx = self.index.read();
+        let p = idx.locate(key);
+        let data = self.load(&idx, p)?;
+        Ok(data.binary_search_by(|r| (*r.0).cmp(key)).ok().map(|i| data[i].1.clone()))
+    }
+
+    /// Committed records with `lo <= key < hi` (`hi = None`: unbounded), in order, at most `limit`.
+    pub fn scan(&self, lo: &[u8], hi: Option<&[u8]>, limit: usize, out: &mut Vec<Rec>) -> Result<()> {
+        let idx = self.index.read();
+        let mut p = Some(idx.locate(lo));
+        while let Some(q) = p {
+            if hi.is_some_and(|h| *idx.get(q).key >= *h) && q != idx.first() {
+                break;
+            }
+            for r in self.load(&idx, q)?.iter() {
+                if out.len() >= limit || hi.is_some_and(|h| *r.0 >= *h) {
+                    return Ok(());
+                }
+                if *r.0 >= *lo {
+                    out.push(r.clone());
+                }
+            }
+            p = idx.next(q);
+        }
+        Ok(())
+    }
+
+    /// Committed records with `lo <= key < hi`, largest first, at most `limit`: walks intervals backward from the
+    /// one holding `hi`.
+    pub fn scan_rev(&self, lo: &[u8], hi: Option<&[u8]>, limit: usize, out: &mut Vec<Rec>) -> Result<()> {
+        let idx = self.index.read();
+        let mut p = Some(match hi {
+            Some(h) => idx.locate(h),
+            None => idx.last(),
+        });
+        while let Some(q) = p {
+            for r in self.load(&idx, q)?.iter().rev() {
+                if out.len() >= limit || *r.0 < *lo {
+                    return Ok(());
+                }
+                if hi.is_none_or(|h| *r.0 < *h) {
+                    out.push(r.clone());
+                }
+            }
+            if *idx.get(q).key <= *lo {
+                break;
+            }
+            p = idx.prev(q);
+        }
+        Ok(())
+    }
+
+    /// Makes every committed change durable.
+    pub fn sync(&self) -> Result<()> {
+        Ok(self.file.lock().sync()?)
+    }
+
+    /// Closes the FlexFile cleanly (a checkpoint).
+    pub fn close(self) -> Result<()> {
+        Ok(self.file.into_inner().close()?)
+    }
+
+    /// Intervals in the index.
+    pub fn intervals(&self) -> usize {
+        self.index.read().len()
+    }
+
+    /// Bytes in the table file.
+    pub fn size(&self) -> u64 {
+        self.file.lock().size()
+    }
+
+    /// Cache hit and miss counts.
+    pub fn cache_counts(&self) -> (u64, u64) {
+        (self.cache.hits.load(Ordering::Relaxed), self.cache.misses.load(Ordering::Relaxed))
+    }
+
+    /// The FlexFile's own counters.
+    pub fn file_stats(&self) -> flexfile::Stats {
+        self.file.lock().stats()
+    }
+
+    /// Whole-structure check of the index against the file; with `deep`, every interval is read and decoded.
+    pub fn check(&self, deep: bool) -> Result<()> {
+        let idx = self.index.read();
+        let size = self.file.lock().size();
+        idx.check(size)?;
+        if deep {
+            let mut p = Some(idx.first());
+            let mut last: Option<Box<[u8]>> = None;
+            while let Some(q) = p {
+                let d = self.load(&idx, q)?;
+                if let (Some(l), Some(f)) = (&last, d.first())
+                    && *l >= f.0
+                {
+                    return Err(Error::corruption("table", "keys out of order across intervals"));
+                }
+                if let Some(l) = d.last() {
+                    last = Some(l.0.clone());
+                }
+                p = idx.next(q);
+            }
+        }
+        Ok(())
+    }
+
+    /// Merges sorted memtable entries into the file in place. REQUIRES: keys strictly increasing; one committer.
+    pub fn commit<'a>(&self, entries: impl Iterator<Item = (&'a [u8], &'a MemValue)>) -> Result<()> {
+        let mut it = entries.peekable();
+        let mut idx = self.index.write();
+        let mut since = 0u64;
+        let mut group: Vec<(&[u8], &MemValue)> = Vec::new();
+        while let Some(&(k, _)) = it.peek() {
+            let p = idx.locate(k);
+            let next_key = idx.next(p).map(|n| idx.get(n).key.clone());
+            group.clear();
+            while let Some(&(k, v)) = it.peek() {
+                if next_key.as_deref().is_some_and(|nk| k >= nk) {
+                    break;
+                }
+                group.push((k, v));
+                it.next();
+            }
+            since += self.apply_group(&mut idx, p, &group)?;
+            if since >= self.lock_bytes {
+                idx.settle();
+                drop(idx);
+                self.stats.lock_releases.fetch_add(1, Ordering::Relaxed);
+                idx = self.index.write();
+                since = 0;
+            }
+        }
+        idx.settle();
+        #[cfg(feature = "invariants")]
+        idx.check(self.file.lock().size())?;
+        Ok(())
+    }
+
+    /// Applies one interval's worth of memtable entries; returns the bytes inserted.
+    fn apply_group(&self, idx: &mut SparseIndex, p: Pos, group: &[(&[u8], &MemValue)]) -> Result<u64> {
+        let mut recs: Vec<Rec> = self.load(idx, p)?.to_vec();
+        let base = idx.offset(p);
+        let mut file = self.file.lock();
+        let (mut i, mut cur, mut delta, mut written, mut removed) = (0usize, 0u64, 0i64, 0u64, false);
+        let mut buf = Vec::new();
+        for &(k, v) in group {
+            while i < recs.len() && *recs[i].0 < *k {
+                cur += rec_len(&recs[i]);
+                i += 1;
+            }
+            if i < recs.len() && *recs[i].0 == *k {
+                if let MemValue::Put(val) = v
+                    && *val == recs[i].1
+                {
+                    continue;
+                }
+                let old = rec_len(&recs[i]);
+                file.collapse(base + cur, old)?;
+                self.stats.collapsed_bytes.fetch_add(old, Ordering::Relaxed);
+                delta -= old as i64;
+                recs.remove(i);
+                removed = true;
+            }
+            if let MemValue::Put(val) = v {
+                buf.clear();
+                record::encode(&mut buf, k, val);
+                file.insert(base + cur, &buf)?;
+                delta += buf.len() as i64;
+                written += buf.len() as u64;
+                recs.insert(i, (k.into(), val.clone()));
+            }
+        }
+        self.stats.inserted_bytes.fetch_add(written, Ordering::Relaxed);
+        idx.resize(p, delta);
+        if !recs.is_empty() && file.get_tag(base)? != ANCHOR_TAG {
+            file.set_tag(base, ANCHOR_TAG)?;
+        }
+        let id = idx.get(p).id;
+        if recs.is_empty() && p != idx.first() {
+            idx.remove(p);
+            self.cache.remove(id);
+            self.stats.merges.fetch_add(1, Ordering::Relaxed);
+            return Ok(written);
+        }
+        let size = idx.get(p).size;
+        if recs.len() > self.max_keys || (size > self.max_bytes && recs.len() > 1) {
+            self.split(idx, &mut file, p, base, recs)?;
+        } else if removed && recs.len() * 2 <= self.max_keys && size * 2 <= self.max_bytes {
+            drop(file);
+            self.maybe_merge(idx, p, recs)?;
+        } else {
+            self.cache.put(id, recs.into());
+        }
+        Ok(written)
+    }
+
+    /// Splits an oversized interval into intervals within both limits, tagging each new anchor.
+    fn split(
+        &self,
+        idx: &mut SparseIndex,
+        file: &mut FlexFile,
+        p: Pos,
+        base: u64,
+        recs: Vec<Rec>,
+    ) -> Result<()> {
+        let mut chunks: Vec<Vec<Rec>> = vec![Vec::new()];
+        let mut bytes = 0u64;
+        for r in recs {
+            let n = rec_len(&r);
+            let last = chunks.last_mut().map(|c| c.len()).unwrap_or(0);
+            if last > 0 && (last >= self.max_keys || bytes + n > self.max_bytes) {
+                chunks.push(Vec::new());
+                bytes = 0;
+            }
+            bytes += n;
+            if let Some(c) = chunks.last_mut() {
+                c.push(r);
+            }
+        }
+        let mut at = p;
+        let mut off = base;
+        let n = chunks.len();
+        for (i, chunk) in chunks.into_iter().enumerate() {
+            let size: u64 = chunk.iter().map(rec_len).sum();
+            if i > 0 {
+                file.set_tag(off, ANCHOR_TAG)?;
+            }
+            if i + 1 < n {
+                let next_key = {
+                    // The next chunk's first key becomes the new interval's index key.
+                    let next_off = off + size;
+                    Self::read_key_at_noverify(file, next_off)?
+                };
+                let id = idx.get(at).id;
+                let new = idx.split(at, size, next_key);
+                self.cache.put(id, chunk.into());
+                at = new;
+                self.stats.splits.fetch_add(1, Ordering::Relaxed);
+            } else {
+                self.cache.put(idx.get(at).id, chunk.into());
+            }
+            off += size;
+        }
+        Ok(())
+    }
+
+    fn read_key_at_noverify(file: &mut FlexFile, off: u64) -> Result<Box<[u8]>> {
+        let mut head = vec![0u8; 20.min((file.size() - off) as usize)];
+        file.read(off, &mut head)?;
+        let (klen, _, h) = record::decode_header(&head)?
+            .ok_or_else(|| Error::corruption("table", "truncated record header"))?;
+        let mut key = vec![0u8; klen];
+        file.read(off + h as u64, &mut key)?;
+        Ok(key.into())
+    }
+
+    /// Merges the interval at `p` with its successor when both together stay within half of both limits.
+    fn maybe_merge(&self, idx: &mut SparseIndex, p: Pos, mut recs: Vec<Rec>) -> Result<()> {
+        let id = idx.get(p).id;
+        if let Some(n) = idx.next(p) {
+            let nsize = idx.get(n).size;
+            let size = idx.get(p).size;
+            if (size + nsize) * 2 <= self.max_bytes {
+                let next = self.load(idx, n)?;
+                if (recs.len() + next.len()) * 2 <= self.max_keys {
+                    recs.extend(next.iter().cloned());
+                    let gone = idx.remove(n);
+                    self.cache.remove(gone.id);
+                    self.stats.merges.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        }
+        self.cache.put(id, recs.into());
+        Ok(())
+    }
+
+    /// Deletes every committed key in `[start, end)` with one collapse of the covered bytes (§5.1 applied to a
+    /// range). The two boundary intervals are read; intervals in between are dropped from the index unread.
+    pub fn delete_range(&self, start: &[u8], end: &[u8]) -> Result<()> {
+        if start >= end {
+            return Ok(());
+        }
+        let mut idx = self.index.write();
+        let ps = idx.locate(start);
+        let pe = idx.locate(end);
+        let sdata = self.load(&idx, ps)?;
+        let edata = self.load(&idx, pe)?;
+        let s_keep: Vec<Rec> = sdata.iter().filter(|r| *r.0 < *start).cloned().collect();
+        let e_cut = edata.iter().take_while(|r| *r.0 < *end).count();
+        let a = idx.offset(ps) + s_keep.iter().map(rec_len).sum::<u64>();
+        let b = idx.offset(pe) + edata[..e_cut].iter().map(rec_len).sum::<u64>();
+        if b <= a {
+            return Ok(());
+        }
+        let mut file = self.file.lock();
+        file.collapse(a, b - a)?;
+        self.stats.collapsed_bytes.fetch_add(b - a, Ordering::Relaxed);
+        if ps == pe {
+            let mut recs = s_keep;
+            recs.extend(edata[e_cut..].iter().cloned());
+            idx.resize(ps, -((b - a) as i64));
+            let base = idx.offset(ps);
+            if !recs.is_empty() && file.get_tag(base)? != ANCHOR_TAG {
+                file.set_tag(base, ANCHOR_TAG)?;
+            }
+            let id = idx.get(ps).id;
+            if recs.is_empty() && ps != idx.first() {
+                idx.remove(ps);
+                self.cache.remove(id);
+            } else {
+                self.cache.put(id, recs.into());
+            }
+        } else {
+            let pe_id = idx.get(pe).id;
+            let s_end = idx.offset(ps) + idx.get(ps).size;
+            idx.resize(ps, -((s_end - a) as i64));
+            // Drop the intervals strictly between, unread.
+            while let Some(n) = idx.next(ps) {
+                if idx.get(n).id == pe_id {
+                    break;
+                }
+                let sz = idx.get(n).size as i64;
+                idx.resize(n, -sz);
+                let gone = idx.remove(n);
+                self.cache.remove(gone.id);
+            }
+            let Some(pe) = idx.next(ps) else {
+                return Err(Error::corruption("index", "range end interval vanished"));
+            };
+            let e_bytes: u64 = edata[..e_cut].iter().map(rec_len).sum();
+            idx.resize(pe, -(e_bytes as i64));
+            let rest: Vec<Rec> = edata[e_cut..].to_vec();
+            let base = idx.offset(pe);
+            if rest.is_empty() {
+                let gone = idx.remove(pe);
+                self.cache.remove(gone.id);
+            } else {
+                idx.set_key(pe, end.into());
+                if file.get_tag(base)? != ANCHOR_TAG {
+                    file.set_tag(base, ANCHOR_TAG)?;
+                }
+                self.cache.put(pe_id, rest.into());
+            }
+            let sid = idx.get(ps).id;
+            if !s_keep.is_empty() {
+                let sb = idx.offset(ps);
+                if file.get_tag(sb)? != ANCHOR_TAG {
+                    file.set_tag(sb, ANCHOR_TAG)?;
+                }
+            }
+            if s_keep.is_empty() && ps != idx.first() {
+                idx.remove(ps);
+                self.cache.remove(sid);
+            } else {
+                self.cache.put(sid, s_keep.into());
+            }
+        }
+        idx.settle();
+        #[cfg(feature = "invariants")]
+        idx.check(file.size())?;
+        Ok(())
+    }
+}

@@ -1,0 +1,210 @@
+//! Model-based randomized tests: FlexDB against a `BTreeMap`, with reopens, range deletes and scans.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Arc;
+
+use flexdb::{Db, Options, WriteOptions};
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+
+fn seeds() -> Vec<u64> {
+    match std::env::var("RANGEDB_SEED") {
+        Ok(s) => vec![s.parse().expect("RANGEDB_SEED must be a number")],
+        Err(_) => vec![1, 2, 3, 0xfeed],
+    }
+}
+
+fn scale() -> usize {
+    std::env::var("RANGEDB_TEST_SCALE").ok().and_then(|s| s.parse().ok()).unwrap_or(1)
+}
+
+fn key(rng: &mut SmallRng, space: u32) -> Vec<u8> {
+    format!("k{:06}", rng.random_range(0..space)).into_bytes()
+}
+
+fn value(rng: &mut SmallRng) -> Vec<u8> {
+    let n = match rng.random_range(0..10) {
+        0 => 0,
+        1 => rng.random_range(1000..6000),
+        _ => rng.random_range(1..60),
+    };
+    (0..n).map(|_| rng.random::<u8>()).collect()
+}
+
+fn check_all(db: &Db, model: &BTreeMap<Vec<u8>, Vec<u8>>, seed: u64, step: usize) {
+    let got = db.scan(b"", None, usize::MAX, false).unwrap();
+    let want: Vec<(Vec<u8>, Vec<u8>)> = model.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+    assert_eq!(got.len(), want.len(), "seed {seed} step {step}: scan length");
+    assert!(got == want, "seed {seed} step {step}: full scan differs");
+}
+
+fn run(seed: u64) {
+    let fs: Arc<dyn vfs::Fs> = Arc::new(vfs::MemFs::new());
+    let dir = Path::new("db");
+    let opts = Options::tiny();
+    let mut db = Db::open(fs.clone(), dir, opts.clone()).unwrap();
+    let mut model: BTreeMap<Vec<u8>, Vec<u8>> = BTreeMap::new();
+    let mut rng = SmallRng::seed_from_u64(seed);
+    let w = WriteOptions::default();
+    let steps = 12000 * scale();
+    for step in 0..steps {
+        match rng.random_range(0..100) {
+            0..45 => {
+                let (k, v) = (key(&mut rng, 600), value(&mut rng));
+                db.put(&k, &v, w).unwrap();
+                model.insert(k, v);
+            }
+            45..60 => {
+                let k = key(&mut rng, 600);
+                db.delete(&k, w).unwrap();
+                model.remove(&k);
+            }
+            60..62 => {
+                let a = key(&mut rng, 600);
+                let b = key(&mut rng, 600);
+                let (a, b) = if a <= b { (a, b) } else { (b, a) };
+                db.delete_range(&a, &b, w).unwrap();
+                let doomed: Vec<_> = model.range(a.clone()..b.clone()).map(|(k, _)| k.clone()).collect();
+                for k in doomed {
+                    model.remove(&k);
+                }
+            }
+            62..85 => {
+                let k = key(&mut rng, 600);
+                assert_eq!(db.get(&k).unwrap(), model.get(&k).cloned(), "seed {seed} step {step}: get {k:?}");
+            }
+            85..95 => {
+                let a = key(&mut rng, 600);
+                let limit = rng.random_range(1..40);
+                let reverse = rng.random_bool(0.3);
+                let b = key(&mut rng, 600);
+                let got = db.scan(&a, Some(&b), limit, reverse).unwrap();
+                let it = model.range(a.clone()..).take_while(|(k, _)| **k < b);
+                let want: Vec<_> = if a >= b {
+                    Vec::new()
+                } else if reverse {
+                    it.collect::<Vec<_>>()
+                        .into_iter()
+                        .rev()
+                        .take(limit)
+                        .map(|(k, v)| (k.clone(), v.clone()))
+                        .collect()
+                } else {
+                    it.take(limit).map(|(k, v)| (k.clone(), v.clone())).collect()
+                };
+                assert!(
+                    got == want,
+                    "seed {seed} step {step}: scan {a:?}..{b:?} limit {limit} rev {reverse}"
+                );
+            }
+            95..98 => db.flush().unwrap(),
+            _ => {
+                db.close().unwrap();
+                db = Db::open(fs.clone(), dir, opts.clone()).unwrap();
+                check_all(&db, &model, seed, step);
+            }
+        }
+    }
+    db.flush().unwrap();
+    db.check(true).unwrap();
+    check_all(&db, &model, seed, steps);
+    let st = db.stats();
+    assert!(st.memtables_committed > 0 && st.interval_splits > 0, "{st:?}");
+    db.close().unwrap();
+    let db = Db::open(fs, dir, opts).unwrap();
+    db.check(true).unwrap();
+    check_all(&db, &model, seed, steps + 1);
+}
+
+#[test]
+fn randomized_against_btreemap() {
+    for seed in seeds() {
+        run(seed);
+    }
+}
+
+#[test]
+fn empty_values_are_not_deletes() {
+    let fs: Arc<dyn vfs::Fs> = Arc::new(vfs::MemFs::new());
+    let w = WriteOptions::default();
+    let db = Db::open(fs.clone(), Path::new("d"), Options::tiny()).unwrap();
+    db.put(b"a", b"", w).unwrap();
+    db.put(b"b", b"x", w).unwrap();
+    db.flush().unwrap();
+    assert_eq!(db.get(b"a").unwrap(), Some(Vec::new()));
+    db.close().unwrap();
+    let db = Db::open(fs, Path::new("d"), Options::tiny()).unwrap();
+    assert_eq!(db.get(b"a").unwrap(), Some(Vec::new()));
+    assert_eq!(db.scan(b"", None, 10, false).unwrap().len(), 2);
+}
+
+#[test]
+fn large_values_roundtrip() {
+    let fs: Arc<dyn vfs::Fs> = Arc::new(vfs::MemFs::new());
+    let w = WriteOptions::default();
+    let db = Db::open(fs.clone(), Path::new("d"), Options::tiny()).unwrap();
+    let big: Vec<u8> = (0..300_000u32).map(|i| (i * 7) as u8).collect();
+    db.put(b"big", &big, w).unwrap();
+    db.put(b"a", b"1", w).unwrap();
+    db.put(b"c", b"2", w).unwrap();
+    db.flush().unwrap();
+    assert_eq!(db.get(b"big").unwrap().as_deref(), Some(&big[..]));
+    db.close().unwrap();
+    let db = Db::open(fs, Path::new("d"), Options::tiny()).unwrap();
+    assert_eq!(db.get(b"big").unwrap().as_deref(), Some(&big[..]));
+    db.check(true).unwrap();
+}
+
+#[test]
+fn missing_store_is_an_error_without_create() {
+    let fs: Arc<dyn vfs::Fs> = Arc::new(vfs::MemFs::new());
+    let opts = Options { create_if_missing: false, ..Options::tiny() };
+    assert!(Db::open(fs, Path::new("nope"), opts).is_err());
+}
+
+#[test]
+fn readers_run_concurrently_with_writes_and_commits() {
+    // Each writer thread owns a key prefix and writes increasing versions; readers must never see a version go
+    // backwards or a key vanish once written (keys are never deleted here).
+    let fs: Arc<dyn vfs::Fs> = Arc::new(vfs::MemFs::new());
+    let db = Arc::new(
+        Db::open(fs, Path::new("c"), Options { commit_lock_bytes: 256, ..Options::tiny() }).unwrap(),
+    );
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let mut readers = Vec::new();
+    for r in 0..2u64 {
+        let (db, stop) = (db.clone(), stop.clone());
+        readers.push(std::thread::spawn(move || {
+            let mut seen = std::collections::HashMap::new();
+            let mut rng = SmallRng::seed_from_u64(r);
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let k = format!("k{:03}", rng.random_range(0..200));
+                if let Some(v) = db.get(k.as_bytes()).unwrap() {
+                    let ver = u32::from_le_bytes(v[..4].try_into().unwrap());
+                    let prev = seen.insert(k.clone(), ver).unwrap_or(0);
+                    assert!(ver >= prev, "{k}: version went back from {prev} to {ver}");
+                } else {
+                    assert!(!seen.contains_key(&k), "{k} vanished");
+                }
+            }
+        }));
+    }
+    let w = WriteOptions::default();
+    for ver in 1..=40u32 {
+        for i in 0..200 {
+            let mut v = ver.to_le_bytes().to_vec();
+            v.extend(std::iter::repeat_n(b'x', (i * 7 + ver as usize) % 90));
+            db.put(format!("k{i:03}").as_bytes(), &v, w).unwrap();
+        }
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    for r in readers {
+        r.join().unwrap();
+    }
+    db.flush().unwrap();
+    db.check(true).unwrap();
+    assert!(db.stats().commit_lock_releases > 0);
+}
