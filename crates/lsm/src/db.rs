@@ -909,16 +909,10 @@ impl Inner {
         }
         vs_edit.last_seq = Some(self.last_seq.load(Ordering::Acquire));
         let mut vs = lock(&self.versions);
-        let r = vs.log_and_apply(vs_edit.clone());
-        if let Err(e) = r {
-            drop(vs);
-            for (_, f) in &vs_edit.added {
-                if !c.inputs.iter().any(|i| i.number() == f.number) {
-                    let _ = self.fs.remove_file(&self.dir.join(filename::table_name(f.number)));
-                }
-            }
-            return Err(e);
-        }
+        // On failure the outputs stay on disk: a MANIFEST write or sync that failed may still have made the edit
+        // durable, and removing tables it names would leave the next open with a MANIFEST pointing at nothing.
+        // Startup cleanup removes them if the recovered version does not reference them.
+        vs.log_and_apply(vs_edit)?;
         let v = vs.current();
         drop(vs);
         let mut s = lock(&self.state);
