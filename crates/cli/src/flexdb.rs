@@ -1,13 +1,14 @@
 //! `rangedb flexdb exec` (the kv shell of the kv-shell spec on the FlexDB engine) and `rangedb flexdb inspect`
 //! (open a store, check it deeply, print its counters).
 
-use std::io::{BufRead, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 
 use flexdb::wal::Op;
 use flexdb::{Db, Options, WriteOptions};
+
+use crate::kv::{KvEngine, KvError, KvResult, Update, session};
 
 /// Arguments of `rangedb flexdb`.
 #[derive(Debug, clap::Args)]
@@ -17,21 +18,21 @@ pub struct FlexdbArgs {
 }
 
 /// Engine options as flags named after `flexdb::Options` fields.
-#[derive(Debug, Clone, clap::Args)]
+#[derive(Debug, Clone, Default, clap::Args)]
 pub struct FlexdbOpts {
-    /// Memtable budget in bytes.
+    /// flexdb: memtable budget in bytes.
     #[arg(long)]
     memtable_bytes: Option<usize>,
-    /// Most keys per interval.
+    /// flexdb: most keys per interval.
     #[arg(long)]
     interval_max_keys: Option<usize>,
-    /// Most bytes per interval.
+    /// flexdb: most bytes per interval.
     #[arg(long)]
     interval_max_bytes: Option<u64>,
-    /// Interval cache budget in bytes.
+    /// flexdb: interval cache budget in bytes.
     #[arg(long)]
     cache_bytes: Option<usize>,
-    /// Distance between anchors read when the index is rebuilt at open.
+    /// flexdb: distance between anchors read when the index is rebuilt at open.
     #[arg(long)]
     rebuild_interval: Option<u64>,
 }
@@ -79,11 +80,11 @@ pub fn run(args: FlexdbArgs) -> Result<ExitCode, bench::Error> {
     let fs: Arc<dyn vfs::Fs> = Arc::new(vfs::OsFs::new());
     match args.cmd {
         FlexdbCmd::Exec { dir, create, sync, opts } => {
-            let db = Db::open(fs, &dir, opts.options(create))?;
+            let mut engine = open_engine(&dir, create, &opts).map_err(|e| e.to_string())?;
             let stdin = std::io::stdin();
             let stdout = std::io::stdout();
-            session(&db, sync, stdin.lock(), stdout.lock())?;
-            db.close()?;
+            session(&mut *engine, sync, &mut stdin.lock(), &mut stdout.lock())?;
+            engine.close().map_err(|e| e.to_string())?;
             Ok(ExitCode::SUCCESS)
         }
         FlexdbCmd::Inspect { dir } => inspect(fs, &dir),
@@ -120,147 +121,89 @@ fn stats_json(db: &Db) -> String {
     format!("{{{}}}", fields.join(","))
 }
 
-fn token(t: &str) -> Result<Vec<u8>, String> {
-    if let Some(h) = t.strip_prefix("0x") {
-        if h.len() % 2 != 0 {
-            return Err(format!("odd number of hex digits: {t}"));
+/// FlexDB behind the kv shell. FlexDB has no snapshots, and a range delete is its own operation (a collapse of
+/// the table's covered bytes), so it cannot share a batch with other writes.
+struct FlexdbEngine {
+    db: Db,
+}
+
+impl From<flexdb::Error> for KvError {
+    fn from(e: flexdb::Error) -> Self {
+        KvError::new(e.kind_name(), e.to_string())
+    }
+}
+
+fn no_snapshots(snap: Option<u64>) -> KvResult<()> {
+    match snap {
+        None => Ok(()),
+        Some(_) => Err(KvError::new("unsupported", "snapshots are not supported by flexdb")),
+    }
+}
+
+impl KvEngine for FlexdbEngine {
+    fn write(&mut self, ups: Vec<Update>, sync: bool) -> KvResult<()> {
+        let wo = WriteOptions { sync };
+        if let [Update::DelRange(a, b)] = ups.as_slice() {
+            return Ok(self.db.delete_range(a, b, wo)?);
         }
-        return (0..h.len())
-            .step_by(2)
-            .map(|i| u8::from_str_radix(&h[i..i + 2], 16).map_err(|_| format!("bad hex: {t}")))
-            .collect();
-    }
-    if t.starts_with('@') {
-        return Err(format!("snapshots are not supported: {t}"));
-    }
-    Ok(t.as_bytes().to_vec())
-}
-
-fn show(b: &[u8]) -> String {
-    let plain = !b.is_empty()
-        && b.iter().all(|c| c.is_ascii_graphic())
-        && !b.starts_with(b"0x")
-        && !b.starts_with(b"@");
-    if plain {
-        String::from_utf8_lossy(b).into_owned()
-    } else {
-        let mut s = String::from("0x");
-        for x in b {
-            s.push_str(&format!("{x:02x}"));
-        }
-        s
-    }
-}
-
-fn err_line(e: &flexdb::Error) -> String {
-    format!("ERR {} {}", e.kind_name(), e.to_string().replace('\n', " "))
-}
-
-/// One parsed write command.
-fn parse_write(words: &[&str]) -> Result<Op, String> {
-    match words {
-        ["put", k, v] => Ok(Op::Put(token(k)?.into(), token(v)?.into())),
-        ["del", k] => Ok(Op::Delete(token(k)?.into())),
-        ["delrange", a, b] => Ok(Op::DeleteRange(token(a)?.into(), token(b)?.into())),
-        _ => Err(format!("not a write command: {}", words.join(" "))),
-    }
-}
-
-fn apply(db: &Db, op: Op, wo: WriteOptions) -> flexdb::Result<()> {
-    match op {
-        Op::DeleteRange(a, b) => db.delete_range(&a, &b, wo),
-        other => db.write(vec![other], wo),
-    }
-}
-
-/// Runs a kv-shell session over `input`, answering on `out`.
-pub fn session(db: &Db, sync: bool, input: impl BufRead, mut out: impl Write) -> std::io::Result<()> {
-    let wo = WriteOptions { sync };
-    let mut lines = input.lines();
-    while let Some(line) = lines.next() {
-        let line = line?;
-        let words: Vec<&str> = line.split_whitespace().collect();
-        if words.is_empty() {
-            continue;
-        }
-        let reply = match words.as_slice() {
-            ["put", ..] | ["del", ..] | ["delrange", ..] => match parse_write(&words) {
-                Ok(op) => apply(db, op, wo).map_or_else(|e| err_line(&e), |_| "OK".into()),
-                Err(m) => format!("ERR parse {m}"),
-            },
-            ["get", k] => match token(k) {
-                Ok(k) => match db.get(&k) {
-                    Ok(Some(v)) => {
-                        if v.is_empty() {
-                            "0x".into()
-                        } else {
-                            show(&v)
-                        }
-                    }
-                    Ok(None) => "NOT_FOUND".into(),
-                    Err(e) => err_line(&e),
-                },
-                Err(m) => format!("ERR parse {m}"),
-            },
-            [cmd @ ("scan" | "rscan"), a, b, rest @ ..] if rest.len() <= 1 => {
-                let limit = match rest.first().map(|l| l.parse::<usize>()) {
-                    None => Ok(usize::MAX),
-                    Some(Ok(n)) => Ok(n),
-                    Some(Err(_)) => Err("bad limit".to_string()),
-                };
-                match (token(a), token(b), limit) {
-                    (Ok(a), Ok(b), Ok(limit)) => match db.scan(&a, Some(&b), limit, *cmd == "rscan") {
-                        Ok(rows) => {
-                            let mut s = String::new();
-                            for (k, v) in &rows {
-                                let v = if v.is_empty() { "0x".to_string() } else { show(v) };
-                                s.push_str(&format!("{} {v}\n", show(k)));
-                            }
-                            s.push_str(&format!("END {}", rows.len()));
-                            s
-                        }
-                        Err(e) => err_line(&e),
-                    },
-                    (Err(m), _, _) | (_, Err(m), _) | (_, _, Err(m)) => format!("ERR parse {m}"),
+        let mut ops = Vec::with_capacity(ups.len());
+        for u in ups {
+            ops.push(match u {
+                Update::Put(k, v) => Op::Put(k.into(), v.into()),
+                Update::Del(k) => Op::Delete(k.into()),
+                Update::DelRange(..) => {
+                    return Err(KvError::new("invalid", "delrange in a batch is not supported by flexdb"));
                 }
-            }
-            ["batch", n] => match n.parse::<usize>() {
-                Ok(n) => {
-                    let mut ops = Vec::new();
-                    let mut bad = None;
-                    for _ in 0..n {
-                        let Some(l) = lines.next() else { break };
-                        let l = l?;
-                        let w: Vec<&str> = l.split_whitespace().collect();
-                        match parse_write(&w) {
-                            Ok(Op::DeleteRange(..)) => {
-                                bad.get_or_insert(
-                                    "delrange in a batch is not supported by flexdb".to_string(),
-                                );
-                            }
-                            Ok(op) => ops.push(op),
-                            Err(m) => {
-                                bad.get_or_insert(m);
-                            }
-                        }
-                    }
-                    match bad {
-                        Some(m) => format!("ERR invalid {m}"),
-                        None => db.write(ops, wo).map_or_else(|e| err_line(&e), |_| "OK".into()),
-                    }
-                }
-                Err(_) => format!("ERR parse bad batch size: {n}"),
-            },
-            ["flush"] | ["compact", ..] => db.flush().map_or_else(|e| err_line(&e), |_| "OK".into()),
-            ["sync"] => db.sync().map_or_else(|e| err_line(&e), |_| "OK".into()),
-            ["stats"] => stats_json(db),
-            ["snapshot"] | ["release", ..] => "ERR unsupported snapshots are not supported by flexdb".into(),
-            _ => format!("ERR parse unknown command: {line}"),
-        };
-        writeln!(out, "{reply}")?;
-        out.flush()?;
+            });
+        }
+        Ok(self.db.write(ops, wo)?)
     }
-    Ok(())
+    fn get(&mut self, k: &[u8], snap: Option<u64>) -> KvResult<Option<Vec<u8>>> {
+        no_snapshots(snap)?;
+        Ok(self.db.get(k)?)
+    }
+    fn scan(
+        &mut self,
+        a: &[u8],
+        b: &[u8],
+        limit: usize,
+        rev: bool,
+        snap: Option<u64>,
+    ) -> KvResult<Vec<(Vec<u8>, Vec<u8>)>> {
+        no_snapshots(snap)?;
+        if a >= b {
+            return Ok(Vec::new());
+        }
+        Ok(self.db.scan(a, Some(b), limit, rev)?)
+    }
+    fn snapshot(&mut self) -> KvResult<u64> {
+        no_snapshots(Some(0)).map(|_| 0)
+    }
+    fn release(&mut self, _id: u64) -> KvResult<()> {
+        no_snapshots(Some(0))
+    }
+    fn flush(&mut self) -> KvResult<()> {
+        Ok(self.db.flush()?)
+    }
+    fn sync(&mut self) -> KvResult<()> {
+        Ok(self.db.sync()?)
+    }
+    /// FlexDB has no compaction; the closest meaning is "everything committed into the table".
+    fn compact(&mut self, _range: Option<(Vec<u8>, Vec<u8>)>) -> KvResult<()> {
+        Ok(self.db.flush()?)
+    }
+    fn stats(&mut self) -> KvResult<String> {
+        Ok(stats_json(&self.db))
+    }
+    fn close(self: Box<Self>) -> KvResult<()> {
+        Ok(self.db.close()?)
+    }
+}
+
+/// Opens FlexDB at `dir` for `kv exec --engine flexdb` and `flexdb exec`.
+pub fn open_engine(dir: &Path, create: bool, opts: &FlexdbOpts) -> KvResult<Box<dyn KvEngine>> {
+    let fs: Arc<dyn vfs::Fs> = Arc::new(vfs::OsFs::new());
+    Ok(Box::new(FlexdbEngine { db: Db::open(fs, dir, opts.options(create))? }))
 }
 
 #[cfg(test)]
@@ -272,14 +215,15 @@ mod tests {
         let fs: Arc<dyn vfs::Fs> = Arc::new(vfs::MemFs::new());
         let db =
             Db::open(fs, Path::new("db"), Options { create_if_missing: true, ..Options::tiny() }).unwrap();
+        let mut engine: Box<dyn KvEngine> = Box::new(FlexdbEngine { db });
         let script = "put a 1\nput b 0x\nget b\nget zz\nbatch 2\nput c 3\ndel a\nscan a z\nrscan a z 1\n\
                       delrange a c\nscan 0x z\nflush\nbogus\n";
         let mut out = Vec::new();
-        session(&db, false, script.as_bytes(), &mut out).unwrap();
+        session(&mut *engine, false, &mut script.as_bytes(), &mut out).unwrap();
         let out = String::from_utf8(out).unwrap();
         assert_eq!(
             out,
-            "OK\nOK\n0x\nNOT_FOUND\nOK\nb 0x\nc 3\nEND 2\nc 3\nEND 1\nOK\nc 3\nEND 1\nOK\nERR parse unknown command: bogus\n"
+            "OK\nOK\n0x\nNOT_FOUND\nOK\nb 0x\nc 3\nEND 2\nc 3\nEND 1\nOK\nc 3\nEND 1\nOK\nERR parse unknown command bogus\n"
         );
     }
 }

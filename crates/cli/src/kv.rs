@@ -1,7 +1,8 @@
 //! `rangedb kv exec`: scripting a key-value engine over standard input (shared/specs/kv-shell.md).
 //!
 //! One command per line, one response per command, output flushed after each. Engines plug in through
-//! [`KvEngine`]; `--engine lsm` is the leveled LSM engine with its options as flags.
+//! [`KvEngine`]; `--engine lsm` is the leveled LSM engine and `--engine flexdb` FlexDB, each with its options as
+//! flags.
 
 use std::collections::HashMap;
 use std::io::{BufRead, Write};
@@ -25,7 +26,7 @@ enum KvCommand {
 /// Arguments of `rangedb kv exec`.
 #[derive(Debug, clap::Args)]
 pub struct ExecArgs {
-    /// The engine: `lsm`.
+    /// The engine: `lsm` or `flexdb`.
     #[arg(long)]
     engine: String,
     /// The database directory.
@@ -79,6 +80,8 @@ pub struct ExecArgs {
     /// lsm: disable automatic compactions.
     #[arg(long)]
     disable_auto_compactions: bool,
+    #[command(flatten)]
+    flexdb: crate::flexdb::FlexdbOpts,
 }
 
 /// A failure answered as `ERR <kind> <message>`.
@@ -88,7 +91,18 @@ pub struct KvError {
     msg: String,
 }
 
+impl std::fmt::Display for KvError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} {}", self.kind, self.msg)
+    }
+}
+
 impl KvError {
+    /// An error answered as `ERR <kind> <msg>` (the message on one line).
+    pub fn new(kind: &'static str, msg: impl Into<String>) -> Self {
+        KvError { kind, msg: msg.into().replace('\n', " ") }
+    }
+
     fn parse(msg: impl Into<String>) -> Self {
         KvError { kind: "parse", msg: msg.into() }
     }
@@ -107,7 +121,8 @@ impl From<lsm::Error> for KvError {
     }
 }
 
-type KvResult<T> = Result<T, KvError>;
+/// The result of an engine call in a session.
+pub type KvResult<T> = Result<T, KvError>;
 
 /// One update of a batch.
 #[derive(Debug, Clone)]
@@ -434,7 +449,8 @@ pub fn run(args: KvArgs) -> Result<ExitCode, Box<dyn std::error::Error + Send + 
     let KvCommand::Exec(a) = args.command;
     let mut engine = match a.engine.as_str() {
         "lsm" => open_lsm(&a).map_err(|e| format!("{} {}", e.kind, e.msg))?,
-        other => return Err(format!("unknown engine {other} (known: lsm)").into()),
+        "flexdb" => crate::flexdb::open_engine(&a.dir, a.create, &a.flexdb).map_err(|e| e.to_string())?,
+        other => return Err(format!("unknown engine {other} (known: lsm, flexdb)").into()),
     };
     let stdin = std::io::stdin();
     let stdout = std::io::stdout();
@@ -478,6 +494,7 @@ mod tests {
             block_cache_size: None,
             range_delete_strategy: None,
             disable_auto_compactions: false,
+            flexdb: Default::default(),
         };
         let mut e = open_lsm(&a).map_err(|e| e.msg).unwrap();
         let script = "put a 1\nput b 2\nsnapshot\ndelrange a b\nget a\nget a @1\nbatch 2\nput c 3\ndel b\n\
