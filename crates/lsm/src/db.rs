@@ -812,7 +812,7 @@ impl Inner {
         let v = lock(&self.state).current.clone();
         let pointers = lock(&self.versions).compact_pointers.clone();
         match compaction::pick(&v, &self.opts, &pointers) {
-            Some(c) => self.run_compaction(&c),
+            Some(c) => self.run_compaction(&c, true),
             None => Ok(()),
         }
     }
@@ -877,10 +877,12 @@ impl Inner {
         Ok(())
     }
 
+    /// Runs `c`, as a trivial move when it is one and `allow_move` (manual compaction into the bottom level
+    /// rewrites even a lone input, so that garbage is dropped).
     /// REQUIRES: `work` held.
-    fn run_compaction(&self, c: &Compaction) -> Result<()> {
+    fn run_compaction(&self, c: &Compaction, allow_move: bool) -> Result<()> {
         let mut vs_edit;
-        if c.is_trivial_move() {
+        if allow_move && c.is_trivial_move() {
             let f = &c.inputs[0];
             vs_edit = VersionEdit::default();
             vs_edit.deleted.push((c.level as u32, f.number()));
@@ -940,12 +942,8 @@ impl Inner {
                 continue;
             }
             let c = Compaction::new(v, level, inputs);
-            let r = if c.is_trivial_move() && level + 1 < deepest {
-                self.run_compaction(&c)
-            } else {
-                // Force a rewrite when the move would end at the bottom: manual compaction should drop garbage.
-                self.run_compaction_rewrite(&c)
-            };
+            // A move that would end at the bottom is rewritten instead: manual compaction should drop garbage.
+            let r = self.run_compaction(&c, level + 1 < deepest);
             if let Err(e) = r {
                 self.set_bg_error(e.clone());
                 return Err(e);
@@ -953,39 +951,6 @@ impl Inner {
             self.purge_obsolete();
         }
         self.done_cv.notify_all();
-        Ok(())
-    }
-
-    fn run_compaction_rewrite(&self, c: &Compaction) -> Result<()> {
-        if !c.is_trivial_move() {
-            return self.run_compaction(c);
-        }
-        // Same as a normal compaction, but a single input with no overlap is still rewritten.
-        let smallest = self.smallest_snapshot();
-        let mut next = || lock(&self.versions).new_file_number();
-        let mut sink = OutputSink {
-            fs: &*self.fs,
-            dir: &self.dir,
-            new_number: &mut next,
-            table: table_options(&self.opts),
-            target_size: self.opts.target_file_size_base,
-        };
-        let keep = self.opts.range_delete_strategy.keeps_local_tombstones();
-        let (mut e, out) = compaction::run(c, &self.table_cache, &mut sink, smallest, keep)?;
-        self.fs.sync_dir(&self.dir)?;
-        self.counters.compact_read_bytes.fetch_add(c.input_bytes(), Ordering::Relaxed);
-        self.counters.compact_write_bytes.fetch_add(out.bytes, Ordering::Relaxed);
-        self.counters.compaction_range_covered.fetch_add(out.range_covered, Ordering::Relaxed);
-        e.last_seq = Some(self.last_seq.load(Ordering::Acquire));
-        let mut vs = lock(&self.versions);
-        vs.log_and_apply(e)?;
-        let v = vs.current();
-        drop(vs);
-        let mut s = lock(&self.state);
-        s.pending_compaction_bytes = compaction::pending_compaction_bytes(&v, &self.opts);
-        s.current = v;
-        drop(s);
-        self.counters.compactions.fetch_add(1, Ordering::Relaxed);
         Ok(())
     }
 
