@@ -14,8 +14,7 @@ use std::time::Instant;
 use bench::measure::Latencies;
 use rask::{BlockRange, Options, Rask, WriteRef};
 use workloads::traces::{
-    BlockOp, DEFAULT_BLOCK_SIZE, SyntheticOptions, TraceError, TraceFormat, TraceOptions, TraceSource,
-    TryCompacted,
+    BlockOp, DEFAULT_BLOCK_SIZE, TraceError, TraceFormat, TraceOptions, TraceSource, TryCompacted,
 };
 
 /// Arguments of `rangedb rask`.
@@ -54,30 +53,8 @@ struct ReplayArgs {
     /// RASK leaf capacity.
     #[arg(long, default_value_t = Options::default().leaf_capacity)]
     leaf_capacity: usize,
-    /// Synthetic: operations to generate.
-    #[arg(long, default_value_t = 1_000_000)]
-    ops: u64,
-    /// Synthetic: volumes.
-    #[arg(long, default_value_t = 4)]
-    volumes: u32,
-    /// Synthetic: fraction of writes.
-    #[arg(long, default_value_t = 0.9)]
-    write_ratio: f64,
-    /// Synthetic: mean write length in blocks.
-    #[arg(long, default_value_t = 3.63)]
-    avg_write_blocks: f64,
-    /// Synthetic: fraction of writes in long consecutive writes.
-    #[arg(long, default_value_t = 0.73)]
-    long_cw_ratio: f64,
-    /// Synthetic: fraction of reads starting at their consecutive write's first block.
-    #[arg(long, default_value_t = 0.86)]
-    read_at_cw_start: f64,
-    /// Synthetic: blocks per volume that writes land in.
-    #[arg(long, default_value_t = 1 << 20)]
-    working_set_blocks: u64,
-    /// Synthetic: seed.
-    #[arg(long, default_value_t = 42)]
-    seed: u64,
+    #[command(flatten)]
+    synthetic: crate::trace_cmd::SyntheticArgs,
     /// Trace files (plain or gzip); none for `--format synthetic`.
     traces: Vec<PathBuf>,
 }
@@ -161,18 +138,7 @@ fn replay(a: ReplayArgs) -> Result<ExitCode, bench::Error> {
         if !a.traces.is_empty() {
             return Err("--format synthetic generates its trace: pass no trace files".into());
         }
-        let syn = SyntheticOptions {
-            seed: a.seed,
-            ops: a.ops,
-            volumes: a.volumes,
-            write_ratio: a.write_ratio,
-            avg_write_blocks: a.avg_write_blocks,
-            long_cw_ratio: a.long_cw_ratio,
-            read_at_cw_start: a.read_at_cw_start,
-            read_near_cw_start: a.read_at_cw_start.max(SyntheticOptions::default().read_near_cw_start),
-            working_set_blocks: a.working_set_blocks,
-            ..SyntheticOptions::default()
-        };
+        let syn = a.synthetic.options();
         let source = TraceSource::synthetic(syn, a.volume.as_deref())?;
         replay_source(&mut r, source, a.compact_io)?;
     } else {

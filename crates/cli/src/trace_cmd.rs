@@ -37,30 +37,56 @@ struct SynthArgs {
     /// Block size used to turn blocks into byte offsets.
     #[arg(long, default_value_t = DEFAULT_BLOCK_SIZE)]
     block_size: u64,
+    #[command(flatten)]
+    synthetic: SyntheticArgs,
+}
+
+/// The synthetic EBS trace generator's parameters as flags (defaults: the RASK paper's statistics); shared by
+/// `trace synth` and `rask replay --format synthetic`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct SyntheticArgs {
     /// Operations to generate.
     #[arg(long, default_value_t = 1_000_000)]
-    ops: u64,
+    pub ops: u64,
     /// Volumes (virtual disks).
     #[arg(long, default_value_t = 4)]
-    volumes: u32,
+    pub volumes: u32,
     /// Fraction of writes (0.9 write-heavy, 0.04 read-heavy).
     #[arg(long, default_value_t = 0.9)]
-    write_ratio: f64,
+    pub write_ratio: f64,
     /// Mean write length in blocks.
     #[arg(long, default_value_t = 3.63)]
-    avg_write_blocks: f64,
+    pub avg_write_blocks: f64,
     /// Fraction of writes in long consecutive writes.
     #[arg(long, default_value_t = 0.73)]
-    long_cw_ratio: f64,
+    pub long_cw_ratio: f64,
     /// Fraction of reads starting at their consecutive write's first block.
     #[arg(long, default_value_t = 0.86)]
-    read_at_cw_start: f64,
+    pub read_at_cw_start: f64,
     /// Blocks per volume that writes land in.
     #[arg(long, default_value_t = 1 << 20)]
-    working_set_blocks: u64,
+    pub working_set_blocks: u64,
     /// Seed of the trace.
     #[arg(long, default_value_t = 42)]
-    seed: u64,
+    pub seed: u64,
+}
+
+impl SyntheticArgs {
+    /// The generator options these flags describe.
+    pub fn options(&self) -> SyntheticOptions {
+        SyntheticOptions {
+            seed: self.seed,
+            ops: self.ops,
+            volumes: self.volumes,
+            write_ratio: self.write_ratio,
+            avg_write_blocks: self.avg_write_blocks,
+            long_cw_ratio: self.long_cw_ratio,
+            read_at_cw_start: self.read_at_cw_start,
+            read_near_cw_start: self.read_at_cw_start.max(SyntheticOptions::default().read_near_cw_start),
+            working_set_blocks: self.working_set_blocks,
+            ..SyntheticOptions::default()
+        }
+    }
 }
 
 #[derive(Debug, clap::Args)]
@@ -103,18 +129,7 @@ fn parse_format(name: &str) -> Result<TraceFormat, bench::Error> {
 
 fn synth(a: SynthArgs) -> Result<ExitCode, bench::Error> {
     let format = parse_format(&a.format)?;
-    let opts = SyntheticOptions {
-        seed: a.seed,
-        ops: a.ops,
-        volumes: a.volumes,
-        write_ratio: a.write_ratio,
-        avg_write_blocks: a.avg_write_blocks,
-        long_cw_ratio: a.long_cw_ratio,
-        read_at_cw_start: a.read_at_cw_start,
-        read_near_cw_start: a.read_at_cw_start.max(SyntheticOptions::default().read_near_cw_start),
-        working_set_blocks: a.working_set_blocks,
-        ..SyntheticOptions::default()
-    };
+    let opts = a.synthetic.options();
     let names = opts.volume_names();
     let trace = SyntheticTrace::new(opts)?;
     let mut out: Box<dyn Write> = if a.out.as_os_str() == "-" {
