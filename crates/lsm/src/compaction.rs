@@ -14,6 +14,7 @@ use crate::error::{Error, Result};
 use crate::ikey::{self, Kind};
 use crate::iter::{InternalIter, MergingIter};
 use crate::options::{CompactionPri, Options};
+use crate::rangedel::RangeCover;
 use crate::table::{TableBuilder, TableOptions};
 use crate::table_cache::TableCache;
 use crate::tombstones::{Fragments, Tombstone};
@@ -203,7 +204,9 @@ pub struct OutputSink<'a> {
 ///
 /// `smallest_snapshot`: entries hidden from every snapshot are dropped. `drop_point_tombstone(uk)` says when a
 /// point tombstone at or below the oldest snapshot may go. `tombstones` are the input range tombstones (already
-/// compacted); they drop covered entries and are written, clipped, into the output files.
+/// compacted); they drop covered entries and are written, clipped, into the output files. `global` is the cover of a
+/// range-delete strategy that keeps records outside the tables (GLORAN), positioned for `smallest_snapshot`: an
+/// entry it covers is covered for every reader and is dropped too.
 pub fn write_outputs(
     sink: &mut OutputSink<'_>,
     input: &mut dyn InternalIter,
@@ -211,6 +214,7 @@ pub fn write_outputs(
     drop_point_tombstone: &dyn Fn(&[u8]) -> bool,
     covering: &Fragments,
     write_tombstones: Option<&Fragments>,
+    mut global: Option<&mut (dyn RangeCover + '_)>,
 ) -> Result<Outputs> {
     let mut out = Outputs::default();
     let mut builder: Option<(TableBuilder, u64, Option<Vec<u8>>)> = None;
@@ -246,6 +250,12 @@ pub fn write_outputs(
             {
                 true
             } else if covering.max_covering_seq(p.user_key, smallest_snapshot) > p.seq {
+                out.range_covered += 1;
+                true
+            } else if p.seq <= smallest_snapshot
+                && let Some(g) = global.as_deref_mut()
+                && g.covered(p.user_key, p.seq)?
+            {
                 out.range_covered += 1;
                 true
             } else {
@@ -320,6 +330,7 @@ pub fn run(
     sink: &mut OutputSink<'_>,
     smallest_snapshot: u64,
     keep_tombstones: bool,
+    global: Option<&mut (dyn RangeCover + '_)>,
 ) -> Result<(VersionEdit, Outputs)> {
     let mut children: Vec<Box<dyn InternalIter>> = Vec::new();
     let mut ts: Vec<Tombstone> = Vec::new();
@@ -347,6 +358,7 @@ pub fn run(
         &|uk| c.is_base_level_for(uk),
         &all,
         if keep_tombstones { Some(&kept) } else { None },
+        global,
     )?;
     let mut e = VersionEdit::default();
     for f in &c.inputs {

@@ -93,6 +93,9 @@ pub(crate) struct Inner {
     counters: Counters,
     rd: RangeDelCounters,
     obsolete: Obsolete,
+    /// The range-delete strategy serving this database (`Options::range_delete_strategy` or the per-database
+    /// instance its `open` built).
+    range_deletes: Arc<dyn rangedel::RangeDeleteStrategy>,
 }
 
 /// An open database. Dropping it closes it (waits for the background thread; unflushed memtables stay in the
@@ -182,6 +185,7 @@ impl Db {
         } else if !opts.create_if_missing {
             return Err(Error::InvalidArgument(format!("database {} does not exist", dir.display())));
         }
+        let range_deletes = open_range_deletes(&fs, &dir, &opts, &vs)?;
         let names = fs.list_dir(&dir)?;
         let mut logs: Vec<u64> = names
             .iter()
@@ -215,7 +219,7 @@ impl Db {
             let mut r = LogReader::open(&*fs, &dir.join(&name), &name)?;
             while let Some(rec) = r.next_record() {
                 let b = WriteBatch::from_data(rec, &name)?;
-                apply_batch(&mem, &*opts.range_delete_strategy, &b)?;
+                apply_batch(&mem, &*range_deletes, &b)?;
                 last_seq = last_seq.max(b.seq() + u64::from(b.count()).saturating_sub(1));
                 if mem.approx_size() >= opts.write_buffer_size {
                     bytes_flushed += flush_to_l0(&fs, &dir, &mut vs, &topts, &opts, &mem, &mut edit)?;
@@ -236,6 +240,8 @@ impl Db {
         fs.sync_dir(&dir)?;
         edit.log_number = Some(wal_number);
         edit.last_seq = Some(last_seq);
+        // Replayed range records go to synced index files before the edit that lets their WALs be deleted.
+        edit.range_index = range_deletes.flush(&[], last_seq)?;
         vs.log_and_apply(edit)?;
         let current = vs.current();
         let pending = compaction::pending_compaction_bytes(&current, &opts);
@@ -266,9 +272,12 @@ impl Db {
             rd: RangeDelCounters::default(),
             obsolete,
             opts,
+            range_deletes,
         });
         inner.counters.bytes_flushed.fetch_add(bytes_flushed, Ordering::Relaxed);
         inner.delete_unreferenced_files()?;
+        inner.range_deletes.state_recorded()?;
+        inner.range_deletes.remove_unreferenced()?;
         let bg_inner = inner.clone();
         let handle = std::thread::Builder::new()
             .name("lsm-bg".into())
@@ -305,10 +314,19 @@ impl Db {
     /// Applies `batch` atomically.
     pub fn write(&self, opts: &WriteOptions, batch: WriteBatch) -> Result<()> {
         for op in batch.iter() {
-            if let Ok(Op::DeleteRange(s, e)) = op
-                && s > e
-            {
-                return Err(Error::InvalidArgument("delete_range start is after end".into()));
+            if let Ok(Op::DeleteRange(s, e)) = op {
+                if s > e {
+                    return Err(Error::InvalidArgument("delete_range start is after end".into()));
+                }
+                // Rejected before the WAL append: a record the strategy refuses must never reach the log.
+                if !self.inner.range_deletes.keeps_local_tombstones()
+                    && s.len().max(e.len()) > gloran::MAX_KEY_LEN
+                {
+                    return Err(Error::InvalidArgument(format!(
+                        "range delete keys are limited to {} bytes with the global strategy",
+                        gloran::MAX_KEY_LEN
+                    )));
+                }
             }
         }
         if batch.is_empty() {
@@ -473,10 +491,35 @@ fn apply_batch(mem: &MemTable, strategy: &dyn rangedel::RangeDeleteStrategy, b: 
         match op.map_err(|m| Error::corruption("write batch", m))? {
             Op::Put(k, v) => mem.add(seq, Kind::Value, k, v),
             Op::Delete(k) => mem.add(seq, Kind::Delete, k, &[]),
-            Op::DeleteRange(s, e) => strategy.record(mem, seq, s, e),
+            Op::DeleteRange(s, e) => strategy.record(mem, seq, s, e)?,
         }
     }
     Ok(())
+}
+
+/// The strategy instance serving a database, after checking that the recovered state was written under the same
+/// kind of strategy (range records of one are invisible to the other).
+fn open_range_deletes(
+    fs: &Arc<dyn vfs::Fs>,
+    dir: &Path,
+    opts: &Options,
+    vs: &VersionSet,
+) -> Result<Arc<dyn rangedel::RangeDeleteStrategy>> {
+    let st = &opts.range_delete_strategy;
+    if st.keeps_local_tombstones() {
+        if vs.range_index.is_some() {
+            return Err(Error::InvalidArgument(
+                "the database keeps range deletes in a global index: open it with that strategy".into(),
+            ));
+        }
+    } else if vs.range_index.is_none()
+        && vs.current().levels.iter().flatten().any(|f| f.info.num_range_dels > 0)
+    {
+        return Err(Error::InvalidArgument(
+            "the database keeps range tombstones in its tables: open it with the local strategy".into(),
+        ));
+    }
+    Ok(st.open(fs, dir, vs.range_index.as_ref())?.unwrap_or_else(|| st.clone()))
 }
 
 /// Writes `mem` as an L0 table during recovery; returns its size.
@@ -501,6 +544,7 @@ fn flush_to_l0(
         &|_| false,
         &Fragments::default(),
         if keep { Some(&tombs) } else { None },
+        None,
     )?;
     for f in &out.files {
         edit.added.push((0, f.clone()));
@@ -522,6 +566,22 @@ impl Inner {
     fn smallest_snapshot(&self) -> u64 {
         let s = lock(&self.state);
         s.snapshots.keys().next().copied().unwrap_or_else(|| self.last_seq.load(Ordering::Acquire))
+    }
+
+    /// The live snapshots and the last published sequence, read together.
+    fn snapshot_list(&self) -> (Vec<u64>, u64) {
+        let s = lock(&self.state);
+        (s.snapshots.keys().copied().collect(), self.last_seq.load(Ordering::Acquire))
+    }
+
+    /// Background work of the range-delete strategy (index flush, GC), recorded in its own MANIFEST edit.
+    /// REQUIRES: `work` held.
+    fn maintain_range_deletes(&self) -> Result<()> {
+        let (snaps, published) = self.snapshot_list();
+        let Some(state) = self.range_deletes.maintain(&snaps, published)? else { return Ok(()) };
+        let edit = VersionEdit { range_index: Some(state), ..VersionEdit::default() };
+        lock(&self.versions).log_and_apply(edit)?;
+        self.range_deletes.state_recorded()
     }
 
     /// Group commit. `batch == None` with `sync` just syncs the WAL; with neither it is a barrier.
@@ -616,7 +676,10 @@ impl Inner {
             }
         }
         if !merged.is_empty() {
-            apply_batch(&mem, &*self.opts.range_delete_strategy, &merged)?;
+            apply_batch(&mem, &*self.range_deletes, &merged)?;
+            if self.range_deletes.maintenance_due() {
+                self.bg_cv.notify_all();
+            }
             self.last_seq.store(first + u64::from(merged.count()) - 1, Ordering::Release);
             self.counters.user_bytes_written.fetch_add(user_bytes, Ordering::Relaxed);
             self.counters.write_groups.fetch_add(1, Ordering::Relaxed);
@@ -774,6 +837,7 @@ impl Inner {
                     }
                     let due = s.bg_error.is_none()
                         && (!s.imm.is_empty()
+                            || self.range_deletes.maintenance_due()
                             || (!self.opts.disable_auto_compactions
                                 && compaction::scores(&s.current, &self.opts).iter().any(|&x| x >= 1.0)));
                     if due {
@@ -802,6 +866,9 @@ impl Inner {
     /// One unit of background work: flush the oldest immutable memtable, else one compaction.
     fn background_step(&self) -> Result<()> {
         let _w = lock(&self.work);
+        if self.range_deletes.maintenance_due() {
+            self.maintain_range_deletes()?;
+        }
         let imm = lock(&self.state).imm.first().cloned();
         if let Some(m) = imm {
             return self.flush_memtable(&m);
@@ -831,8 +898,9 @@ impl Inner {
                 target_size: u64::MAX,
             };
             let tombs = m.tombstones();
-            let keep = self.opts.range_delete_strategy.keeps_local_tombstones();
+            let keep = self.range_deletes.keeps_local_tombstones();
             let smallest = self.smallest_snapshot();
+            let mut global = self.range_deletes.cover(b"", smallest)?;
             let out = compaction::write_outputs(
                 &mut sink,
                 &mut m.iter(),
@@ -840,6 +908,7 @@ impl Inner {
                 &|_| false,
                 &tombs,
                 if keep { Some(&tombs) } else { None },
+                global.as_deref_mut(),
             )?;
             for f in &out.files {
                 edit.added.push((0, f.clone()));
@@ -854,10 +923,17 @@ impl Inner {
         };
         edit.log_number = Some(next_log);
         edit.last_seq = Some(self.last_seq.load(Ordering::Acquire));
+        // Range records outside the memtable live only in the WAL until the index has written them.
+        let (snaps, published) = self.snapshot_list();
+        edit.range_index = self.range_deletes.flush(&snaps, published)?;
+        let recorded = edit.range_index.is_some();
         let mut vs = lock(&self.versions);
         vs.log_and_apply(edit)?;
         let v = vs.current();
         drop(vs);
+        if recorded {
+            self.range_deletes.state_recorded()?;
+        }
         {
             let mut s = lock(&self.state);
             s.imm.remove(0);
@@ -901,8 +977,11 @@ impl Inner {
                 table: table_options(&self.opts),
                 target_size: self.opts.target_file_size_base,
             };
-            let keep = self.opts.range_delete_strategy.keeps_local_tombstones();
-            let (e, out) = compaction::run(c, &self.table_cache, &mut sink, smallest, keep)?;
+            let keep = self.range_deletes.keeps_local_tombstones();
+            let lo = c.inputs.iter().chain(&c.next).map(|f| f.smallest_user()).min().unwrap_or_default();
+            let mut global = self.range_deletes.cover(lo, smallest)?;
+            let (e, out) =
+                compaction::run(c, &self.table_cache, &mut sink, smallest, keep, global.as_deref_mut())?;
             self.fs.sync_dir(&self.dir)?;
             self.counters.compact_read_bytes.fetch_add(c.input_bytes(), Ordering::Relaxed);
             self.counters.compact_write_bytes.fetch_add(out.bytes, Ordering::Relaxed);
@@ -919,8 +998,11 @@ impl Inner {
         drop(vs);
         let mut s = lock(&self.state);
         s.pending_compaction_bytes = compaction::pending_compaction_bytes(&v, &self.opts);
-        s.current = v;
+        s.current = v.clone();
         drop(s);
+        if c.bottommost {
+            self.range_deletes.after_bottommost_compaction(&v, self.smallest_snapshot());
+        }
         self.counters.compactions.fetch_add(1, Ordering::Relaxed);
         Ok(())
     }
@@ -987,6 +1069,8 @@ impl Inner {
 
     fn get(&self, opts: &ReadOptions, key: &[u8]) -> Result<Option<Vec<u8>>> {
         self.counters.gets.fetch_add(1, Ordering::Relaxed);
+        // Pinned before the sources are captured: GC of the global index waits for reads older than its decision.
+        let _pin = self.range_deletes.pin();
         // The implicit snapshot is read with the sources under the state lock: every compaction installed in the
         // captured version used an oldest-snapshot no larger than it, and no memtable switch splits the pair.
         let (mem, imm, v, snapshot) = {
@@ -994,7 +1078,7 @@ impl Inner {
             let snap = opts.snapshot.unwrap_or_else(|| self.last_seq.load(Ordering::Acquire));
             (s.mem.clone(), s.imm.clone(), s.current.clone(), snap)
         };
-        let strategy = &*self.opts.range_delete_strategy;
+        let strategy = &*self.range_deletes;
         let local = strategy.keeps_local_tombstones();
         let mut examined = 0u64;
         let mut cover = strategy.global_cover(key, snapshot, &mut examined);
@@ -1005,7 +1089,9 @@ impl Inner {
                 cover = cover.max(strategy.probe_source(&m.tombstones(), key, snapshot, &mut examined));
             }
             if let Some((seq, kind, val)) = m.get(key, snapshot) {
-                let covered = cover > seq;
+                // A global index is asked only now, for an entry that exists (§4.3).
+                let covered = cover > seq
+                    || (!local && kind == Kind::Value && strategy.entry_deleted(key, seq, snapshot)?);
                 finish(examined, covered);
                 return Ok(if covered || kind != Kind::Value { None } else { Some(val) });
             }
@@ -1034,7 +1120,10 @@ impl Inner {
                         let p = ikey::parse(&ik).ok_or_else(|| {
                             Error::corruption(filename::table_name(f.number()), "bad internal key")
                         })?;
-                        let covered = cover > p.seq;
+                        let covered = cover > p.seq
+                            || (!local
+                                && p.kind == Kind::Value
+                                && strategy.entry_deleted(key, p.seq, snapshot)?);
                         finish(examined, covered);
                         return Ok(Some(if covered || p.kind != Kind::Value { None } else { Some(val) }));
                     }
@@ -1058,6 +1147,7 @@ impl Inner {
     }
 
     fn iter(&self, opts: &ReadOptions) -> Result<DbIter> {
+        let pin = self.range_deletes.pin();
         // The implicit snapshot is read with the sources under the state lock: every compaction installed in the
         // captured version used an oldest-snapshot no larger than it, and no memtable switch splits the pair.
         let (mem, imm, v, snapshot) = {
@@ -1092,15 +1182,18 @@ impl Inner {
             }
             children.push(Box::new(crate::version::LevelIter::new(files, self.table_cache.clone())));
         }
-        let tombstones = self.opts.range_delete_strategy.iterator_tombstones(frags, snapshot);
-        Ok(DbIter::new(
+        let tombstones = self.range_deletes.iterator_tombstones(frags, snapshot);
+        let global = self.range_deletes.cover(lo.unwrap_or_default(), snapshot)?;
+        let mut it = DbIter::new(
             MergingIter::new(children),
             snapshot,
             tombstones,
             opts.lower_bound.clone(),
             opts.upper_bound.clone(),
             v,
-        ))
+        );
+        it.set_global(global, pin);
+        Ok(it)
     }
 
     fn stats(&self) -> Stats {
@@ -1142,6 +1235,7 @@ impl Inner {
             immutable_memtables: imms as u64,
             table_range_tombstones: v.levels.iter().flatten().map(|f| f.info.num_range_dels).sum(),
             last_sequence: self.last_seq.load(Ordering::Acquire),
+            range_delete_global: self.range_deletes.global_stats(),
         }
     }
 

@@ -11,6 +11,7 @@ use std::sync::Arc;
 use crate::error::{Error, Result};
 use crate::ikey::{self, Kind};
 use crate::iter::{InternalIter, MergingIter};
+use crate::rangedel::{RangeCover, ReadPin};
 use crate::tombstones::Fragments;
 use crate::version::Version;
 
@@ -27,6 +28,11 @@ pub struct DbIter {
     saved_value: Vec<u8>,
     err: Option<Error>,
     _version: Arc<Version>,
+    /// Range records kept outside the sources (GLORAN's global index), asked in key order.
+    global: Option<Box<dyn RangeCover>>,
+    /// The last key asked of `global` (a smaller key repositions it first: reverse steps, seeks).
+    global_at: Option<Vec<u8>>,
+    _pin: Option<ReadPin>,
 }
 
 impl std::fmt::Debug for DbIter {
@@ -56,11 +62,46 @@ impl DbIter {
             saved_value: Vec::new(),
             err: None,
             _version: version,
+            global: None,
+            global_at: None,
+            _pin: None,
         }
     }
 
-    fn covered(&self, uk: &[u8], seq: u64) -> bool {
-        self.tombstones.iter().any(|f| f.covers(uk, seq, self.snapshot))
+    /// Adds the cover of a strategy that keeps range records outside the sources, and the read pin it needs.
+    pub(crate) fn set_global(&mut self, cover: Option<Box<dyn RangeCover>>, pin: Option<ReadPin>) {
+        self.global = cover;
+        self._pin = pin;
+    }
+
+    fn covered(&mut self, uk: &[u8], seq: u64) -> bool {
+        if self.tombstones.iter().any(|f| f.covers(uk, seq, self.snapshot)) {
+            return true;
+        }
+        let Some(g) = self.global.as_mut() else { return false };
+        let r = (|| {
+            // Forward scans ask in ascending order and share one pass over the index; a reverse step asks a smaller
+            // key, so the cursor is repositioned there (one leaf per index level, like a point check).
+            if self.global_at.as_deref().is_some_and(|at| uk < at) {
+                g.seek(uk)?;
+            }
+            g.covered(uk, seq)
+        })();
+        match &mut self.global_at {
+            Some(at) => {
+                at.clear();
+                at.extend_from_slice(uk);
+            }
+            None => self.global_at = Some(uk.to_vec()),
+        }
+        match r {
+            Ok(c) => c,
+            Err(e) => {
+                self.err = Some(e);
+                self.valid = false;
+                true
+            }
+        }
     }
 
     /// Whether positioned at a key.

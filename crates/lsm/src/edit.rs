@@ -15,6 +15,17 @@ const TAG_LAST_SEQ: u64 = 4;
 const TAG_COMPACT_POINTER: u64 = 5;
 const TAG_DELETED_FILE: u64 = 6;
 const TAG_NEW_FILE: u64 = 7;
+const TAG_RANGE_INDEX: u64 = 8;
+
+/// The persistent state of a range-delete strategy with its own files (GLORAN's LSM-DRtree): the DR-tree files
+/// it relies on and its GC watermark. Each edit that carries it replaces the previous one whole.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct RangeIndexState {
+    /// (index level, file number) of every live index file.
+    pub files: Vec<(u32, u64)>,
+    /// GC watermark in force (0: none).
+    pub watermark: u64,
+}
 
 /// What the MANIFEST records about a table.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -56,6 +67,8 @@ pub struct VersionEdit {
     pub deleted: Vec<(u32, u64)>,
     /// Files added: (level, file).
     pub added: Vec<(u32, FileInfo)>,
+    /// The range-delete strategy's index state, when it changed.
+    pub range_index: Option<RangeIndexState>,
 }
 
 impl VersionEdit {
@@ -96,6 +109,15 @@ impl VersionEdit {
             for v in [f.smallest_seq, f.largest_seq, f.num_entries, f.num_deletions, f.num_range_dels] {
                 put_varint(&mut b, v);
             }
+        }
+        if let Some(r) = &self.range_index {
+            put_varint(&mut b, TAG_RANGE_INDEX);
+            put_varint(&mut b, r.files.len() as u64);
+            for (l, n) in &r.files {
+                put_varint(&mut b, u64::from(*l));
+                put_varint(&mut b, *n);
+            }
+            put_varint(&mut b, r.watermark);
         }
         b
     }
@@ -146,6 +168,20 @@ impl VersionEdit {
                     }
                     e.added.push((l, f));
                 }
+                TAG_RANGE_INDEX => {
+                    let n = d.varint().ok_or("bad range index")?;
+                    // Each file takes at least two bytes: a count beyond that is damage, not a reason to allocate.
+                    if n > buf.len() as u64 {
+                        return Err("bad range index file count".into());
+                    }
+                    let mut r = RangeIndexState::default();
+                    for _ in 0..n {
+                        let l = level(&mut d)?;
+                        r.files.push((l, d.varint().ok_or("bad range index file")?));
+                    }
+                    r.watermark = d.varint().ok_or("bad range index watermark")?;
+                    e.range_index = Some(r);
+                }
                 t => return Err(format!("unknown version edit tag {t}")),
             }
         }
@@ -180,6 +216,7 @@ mod tests {
                     num_range_dels: 2,
                 },
             )],
+            range_index: Some(RangeIndexState { files: vec![(0, 14), (2, 13)], watermark: 77 }),
         };
         let b = e.encode();
         assert_eq!(VersionEdit::decode(&b), Ok(e));

@@ -14,12 +14,34 @@
 //!
 //! The local strategy ("LRR" in the GLORAN paper, §3) costs a probe of every source's tombstone block on every
 //! lookup; GLORAN replaces it by one global index probe.
+//!
+//! Strategies that keep range records outside the LSM sources (GLORAN, `rangedel_global.rs`) also use the hooks
+//! below the line in the trait: a per-database instance with files (`open`), a point check made only for an entry
+//! the search found (`entry_deleted`), a key-ordered cover for iterators and for flush/compaction (`cover`), an
+//! index flush whose file list goes into the memtable flush's MANIFEST edit (`flush`), and background maintenance
+//! (index flushes when its buffer fills, GC after bottommost compactions). Every hook has a no-op default, which
+//! is what the local strategy uses.
 
+use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use crate::edit::RangeIndexState;
+use crate::error::Result;
 use crate::memtable::MemTable;
 use crate::tombstones::Fragments;
+use crate::version::Version;
+
+/// Answers "is `(key, seq)` deleted for this reader?" for keys asked in ascending order (iterators, compaction).
+pub trait RangeCover: Send {
+    /// Whether `(key, seq)` is covered. Keys may go backwards only after [`RangeCover::seek`].
+    fn covered(&mut self, key: &[u8], seq: u64) -> Result<bool>;
+    /// Repositions so keys from `key` on can be asked (an iterator's seek or change of direction).
+    fn seek(&mut self, key: &[u8]) -> Result<()>;
+}
+
+/// Keeps whatever a reader must keep alive while it runs (GC waits for readers older than its decision).
+pub type ReadPin = Arc<dyn std::any::Any + Send + Sync>;
 
 /// Counters a strategy updates during reads.
 #[derive(Debug, Default)]
@@ -37,8 +59,9 @@ pub trait RangeDeleteStrategy: Send + Sync {
     /// A stable name (`local`, `gloran`).
     fn name(&self) -> &'static str;
 
-    /// Records `[start, end) @ seq`. Called under the write lock, in sequence order, after the WAL append.
-    fn record(&self, mem: &MemTable, seq: u64, start: &[u8], end: &[u8]);
+    /// Records `[start, end) @ seq`. Called by the write leader in sequence order after the WAL append, and
+    /// during WAL replay at open (where records already made durable elsewhere may come again).
+    fn record(&self, mem: &MemTable, seq: u64, start: &[u8], end: &[u8]) -> Result<()>;
 
     /// During a point lookup of `key` at `snapshot`: the newest covering sequence number found in one source's
     /// tombstones (0 if none). Returns how many fragments it examined in `examined`.
@@ -61,6 +84,81 @@ pub trait RangeDeleteStrategy: Send + Sync {
     fn keeps_local_tombstones(&self) -> bool {
         true
     }
+
+    // ---- Strategies with state outside the LSM sources (GLORAN). Defaults are the local strategy's no-ops. ----
+
+    /// At `Db::open`, after the MANIFEST is recovered and before WAL replay: the per-database instance, built
+    /// from the strategy's persisted state (`None` for a new database or one written by another strategy).
+    /// `None` means this (stateless) object serves the database itself.
+    fn open(
+        &self,
+        fs: &Arc<dyn vfs::Fs>,
+        dir: &Path,
+        state: Option<&RangeIndexState>,
+    ) -> Result<Option<Arc<dyn RangeDeleteStrategy>>> {
+        let _ = (fs, dir, state);
+        Ok(None)
+    }
+
+    /// Point lookups of strategies without local tombstones: whether the entry `(key, seq)` the search found is
+    /// deleted for a reader at `snapshot`. Never called when the key is absent.
+    fn entry_deleted(&self, key: &[u8], seq: u64, snapshot: u64) -> Result<bool> {
+        let _ = (key, seq, snapshot);
+        Ok(false)
+    }
+
+    /// A key-ordered cover for keys `>= lo` at `snapshot` (iterators; flush and compaction with the oldest
+    /// snapshot). `None`: nothing outside the local tombstones.
+    fn cover(&self, lo: &[u8], snapshot: u64) -> Result<Option<Box<dyn RangeCover>>> {
+        let _ = (lo, snapshot);
+        Ok(None)
+    }
+
+    /// Taken by every read before it captures its sources, held until it ends.
+    fn pin(&self) -> Option<ReadPin> {
+        None
+    }
+
+    /// Makes every record so far durable outside the WAL (called in the memtable flush before its MANIFEST edit,
+    /// so the WAL may then be dropped). `snapshots`: live snapshots; `published`: the last visible sequence
+    /// (snapshots taken meanwhile are at or after it). Returns the state to record in the edit if it changed.
+    fn flush(&self, snapshots: &[u64], published: u64) -> Result<Option<RangeIndexState>> {
+        let _ = (snapshots, published);
+        Ok(None)
+    }
+
+    /// Whether [`RangeDeleteStrategy::maintain`] has work (the background thread wakes for it).
+    fn maintenance_due(&self) -> bool {
+        false
+    }
+
+    /// Background work under the engine's work lock: an index flush when its buffer is full, a pending GC whose
+    /// older readers have finished. Returns the state to record in a MANIFEST edit if it changed.
+    fn maintain(&self, snapshots: &[u64], published: u64) -> Result<Option<RangeIndexState>> {
+        let _ = (snapshots, published);
+        Ok(None)
+    }
+
+    /// After a bottommost compaction installed `v`: plan GC (§4.4). `oldest_snapshot` is the oldest live snapshot
+    /// or the last sequence.
+    fn after_bottommost_compaction(&self, v: &Version, oldest_snapshot: u64) {
+        let _ = (v, oldest_snapshot);
+    }
+
+    /// After a MANIFEST edit carrying a state from `flush`/`maintain` is durable: delete replaced files.
+    fn state_recorded(&self) -> Result<()> {
+        Ok(())
+    }
+
+    /// At open, once the new MANIFEST is durable: delete leftovers no recorded state names.
+    fn remove_unreferenced(&self) -> Result<()> {
+        Ok(())
+    }
+
+    /// The global index's statistics, if the strategy has one.
+    fn global_stats(&self) -> Option<gloran::Stats> {
+        None
+    }
 }
 
 /// RocksDB's range tombstones: kept in each memtable and in each table's range-deletion block.
@@ -72,10 +170,11 @@ impl RangeDeleteStrategy for LocalTombstones {
         "local"
     }
 
-    fn record(&self, mem: &MemTable, seq: u64, start: &[u8], end: &[u8]) {
+    fn record(&self, mem: &MemTable, seq: u64, start: &[u8], end: &[u8]) -> Result<()> {
         if start < end {
             mem.add_range_delete(seq, start, end);
         }
+        Ok(())
     }
 
     fn probe_source(&self, source: &Fragments, key: &[u8], snapshot: u64, examined: &mut u64) -> u64 {

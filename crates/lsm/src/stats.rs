@@ -107,6 +107,9 @@ pub struct Stats {
     pub table_range_tombstones: u64,
     /// The last sequence number.
     pub last_sequence: u64,
+    /// The global range-delete index's statistics (`range_delete = global`; `None` for local tombstones):
+    /// estimator checks/positives/false positives, DR-tree nodes read, index bytes, GC work.
+    pub range_delete_global: Option<gloran::Stats>,
 }
 
 impl Stats {

@@ -300,6 +300,8 @@ pub struct VersionSet {
     pub last_seq: u64,
     /// Round-robin compaction start per level.
     pub compact_pointers: Vec<Vec<u8>>,
+    /// The range-delete strategy's index state last recorded (GLORAN's files and GC watermark).
+    pub range_index: Option<crate::edit::RangeIndexState>,
     manifest: Option<LogWriter>,
     manifest_number: u64,
     /// Start a new MANIFEST when the current one passes this size.
@@ -318,6 +320,7 @@ impl VersionSet {
             log_number: 0,
             last_seq: 0,
             compact_pointers: vec![Vec::new(); NUM_LEVELS],
+            range_index: None,
             manifest: None,
             manifest_number: 0,
             max_manifest_size: 64 << 20,
@@ -374,6 +377,9 @@ impl VersionSet {
             log_number = e.log_number.or(log_number);
             next_file = e.next_file.or(next_file);
             last_seq = e.last_seq.or(last_seq);
+            if let Some(r) = &e.range_index {
+                self.range_index = Some(r.clone());
+            }
             for (l, k) in &e.compact_pointers {
                 if let Some(p) = self.compact_pointers.get_mut(*l as usize) {
                     *p = k.clone();
@@ -473,6 +479,9 @@ impl VersionSet {
             self.log_number = n;
         }
         self.last_seq = e.last_seq.unwrap_or(self.last_seq);
+        if let Some(r) = e.range_index {
+            self.range_index = Some(r);
+        }
         for (l, k) in e.compact_pointers {
             self.compact_pointers[l as usize] = k;
         }
@@ -492,6 +501,7 @@ impl VersionSet {
             log_number: Some(e.log_number.unwrap_or(self.log_number)),
             next_file: Some(self.next_file),
             last_seq: e.last_seq,
+            range_index: e.range_index.clone().or_else(|| self.range_index.clone()),
             ..VersionEdit::default()
         };
         for (l, k) in self.compact_pointers.iter().enumerate() {

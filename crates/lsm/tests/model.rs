@@ -23,8 +23,30 @@ fn scale() -> usize {
     std::env::var("RANGEDB_TEST_SCALE").ok().and_then(|s| s.parse().ok()).unwrap_or(1)
 }
 
-fn opts(rng: &mut SmallRng) -> Options {
+/// Range-delete strategies every model run is repeated under.
+#[derive(Debug, Clone, Copy)]
+enum Strategy {
+    Local,
+    Global,
+}
+
+fn strategy(rng: &mut SmallRng, s: Strategy) -> Arc<dyn lsm::RangeDeleteStrategy> {
+    match s {
+        Strategy::Local => Arc::new(lsm::LocalTombstones),
+        // Tiny index buffers and nodes: index flushes, level compactions and multi-level DR-trees on every run.
+        Strategy::Global => Arc::new(lsm::GlobalRangeDeletes::with_options(gloran::IndexOptions {
+            buffer_bytes: rng.random_range(128..4096),
+            size_ratio: rng.random_range(2..5),
+            node_size: rng.random_range(64..512),
+            use_estimator: rng.random_bool(0.8),
+            ..Default::default()
+        })),
+    }
+}
+
+fn opts(rng: &mut SmallRng, s: Strategy) -> Options {
     Options {
+        range_delete_strategy: strategy(rng, s),
         create_if_missing: true,
         write_buffer_size: rng.random_range(1024..8192),
         max_bytes_for_level_base: rng.random_range(4096..32768),
@@ -61,10 +83,10 @@ fn range_of(m: &Model, lo: &[u8], hi: &[u8]) -> Vec<(Vec<u8>, Vec<u8>)> {
     m.range(lo.to_vec()..hi.to_vec()).map(|(k, v)| (k.clone(), v.clone())).collect()
 }
 
-fn run(seed: u64, steps: usize) {
+fn run(seed: u64, steps: usize, strat: Strategy) {
     let mut rng = SmallRng::seed_from_u64(seed);
     let fs = Arc::new(vfs::MemFs::new());
-    let o = opts(&mut rng);
+    let o = opts(&mut rng, strat);
     let open = |o: &Options| {
         let f: Arc<dyn vfs::Fs> = fs.clone();
         Db::open(f, "/db", o.clone()).unwrap()
@@ -87,7 +109,7 @@ fn run(seed: u64, steps: usize) {
                 db.delete(&w, &k).unwrap();
                 model.remove(&k);
             }
-            50..=54 => {
+            50..=55 => {
                 let a = key(&mut rng);
                 let b = key(&mut rng);
                 let (a, b) = if a <= b { (a, b) } else { (b, a) };
@@ -97,11 +119,22 @@ fn run(seed: u64, steps: usize) {
                     model.remove(&k);
                 }
             }
-            55..=59 => {
+            56..=59 => {
                 let mut b = WriteBatch::new();
                 for i in 0..rng.random_range(1..6) {
                     let k = key(&mut rng);
-                    if rng.random_bool(0.7) {
+                    if rng.random_bool(0.15) {
+                        // A range delete inside a batch, starting at `k`.
+                        let e = key(&mut rng);
+                        if k <= e {
+                            b.delete_range(&k, &e);
+                            let ks: Vec<_> =
+                                model.range(k.clone()..e.clone()).map(|(k, _)| k.clone()).collect();
+                            for k in ks {
+                                model.remove(&k);
+                            }
+                        }
+                    } else if rng.random_bool(0.7) {
                         let v = format!("b{step}.{i}").into_bytes();
                         b.put(&k, &v);
                         model.insert(k, v);
@@ -202,7 +235,7 @@ fn run(seed: u64, steps: usize) {
     }
     db.wait_for_compactions().unwrap();
     let st = db.stats();
-    eprintln!("seed {seed}: {}", st.to_json());
+    eprintln!("seed {seed} {strat:?}: {} global {:?}", st.to_json(), st.range_delete_global);
     let all = db.scan(&ReadOptions::default(), b"", b"\xff\xff", usize::MAX).unwrap();
     assert_eq!(all, range_of(&model, b"", b"\xff\xff"), "seed {seed} final");
     let sa = db.space_amplification().unwrap();
@@ -214,6 +247,14 @@ fn run(seed: u64, steps: usize) {
 fn engine_matches_btreemap_model() {
     for seed in seeds() {
         eprintln!("model test seed {seed} (set RANGEDB_SEED to reproduce)");
-        run(seed, 3000 * scale());
+        run(seed, 3000 * scale(), Strategy::Local);
+    }
+}
+
+#[test]
+fn engine_matches_btreemap_model_global_range_deletes() {
+    for seed in seeds() {
+        eprintln!("model test (global) seed {seed} (set RANGEDB_SEED to reproduce)");
+        run(seed, 3000 * scale(), Strategy::Global);
     }
 }

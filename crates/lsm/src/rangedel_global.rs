@@ -1,0 +1,314 @@
+//! The `global` range-delete strategy: GLORAN's global range-record index (`crates/gloran`) behind
+//! [`RangeDeleteStrategy`]. docs/gloran.md ("Engine integration") is the design; this file is the glue.
+//!
+//! [`GlobalRangeDeletes`] is what [`crate::Options::range_delete_strategy`] holds: a stateless template with the
+//! index options. `Db::open` calls its `open`, which builds the per-database [`Instance`] owning the
+//! [`GlobalIndex`] (files under `<db>/gloran/`). So one `Options` value can open many databases, one after the
+//! other or at once, each with its own index.
+//!
+//! What the engine gets from the instance:
+//! - `record`: the delete goes into the index's R-tree buffer (never into the memtable: no local tombstones).
+//!   During WAL replay a record whose sequence is at or below the index's last recorded one is already in a
+//!   synced DR-tree (every buffer flush writes all earlier records) and is skipped.
+//! - `entry_deleted`: the point-lookup check, made only for an entry the LSM search found (§4.3): estimator
+//!   first, LSM-DRtree only on a positive. A lookup of an absent key never reaches the index.
+//! - `cover`: a [`gloran::Cursor`] over the key range, for iterators and for flush/compaction (which drop what is
+//!   covered for the oldest reader).
+//! - `flush`: writes the buffer into DR-trees so the memtable flush's MANIFEST edit can name the files and the WAL
+//!   holding the records can go. `maintain`: the same when the buffer fills between memtable flushes, and GC.
+//!
+//! # Concurrency
+//! The index sits behind a `RwLock`: lookups and cursor creation share it; `record`, flushes and GC take it
+//! exclusively. While a flush holds it no record is added, so the records it writes are exactly those with
+//! sequence numbers up to the index's `last_seq`, and a snapshot taken meanwhile has a sequence number in
+//! `[published, last_seq]` (records are inserted before their batch is published). The flush therefore treats
+//! every sequence number in that interval as a snapshot, so no later snapshot can fall inside a merged band.
+//!
+//! # GC (§4.4)
+//! `GlobalIndex::gc(w)` clips areas to entry sequence numbers `>= w` and also clips every later record, so its
+//! contract is: no entry with a sequence number below `w` remains anywhere a reader can see, and no snapshot is
+//! older than `w`. After a bottommost compaction the instance computes `w` = min(oldest snapshot, smallest
+//! sequence number of every table, one past the largest sequence number of every table — memtable entries are
+//! newer than every table's). Readers that started before that decision may still hold older versions and
+//! memtables; every read takes a [`ReadPin`] on the current epoch before it captures its sources, the decision
+//! starts a new epoch, and GC runs only when the old epoch has no pin left. The watermark is persisted with the
+//! file list in the MANIFEST ([`RangeIndexState`]) and re-applied at open.
+
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard, Weak};
+
+use gloran::{Cursor, GlobalIndex, IndexOptions, LiveFile};
+
+use crate::edit::RangeIndexState;
+use crate::error::{Error, Result};
+use crate::memtable::MemTable;
+use crate::rangedel::{RangeCover, RangeDeleteStrategy, ReadPin};
+use crate::tombstones::Fragments;
+use crate::version::Version;
+
+/// Subdirectory of the database directory holding the DR-tree files.
+pub const INDEX_DIR: &str = "gloran";
+
+/// Converts the index's errors, keeping corruption apart from I/O.
+fn conv(e: gloran::Error) -> Error {
+    match e {
+        gloran::Error::Io(e) => Error::from(e),
+        gloran::Error::Corruption { path, msg } => {
+            Error::corruption(path.map_or_else(|| INDEX_DIR.to_string(), |p| p.display().to_string()), msg)
+        }
+        gloran::Error::InvalidArgument(m) => Error::InvalidArgument(m),
+        other => Error::corruption(INDEX_DIR, other.to_string()),
+    }
+}
+
+/// GLORAN as the engine's range-delete strategy (`range_delete = global`). Holds only options; see the module
+/// documentation.
+#[derive(Debug, Clone, Default)]
+pub struct GlobalRangeDeletes {
+    opts: IndexOptions,
+}
+
+impl GlobalRangeDeletes {
+    /// The strategy with the paper's defaults (4 MiB buffer, size ratio 10, 10 bits per range in the estimator).
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The strategy with explicit index options (`auto_flush` is ignored: the engine decides when to flush, since
+    /// every change of the file set must reach its MANIFEST).
+    pub fn with_options(opts: IndexOptions) -> Self {
+        GlobalRangeDeletes { opts }
+    }
+
+    /// The index options.
+    pub fn options(&self) -> &IndexOptions {
+        &self.opts
+    }
+}
+
+/// The strategy named `name` (`local` or `global`), for command lines and benchmarks.
+pub fn strategy_by_name(name: &str) -> Result<Arc<dyn RangeDeleteStrategy>> {
+    match name {
+        "local" => Ok(Arc::new(crate::rangedel::LocalTombstones)),
+        "global" | "gloran" => Ok(Arc::new(GlobalRangeDeletes::new())),
+        _ => Err(Error::InvalidArgument(format!("unknown range-delete strategy {name:?} (local | global)"))),
+    }
+}
+
+fn not_open() -> Error {
+    Error::InvalidArgument(
+        "the global range-delete strategy is used through the database it was opened for".into(),
+    )
+}
+
+impl RangeDeleteStrategy for GlobalRangeDeletes {
+    fn name(&self) -> &'static str {
+        "global"
+    }
+
+    fn record(&self, _mem: &MemTable, _seq: u64, _start: &[u8], _end: &[u8]) -> Result<()> {
+        Err(not_open())
+    }
+
+    fn probe_source(&self, _source: &Fragments, _key: &[u8], _snapshot: u64, _examined: &mut u64) -> u64 {
+        0
+    }
+
+    fn keeps_local_tombstones(&self) -> bool {
+        false
+    }
+
+    fn open(
+        &self,
+        fs: &Arc<dyn vfs::Fs>,
+        dir: &Path,
+        state: Option<&RangeIndexState>,
+    ) -> Result<Option<Arc<dyn RangeDeleteStrategy>>> {
+        let mut o = self.opts.clone();
+        o.auto_flush = false;
+        let files: Vec<LiveFile> = state
+            .map(|s| s.files.iter().map(|&(level, number)| LiveFile { level, number }).collect())
+            .unwrap_or_default();
+        let mut index = GlobalIndex::open(fs.clone(), &dir.join(INDEX_DIR), o, &files).map_err(conv)?;
+        if let Some(w) = state.map(|s| s.watermark).filter(|&w| w > 0) {
+            index.gc(w).map_err(conv)?;
+        }
+        Ok(Some(Arc::new(Instance {
+            index: RwLock::new(index),
+            // The first flush always reports the state, so the open edit records that this database is global.
+            dirty: AtomicBool::new(true),
+            epoch: Mutex::new(Arc::new(())),
+            pending_gc: Mutex::new(None),
+        })))
+    }
+}
+
+/// The per-database strategy: the index and its GC bookkeeping.
+#[derive(Debug)]
+struct Instance {
+    index: RwLock<GlobalIndex>,
+    /// The file set or watermark changed since the last reported state.
+    dirty: AtomicBool,
+    /// Readers pin the current epoch (see the module documentation).
+    epoch: Mutex<Arc<()>>,
+    /// A planned GC: watermark, and the epoch whose readers must finish first.
+    pending_gc: Mutex<Option<(u64, Weak<()>)>>,
+}
+
+impl Instance {
+    fn read(&self) -> RwLockReadGuard<'_, GlobalIndex> {
+        self.index.read().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn write(&self) -> RwLockWriteGuard<'_, GlobalIndex> {
+        self.index.write().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn state(idx: &GlobalIndex) -> RangeIndexState {
+        RangeIndexState {
+            files: idx.live_files().iter().map(|f| (f.level, f.number)).collect(),
+            watermark: idx.watermark(),
+        }
+    }
+
+    /// Flushes the buffer with every sequence number a snapshot may take meanwhile kept apart.
+    /// REQUIRES: `idx` is the write-locked index.
+    fn flush_locked(&self, idx: &mut GlobalIndex, snapshots: &[u64], published: u64) -> Result<()> {
+        if !idx.has_unflushed() {
+            return Ok(());
+        }
+        let mut s = snapshots.to_vec();
+        s.extend(published..=idx.last_seq().max(published));
+        idx.set_snapshots(s);
+        idx.flush().map_err(conv)?;
+        self.dirty.store(true, Ordering::Release);
+        Ok(())
+    }
+
+    fn take_state(&self, idx: &GlobalIndex) -> Option<RangeIndexState> {
+        self.dirty.swap(false, Ordering::AcqRel).then(|| Self::state(idx))
+    }
+
+    fn gc_ready(&self) -> Option<u64> {
+        let p = self.pending_gc.lock().unwrap_or_else(|p| p.into_inner());
+        p.as_ref().filter(|(_, epoch)| epoch.strong_count() == 0).map(|(w, _)| *w)
+    }
+}
+
+impl RangeDeleteStrategy for Instance {
+    fn name(&self) -> &'static str {
+        "global"
+    }
+
+    fn record(&self, _mem: &MemTable, seq: u64, start: &[u8], end: &[u8]) -> Result<()> {
+        if start >= end {
+            return Ok(());
+        }
+        let mut idx = self.write();
+        if seq <= idx.last_seq() {
+            return Ok(()); // WAL replay of a record a synced DR-tree already holds.
+        }
+        idx.insert(start, end, 0, seq).map_err(conv)
+    }
+
+    fn probe_source(&self, _source: &Fragments, _key: &[u8], _snapshot: u64, _examined: &mut u64) -> u64 {
+        0
+    }
+
+    fn keeps_local_tombstones(&self) -> bool {
+        false
+    }
+
+    fn entry_deleted(&self, key: &[u8], seq: u64, snapshot: u64) -> Result<bool> {
+        self.read().check_entry(key, seq, snapshot).map_err(conv)
+    }
+
+    fn cover(&self, lo: &[u8], snapshot: u64) -> Result<Option<Box<dyn RangeCover>>> {
+        let c = self.read().cursor(lo, None, snapshot).map_err(conv)?;
+        Ok(Some(Box::new(CursorCover(c))))
+    }
+
+    fn pin(&self) -> Option<ReadPin> {
+        let e = self.epoch.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        Some(e)
+    }
+
+    fn flush(&self, snapshots: &[u64], published: u64) -> Result<Option<RangeIndexState>> {
+        let mut idx = self.write();
+        self.flush_locked(&mut idx, snapshots, published)?;
+        Ok(self.take_state(&idx))
+    }
+
+    fn maintenance_due(&self) -> bool {
+        self.read().needs_flush() || self.gc_ready().is_some()
+    }
+
+    fn maintain(&self, snapshots: &[u64], published: u64) -> Result<Option<RangeIndexState>> {
+        let mut idx = self.write();
+        if idx.needs_flush() {
+            self.flush_locked(&mut idx, snapshots, published)?;
+        }
+        if let Some(w) = self.gc_ready() {
+            *self.pending_gc.lock().unwrap_or_else(|p| p.into_inner()) = None;
+            if w > idx.watermark() {
+                // No snapshot older than `w` exists (it was at most the oldest when planned, and later ones are
+                // newer); keep the live ones apart while the bottom level is rewritten.
+                let mut s = snapshots.to_vec();
+                s.extend(published..=idx.last_seq().max(published));
+                idx.set_snapshots(s);
+                idx.gc(w).map_err(conv)?;
+                self.dirty.store(true, Ordering::Release);
+            }
+        }
+        Ok(self.take_state(&idx))
+    }
+
+    fn after_bottommost_compaction(&self, v: &Version, oldest_snapshot: u64) {
+        let mut w = oldest_snapshot;
+        let mut newest = 0;
+        let mut any = false;
+        for f in v.levels.iter().flatten() {
+            any = true;
+            w = w.min(f.info.smallest_seq);
+            newest = newest.max(f.info.largest_seq);
+        }
+        if !any {
+            return;
+        }
+        w = w.min(newest + 1);
+        if w <= self.read().watermark() {
+            return;
+        }
+        let old = std::mem::replace(&mut *self.epoch.lock().unwrap_or_else(|p| p.into_inner()), Arc::new(()));
+        *self.pending_gc.lock().unwrap_or_else(|p| p.into_inner()) = Some((w, Arc::downgrade(&old)));
+    }
+
+    fn state_recorded(&self) -> Result<()> {
+        let mut idx = self.write();
+        let gone = idx.take_obsolete();
+        idx.remove_files(&gone).map_err(conv)
+    }
+
+    fn remove_unreferenced(&self) -> Result<()> {
+        self.write().remove_unlisted().map_err(conv)?;
+        Ok(())
+    }
+
+    fn global_stats(&self) -> Option<gloran::Stats> {
+        Some(self.read().stats())
+    }
+}
+
+/// A [`gloran::Cursor`] as the engine's [`RangeCover`].
+struct CursorCover(Cursor);
+
+impl RangeCover for CursorCover {
+    fn covered(&mut self, key: &[u8], seq: u64) -> Result<bool> {
+        self.0.covered(key, seq).map_err(conv)
+    }
+
+    fn seek(&mut self, key: &[u8]) -> Result<()> {
+        self.0.seek(key).map_err(conv)
+    }
+}
