@@ -42,8 +42,21 @@ fn apply(m: &mut Model, ups: &[Up]) {
     }
 }
 
-fn opts() -> Options {
+/// `global`: range deletes in GLORAN's index (tiny buffer and nodes: index flushes, compactions and GC inside the
+/// crash window) instead of local tombstones.
+fn opts(global: bool) -> Options {
+    let range_delete_strategy: Arc<dyn lsm::RangeDeleteStrategy> = if global {
+        Arc::new(lsm::GlobalRangeDeletes::with_options(gloran::IndexOptions {
+            buffer_bytes: 256,
+            size_ratio: 2,
+            node_size: 128,
+            ..Default::default()
+        }))
+    } else {
+        Arc::new(lsm::LocalTombstones)
+    };
     Options {
+        range_delete_strategy,
         create_if_missing: true,
         write_buffer_size: 2048,
         max_bytes_for_level_base: 8192,
@@ -62,13 +75,13 @@ fn key(rng: &mut SmallRng) -> Vec<u8> {
 
 /// Runs the workload on `fs` until it finishes or the file system refuses (crash point). Returns the groups of
 /// updates acknowledged (in order), how many of them are durable, and whether one more group may have applied.
-fn workload(fs: &Arc<CrashFs>, seed: u64, steps: usize) -> (Vec<Vec<Up>>, usize, bool) {
+fn workload(fs: &Arc<CrashFs>, seed: u64, steps: usize, global: bool) -> (Vec<Vec<Up>>, usize, bool) {
     let mut rng = SmallRng::seed_from_u64(seed);
     let mut acked: Vec<Vec<Up>> = Vec::new();
     let mut durable = 0;
     let open = || {
         let f: Arc<dyn vfs::Fs> = fs.clone();
-        Db::open(f, "/db", opts())
+        Db::open(f, "/db", opts(global))
     };
     let Ok(mut db) = open() else { return (acked, durable, false) };
     for step in 0..steps {
@@ -163,10 +176,16 @@ fn workload(fs: &Arc<CrashFs>, seed: u64, steps: usize) -> (Vec<Vec<Up>>, usize,
     (acked, durable, false)
 }
 
-fn check(seed: u64, crash_seed: u64, fs: &Arc<CrashFs>, acked: &[Vec<Up>], durable: usize, maybe: bool) {
+fn check(
+    seed: u64,
+    crash_seed: u64,
+    fs: &Arc<CrashFs>,
+    (acked, durable, maybe): (&[Vec<Up>], usize, bool),
+    global: bool,
+) {
     let f: Arc<dyn vfs::Fs> = Arc::new(fs.crash(crash_seed));
-    let db =
-        Db::open(f, "/db", opts()).unwrap_or_else(|e| panic!("seed {seed}/{crash_seed}: reopen failed: {e}"));
+    let db = Db::open(f, "/db", opts(global))
+        .unwrap_or_else(|e| panic!("seed {seed}/{crash_seed}: reopen failed: {e}"));
     let got: Model = db
         .scan(&ReadOptions::default(), b"", b"\xff", usize::MAX)
         .unwrap_or_else(|e| panic!("seed {seed}/{crash_seed}: scan failed: {e}"))
@@ -214,25 +233,34 @@ fn scale() -> usize {
 
 #[test]
 fn crash_at_random_points_loses_nothing_durable() {
+    crash_at_random_points(false);
+}
+
+#[test]
+fn crash_at_random_points_loses_nothing_durable_global_range_deletes() {
+    crash_at_random_points(true);
+}
+
+fn crash_at_random_points(global: bool) {
     for seed in seeds() {
-        eprintln!("crash test seed {seed} (set RANGEDB_SEED to reproduce)");
+        eprintln!("crash test seed {seed} global {global} (set RANGEDB_SEED to reproduce)");
         let steps = 400;
         // Dry run: how many file-system operations the workload makes.
         let dry = Arc::new(CrashFs::new());
-        let _ = workload(&dry, seed, steps);
+        let _ = workload(&dry, seed, steps, global);
         let total = dry.ops().max(1);
         let mut rng = SmallRng::seed_from_u64(seed ^ 0xc0ffee);
         for trial in 0..(4 * scale()) {
             let fs = Arc::new(CrashFs::new());
             fs.set_op_budget(rng.random_range(0..total));
-            let (acked, durable, maybe) = workload(&fs, seed, steps);
+            let (acked, durable, maybe) = workload(&fs, seed, steps, global);
             fs.clear_op_budget();
-            check(seed, trial as u64, &fs, &acked, durable, maybe);
+            check(seed, trial as u64, &fs, (&acked, durable, maybe), global);
         }
         // And a crash at the end of a complete run, under several power-loss outcomes.
-        let (acked, durable, maybe) = workload(&dry, seed + 1000, steps);
+        let (acked, durable, maybe) = workload(&dry, seed + 1000, steps, global);
         for c in 0..3 {
-            check(seed, 100 + c, &dry, &acked, durable, maybe);
+            check(seed, 100 + c, &dry, (&acked, durable, maybe), global);
         }
     }
 }
@@ -242,12 +270,28 @@ fn crash_at_random_points_loses_nothing_durable() {
 /// opening (and so of the MANIFEST switch it performs), under several power-loss outcomes, must all reopen.
 #[test]
 fn regression_crash_at_every_step_of_open_and_manifest_switch() {
+    crash_at_every_step_of_open(false);
+}
+
+/// With the global strategy, opening also replays range records into the index and flushes it.
+#[test]
+fn crash_at_every_step_of_open_global_range_deletes() {
+    crash_at_every_step_of_open(true);
+}
+
+fn crash_at_every_step_of_open(global: bool) {
+    let opts = || opts(global);
     let base = Arc::new(CrashFs::new());
     {
         let f: Arc<dyn vfs::Fs> = base.clone();
         let db = Db::open(f, "/db", opts()).unwrap();
-        for i in 0..200u32 {
+        for i in 0..240u32 {
             db.put(&WriteOptions::default(), format!("k{i:03}").as_bytes(), b"v").unwrap();
+            if i % 6 == 5 {
+                // Deletes the key just written: 200 keys remain.
+                let k = format!("k{i:03}");
+                db.delete_range(&WriteOptions::default(), k.as_bytes(), format!("{k}\0").as_bytes()).unwrap();
+            }
         }
         db.close().unwrap();
     }

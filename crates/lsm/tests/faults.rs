@@ -8,8 +8,20 @@ use std::sync::Arc;
 use lsm::{Db, Error, Options, ReadOptions, WriteOptions};
 use vfs::{Fault, FaultFs, FaultKind, Op};
 
-fn opts() -> Options {
+/// `global`: range deletes in GLORAN's index (small buffer, so index files are written inside the fault window).
+fn opts(global: bool) -> Options {
+    let range_delete_strategy: Arc<dyn lsm::RangeDeleteStrategy> = if global {
+        Arc::new(lsm::GlobalRangeDeletes::with_options(gloran::IndexOptions {
+            buffer_bytes: 512,
+            size_ratio: 2,
+            node_size: 256,
+            ..Default::default()
+        }))
+    } else {
+        Arc::new(lsm::LocalTombstones)
+    };
     Options {
+        range_delete_strategy,
         create_if_missing: true,
         write_buffer_size: 4096,
         max_bytes_for_level_base: 16384,
@@ -20,11 +32,29 @@ fn opts() -> Options {
     }
 }
 
-fn run(fault: Fault, label: &str, preload: u32) {
+/// Deletes `[key(i), key(i + 5))` every 40th step (both strategies see range deletes in the fault window).
+fn maybe_range_delete(db: &Db, model: &mut BTreeMap<Vec<u8>, Vec<u8>>, i: u32) -> lsm::Result<()> {
+    if i % 40 != 39 {
+        return Ok(());
+    }
+    let (a, b) = (
+        format!("key{:04}", (i * 11) % 500).into_bytes(),
+        format!("key{:04}", (i * 11) % 500 + 5).into_bytes(),
+    );
+    db.delete_range(&WriteOptions::default(), &a, &b)?;
+    let ks: Vec<_> = model.range(a..b).map(|(k, _)| k.clone()).collect();
+    for k in ks {
+        model.remove(&k);
+    }
+    Ok(())
+}
+
+fn run(fault: Fault, label: &str, preload: u32, global: bool) {
+    let label = &format!("{label} (global {global})");
     let mem: Arc<dyn vfs::Fs> = Arc::new(vfs::MemFs::new());
     let ffs = Arc::new(FaultFs::new(mem.clone()));
     let f: Arc<dyn vfs::Fs> = ffs.clone();
-    let db = Db::open(f, "/db", opts()).unwrap();
+    let db = Db::open(f, "/db", opts(global)).unwrap();
     let w = WriteOptions::default();
     let mut model = BTreeMap::new();
     // Some data on disk first (flushes and compactions succeed), then the fault.
@@ -32,6 +62,7 @@ fn run(fault: Fault, label: &str, preload: u32) {
         let k = format!("key{:04}", (i * 37) % 500).into_bytes();
         db.put(&w, &k, format!("pre{i}").as_bytes()).unwrap();
         model.insert(k, format!("pre{i}").into_bytes());
+        maybe_range_delete(&db, &mut model, i).unwrap();
     }
     db.flush().unwrap();
     ffs.inject(fault);
@@ -39,10 +70,11 @@ fn run(fault: Fault, label: &str, preload: u32) {
     for i in 0..5000u32 {
         let k = format!("key{:04}", (i * 13) % 500).into_bytes();
         let v = format!("v{i}").into_bytes();
-        match db.put(&w, &k, &v) {
-            Ok(()) => {
-                model.insert(k, v);
-            }
+        match db.put(&w, &k, &v).and_then(|()| {
+            model.insert(k, v);
+            maybe_range_delete(&db, &mut model, i)
+        }) {
+            Ok(()) => {}
             Err(e) => {
                 stopped = Some(e);
                 break;
@@ -65,7 +97,7 @@ fn run(fault: Fault, label: &str, preload: u32) {
     // The device recovers; a reopen (on the raw file system) finds every acknowledged write.
     ffs.clear_all();
     drop(db);
-    let db = Db::open(mem, "/db", opts()).unwrap();
+    let db = Db::open(mem, "/db", opts(global)).unwrap();
     let got: BTreeMap<_, _> =
         db.scan(&ReadOptions::default(), b"", b"\xff", usize::MAX).unwrap().into_iter().collect();
     assert_eq!(got, model, "{label}: after reopen");
@@ -75,50 +107,86 @@ fn run(fault: Fault, label: &str, preload: u32) {
 
 #[test]
 fn eio_and_enospc_in_flush_stop_writes_and_lose_nothing() {
-    for kind in [FaultKind::Eio, FaultKind::NoSpace] {
+    for (kind, global) in
+        [FaultKind::Eio, FaultKind::NoSpace].into_iter().flat_map(|k| [(k, false), (k, true)])
+    {
         run(
             Fault::after(Op::Write, 3, kind).on_paths(".sst").persistent(),
             &format!("flush write {kind:?}"),
             300,
+            global,
         );
         run(
             Fault::after(Op::Sync, 0, kind).on_paths(".sst").persistent(),
             &format!("flush sync {kind:?}"),
             300,
+            global,
         );
         run(
             Fault::after(Op::Write, 0, kind).on_paths(".sst").partial(),
             &format!("partial write {kind:?}"),
             300,
+            global,
         );
     }
 }
 
 #[test]
 fn eio_and_enospc_in_compaction_and_manifest_stop_writes_and_lose_nothing() {
-    for kind in [FaultKind::Eio, FaultKind::NoSpace] {
+    for (kind, global) in
+        [FaultKind::Eio, FaultKind::NoSpace].into_iter().flat_map(|k| [(k, false), (k, true)])
+    {
         // Enough preloaded tables that the next flushes trigger compactions, whose output writes then fail.
         run(
             Fault::after(Op::Write, 40, kind).on_paths(".sst").persistent(),
             &format!("compaction {kind:?}"),
             2000,
+            global,
         );
         run(
             Fault::after(Op::Sync, 0, kind).on_paths("MANIFEST").persistent(),
             &format!("manifest {kind:?}"),
             300,
+            global,
         );
-        run(Fault::after(Op::Write, 0, kind).on_paths(".log").persistent(), &format!("wal {kind:?}"), 300);
+        run(
+            Fault::after(Op::Write, 0, kind).on_paths(".log").persistent(),
+            &format!("wal {kind:?}"),
+            300,
+            global,
+        );
+    }
+}
+
+/// The global index's own files: a failed DR-tree write or sync (index flush with the memtable flush, or in the
+/// background when its buffer fills) stops writes with an I/O error and loses nothing.
+#[test]
+fn eio_and_enospc_in_global_index_files_stop_writes_and_lose_nothing() {
+    for kind in [FaultKind::Eio, FaultKind::NoSpace] {
+        run(
+            Fault::after(Op::Write, 2, kind).on_paths(".drt").persistent(),
+            &format!("drt write {kind:?}"),
+            300,
+            true,
+        );
+        run(
+            Fault::after(Op::Sync, 0, kind).on_paths(".drt").persistent(),
+            &format!("drt sync {kind:?}"),
+            300,
+            true,
+        );
     }
 }
 
 #[test]
 fn a_failed_manual_compaction_stops_writes_and_keeps_the_inputs() {
-    for kind in [FaultKind::Eio, FaultKind::NoSpace] {
+    for (kind, global) in
+        [FaultKind::Eio, FaultKind::NoSpace].into_iter().flat_map(|k| [(k, false), (k, true)])
+    {
         let mem: Arc<dyn vfs::Fs> = Arc::new(vfs::MemFs::new());
         let ffs = Arc::new(FaultFs::new(mem.clone()));
         let f: Arc<dyn vfs::Fs> = ffs.clone();
-        let o = Options { disable_auto_compactions: true, ..opts() };
+        let o = Options { disable_auto_compactions: true, ..opts(global) };
         let db = Db::open(f, "/db", o.clone()).unwrap();
         let w = WriteOptions::default();
         let mut model = BTreeMap::new();
@@ -171,11 +239,13 @@ fn a_failed_manual_compaction_stops_writes_and_keeps_the_inputs() {
 /// missing". The outputs must stay until startup cleanup knows whether the edit survived.
 #[test]
 fn regression_failed_manifest_sync_keeps_compaction_outputs() {
-    for kind in [FaultKind::Eio, FaultKind::NoSpace] {
+    for (kind, global) in
+        [FaultKind::Eio, FaultKind::NoSpace].into_iter().flat_map(|k| [(k, false), (k, true)])
+    {
         let mem: Arc<dyn vfs::Fs> = Arc::new(vfs::MemFs::new());
         let ffs = Arc::new(FaultFs::new(mem.clone()));
         let f: Arc<dyn vfs::Fs> = ffs.clone();
-        let o = Options { level0_file_num_compaction_trigger: 8, ..opts() };
+        let o = Options { level0_file_num_compaction_trigger: 8, ..opts(global) };
         let db = Db::open(f, "/db", o.clone()).unwrap();
         let w = WriteOptions::default();
         let mut model = BTreeMap::new();
