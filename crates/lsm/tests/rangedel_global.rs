@@ -1,0 +1,301 @@
+//! The `global` range-delete strategy (GLORAN) in the engine: the lookup path never touches the index for an
+//! absent key, snapshots that straddle range deletes, reverse iteration, GC, and refusing to open a database
+//! with the other strategy. The randomized model, crash and fault tests run under both strategies in their own
+//! files.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use lsm::{Db, GlobalRangeDeletes, Options, ReadOptions, WriteOptions};
+
+type Model = BTreeMap<Vec<u8>, Vec<u8>>;
+
+fn global_opts() -> Options {
+    Options {
+        create_if_missing: true,
+        write_buffer_size: 4096,
+        max_bytes_for_level_base: 16384,
+        target_file_size_base: 4096,
+        block_size: 256,
+        level0_file_num_compaction_trigger: 2,
+        range_delete_strategy: Arc::new(GlobalRangeDeletes::with_options(gloran::IndexOptions {
+            buffer_bytes: 1024,
+            size_ratio: 3,
+            node_size: 256,
+            ..Default::default()
+        })),
+        ..Options::default()
+    }
+}
+
+fn local_opts() -> Options {
+    Options { range_delete_strategy: Arc::new(lsm::LocalTombstones), ..global_opts() }
+}
+
+fn k(i: u32) -> Vec<u8> {
+    format!("key{i:05}").into_bytes()
+}
+
+fn open(fs: &Arc<vfs::MemFs>, o: &Options) -> Db {
+    let f: Arc<dyn vfs::Fs> = fs.clone();
+    Db::open(f, "/db", o.clone()).unwrap()
+}
+
+fn delete_range(db: &Db, m: &mut Model, a: u32, b: u32) {
+    db.delete_range(&WriteOptions::default(), &k(a), &k(b)).unwrap();
+    let ks: Vec<_> = m.range(k(a)..k(b)).map(|(k, _)| k.clone()).collect();
+    for key in ks {
+        m.remove(&key);
+    }
+}
+
+fn all(db: &Db, ro: &ReadOptions) -> Vec<(Vec<u8>, Vec<u8>)> {
+    db.scan(ro, b"", b"\xff", usize::MAX).unwrap()
+}
+
+fn rall(db: &Db, ro: &ReadOptions) -> Vec<(Vec<u8>, Vec<u8>)> {
+    let mut r = db.rscan(ro, b"", b"\xff", usize::MAX).unwrap();
+    r.reverse();
+    r
+}
+
+fn pairs(m: &Model) -> Vec<(Vec<u8>, Vec<u8>)> {
+    m.iter().map(|(k, v)| (k.clone(), v.clone())).collect()
+}
+
+#[test]
+fn lookup_of_an_absent_key_never_touches_the_global_index() {
+    let fs = Arc::new(vfs::MemFs::new());
+    let db = open(&fs, &global_opts());
+    let w = WriteOptions::default();
+    for i in (0..2000).step_by(2) {
+        db.put(&w, &k(i), b"v").unwrap();
+    }
+    let mut m = Model::new();
+    for i in (0..2000).step_by(20) {
+        delete_range(&db, &mut m, i, i + 7);
+    }
+    db.flush().unwrap();
+    let before = db.stats().range_delete_global.expect("global stats");
+    assert!(before.records_inserted >= 100 && before.flushes > 0, "{before:?}");
+    // Odd keys were never written, inside deleted ranges or not.
+    for i in (1..2000).step_by(2) {
+        assert_eq!(db.get(&k(i)).unwrap(), None);
+    }
+    let after = db.stats().range_delete_global.unwrap();
+    assert_eq!(after.lookups, before.lookups, "an absent key reached the index");
+    assert_eq!(after.estimator_checks, before.estimator_checks);
+    assert_eq!(after.index_probes, before.index_probes);
+    assert_eq!(after.nodes_read, before.nodes_read);
+    // A key that exists is checked once per lookup; a deleted one is found covered.
+    assert_eq!(db.get(&k(10)).unwrap(), Some(b"v".to_vec()));
+    assert_eq!(db.get(&k(4)).unwrap(), None);
+    let last = db.stats().range_delete_global.unwrap();
+    assert_eq!(last.lookups, before.lookups + 2);
+    assert!(last.covered > after.covered, "{last:?}");
+    // Point tombstones and local tombstones are not involved at all.
+    let st = db.stats();
+    assert_eq!(st.table_range_tombstones, 0);
+    assert_eq!(st.range_tombstones_consulted, 0);
+}
+
+/// Snapshots taken between overlapping range deletes, held across flushes, index flushes and compactions, each
+/// see exactly their own state, forward and backward and by point lookups — under both strategies.
+#[test]
+fn snapshots_straddling_range_deletes_see_their_own_state() {
+    for o in [global_opts(), local_opts()] {
+        let name = o.range_delete_strategy.name();
+        let fs = Arc::new(vfs::MemFs::new());
+        let db = open(&fs, &o);
+        let w = WriteOptions::default();
+        let mut m = Model::new();
+        let mut snaps = Vec::new();
+        for round in 0..6u32 {
+            for i in 0..300 {
+                let key = k((i * 7 + round * 13) % 400);
+                let v = format!("r{round}i{i}").into_bytes();
+                db.put(&w, &key, &v).unwrap();
+                m.insert(key, v);
+            }
+            snaps.push((db.snapshot(), m.clone()));
+            // Overlapping deletes of every shape: nested, overlapping the previous round's, adjacent.
+            let a = (round * 37) % 300;
+            delete_range(&db, &mut m, a, a + 60);
+            delete_range(&db, &mut m, a + 20, a + 30);
+            delete_range(&db, &mut m, a + 50, a + 90);
+            delete_range(&db, &mut m, a + 90, a + 95);
+            snaps.push((db.snapshot(), m.clone()));
+            for i in a + 10..a + 40 {
+                db.put(&w, &k(i), b"back").unwrap();
+                m.insert(k(i), b"back".to_vec());
+            }
+            snaps.push((db.snapshot(), m.clone()));
+            match round % 3 {
+                0 => db.flush().unwrap(),
+                1 => db.compact_range(None, None).unwrap(),
+                _ => {}
+            }
+        }
+        db.compact_range(None, None).unwrap();
+        for (j, (s, sm)) in snaps.iter().enumerate() {
+            let ro = ReadOptions { snapshot: Some(s.seq()), ..Default::default() };
+            assert_eq!(all(&db, &ro), pairs(sm), "{name} snapshot {j} forward");
+            assert_eq!(rall(&db, &ro), pairs(sm), "{name} snapshot {j} reverse");
+            for i in (0..420).step_by(3) {
+                assert_eq!(
+                    db.get_opt(&ro, &k(i)).unwrap(),
+                    sm.get(&k(i)).cloned(),
+                    "{name} snapshot {j} get {i}"
+                );
+            }
+        }
+        assert_eq!(all(&db, &ReadOptions::default()), pairs(&m), "{name} latest");
+        drop(snaps);
+        db.compact_range(None, None).unwrap();
+        assert_eq!(rall(&db, &ReadOptions::default()), pairs(&m), "{name} latest after compaction");
+    }
+}
+
+#[test]
+fn reverse_iteration_and_direction_changes_skip_covered_entries() {
+    let fs = Arc::new(vfs::MemFs::new());
+    let db = open(&fs, &global_opts());
+    let w = WriteOptions::default();
+    let mut m = Model::new();
+    for i in 0..1000 {
+        db.put(&w, &k(i), format!("v{i}").as_bytes()).unwrap();
+        m.insert(k(i), format!("v{i}").into_bytes());
+    }
+    db.flush().unwrap();
+    for i in (0..1000).step_by(50) {
+        delete_range(&db, &mut m, i + 5, i + 30);
+    }
+    // Some covered keys come back, newer than the deletes.
+    for i in (0..1000).step_by(50) {
+        db.put(&w, &k(i + 10), b"new").unwrap();
+        m.insert(k(i + 10), b"new".to_vec());
+    }
+    for step in 0..3 {
+        assert_eq!(rall(&db, &ReadOptions::default()), pairs(&m), "step {step} reverse");
+        // Bounded reverse scans that start inside a deleted range.
+        let (lo, hi) = (k(107), k(333));
+        let mut got = db.rscan(&ReadOptions::default(), &lo, &hi, usize::MAX).unwrap();
+        got.reverse();
+        let want: Vec<_> = m.range(lo.clone()..hi.clone()).map(|(k, v)| (k.clone(), v.clone())).collect();
+        assert_eq!(got, want, "step {step} bounded reverse");
+        // A walk that turns around, repositioning the cover both ways.
+        let keys: Vec<_> = m.keys().cloned().collect();
+        let mut it = db.iter(&ReadOptions::default()).unwrap();
+        it.seek(&k(500));
+        let mut pos = keys.partition_point(|x| x < &k(500));
+        for t in 0..200 {
+            assert!(it.valid());
+            assert_eq!(it.key(), keys[pos].as_slice(), "step {step} walk {t}");
+            if (t / 7) % 2 == 0 && pos + 1 < keys.len() {
+                it.next();
+                pos += 1;
+            } else if pos > 0 {
+                it.prev();
+                pos -= 1;
+            }
+        }
+        it.status().unwrap();
+        match step {
+            0 => db.flush().unwrap(),
+            _ => db.compact_range(None, None).unwrap(),
+        }
+    }
+}
+
+/// GC (§4.4): once every entry a range record could cover is gone, a bottommost compaction lets the index drop
+/// the record; the watermark survives a reopen.
+#[test]
+fn gc_after_bottommost_compaction_drops_dead_records_and_survives_reopen() {
+    let fs = Arc::new(vfs::MemFs::new());
+    let o = global_opts();
+    let db = open(&fs, &o);
+    let w = WriteOptions::default();
+    let mut m = Model::new();
+    for i in 0..500 {
+        db.put(&w, &k(i), b"old").unwrap();
+        m.insert(k(i), b"old".to_vec());
+    }
+    for i in (0..500).step_by(25) {
+        delete_range(&db, &mut m, i, i + 10);
+    }
+    // Every surviving key is rewritten after the deletes, so no entry older than them remains once compacted.
+    for (key, v) in m.iter_mut() {
+        db.put(&w, key, b"new").unwrap();
+        *v = b"new".to_vec();
+    }
+    db.compact_range(None, None).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let g = db.stats().range_delete_global.unwrap();
+        if g.gc_runs > 0 && g.index_file_bytes == 0 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "GC did not run: {g:?}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(all(&db, &ReadOptions::default()), pairs(&m));
+    // New deletes still delete old entries after GC.
+    delete_range(&db, &mut m, 100, 200);
+    assert_eq!(db.get(&k(150)).unwrap(), None);
+    db.close().unwrap();
+    let db = open(&fs, &o);
+    assert_eq!(all(&db, &ReadOptions::default()), pairs(&m));
+    assert_eq!(rall(&db, &ReadOptions::default()), pairs(&m));
+    assert!(db.stats().range_delete_global.unwrap().level_areas.iter().sum::<u64>() > 0);
+}
+
+#[test]
+fn a_database_refuses_the_other_strategy() {
+    let fs = Arc::new(vfs::MemFs::new());
+    {
+        let db = open(&fs, &global_opts());
+        db.delete_range(&WriteOptions::default(), b"a", b"b").unwrap();
+    }
+    let f: Arc<dyn vfs::Fs> = fs.clone();
+    let e = Db::open(f, "/db", local_opts()).unwrap_err();
+    assert_eq!(e.kind(), "invalid", "{e}");
+
+    let fs = Arc::new(vfs::MemFs::new());
+    {
+        let db = open(&fs, &local_opts());
+        db.put(&WriteOptions::default(), b"a0", b"v").unwrap();
+        db.delete_range(&WriteOptions::default(), b"a", b"b").unwrap();
+        db.flush().unwrap();
+    }
+    let f: Arc<dyn vfs::Fs> = fs.clone();
+    let e = Db::open(f, "/db", global_opts()).unwrap_err();
+    assert_eq!(e.kind(), "invalid", "{e}");
+}
+
+#[test]
+fn one_options_value_opens_independent_databases() {
+    let o = global_opts();
+    let (fa, fb) = (Arc::new(vfs::MemFs::new()), Arc::new(vfs::MemFs::new()));
+    let a = open(&fa, &o);
+    let b = open(&fb, &o);
+    a.put(&WriteOptions::default(), b"x", b"1").unwrap();
+    b.put(&WriteOptions::default(), b"x", b"1").unwrap();
+    a.delete_range(&WriteOptions::default(), b"a", b"z").unwrap();
+    assert_eq!(a.get(b"x").unwrap(), None);
+    assert_eq!(b.get(b"x").unwrap(), Some(b"1".to_vec()));
+}
+
+#[test]
+fn oversized_range_delete_keys_are_rejected_before_the_wal() {
+    let fs = Arc::new(vfs::MemFs::new());
+    let db = open(&fs, &global_opts());
+    let big = vec![b'a'; gloran::MAX_KEY_LEN + 1];
+    let e = db.delete_range(&WriteOptions::default(), b"a", &big).unwrap_err();
+    assert_eq!(e.kind(), "invalid");
+    db.put(&WriteOptions { sync: true }, b"k", b"v").unwrap();
+    drop(db);
+    let db = open(&fs, &global_opts());
+    assert_eq!(db.get(b"k").unwrap(), Some(b"v".to_vec()));
+}
