@@ -444,8 +444,9 @@ impl GlobalIndex {
         self.check_invariants()
     }
 
-    /// Garbage collection (§4.4). REQUIRES of the caller: no entry with sequence number `< watermark` that any
-    /// range record covers remains in the LSM tree, and no live snapshot is older than `watermark` (the engine
+    /// Garbage collection (§4.4). REQUIRES of the caller: no entry with sequence number `< watermark` remains in
+    /// the LSM tree, covered or not (records inserted later are clipped to the watermark too, so they must not
+    /// need to cover such an entry), and no live snapshot is older than `watermark` (the engine
     /// computes it after bottommost compactions, see `docs/gloran.md`). Drops estimator RAEs below the
     /// watermark, clips buffer areas, and rewrites the bottommost DR-tree without what can no longer cover an
     /// entry; upper levels are clipped as they are next compacted. A watermark below the current one is ignored.

@@ -5,6 +5,7 @@ use crate::Experiment;
 mod bptree;
 mod flexfile;
 mod flextree;
+mod gloran;
 mod gloran_index;
 mod lsm;
 mod machine;
@@ -21,6 +22,7 @@ pub fn all() -> Vec<&'static dyn Experiment> {
         &flexfile::FlexFileBench,
         &lsm::Lsm,
         &gloran_index::GloranIndex,
+        &gloran::Gloran,
         &nbd::Nbd,
     ]
 }

@@ -1,0 +1,514 @@
+//! `rangedb bench gloran`: range deletes in the engine (GLORAN paper §6), every system in one run.
+//!
+//! Systems, all on the real disk with equal engine settings:
+//! - `lsm-gloran`: our engine with `range_delete = global` (GLORAN's LSM-DRtree and estimator, paper defaults);
+//! - `lsm-local`: our engine with RocksDB-style range tombstones (the paper's "LRR");
+//! - `lsm-decomp`: a range delete becomes one batch of point tombstones, one per key of the range (the paper's
+//!   Decomp; keys are integers, so every key of the range, present or not);
+//! - `lsm-lookup-delete`: a point lookup per key of the range, a point tombstone for each existing one (Lookup&D);
+//! - `lsm-scan-delete`: an iterator over the range, a point tombstone for each key found (Scan&D);
+//! - `rocksdb`: RocksDB 7.8 with its `DeleteRange` (the paper's baseline, run natively).
+//!
+//! Workloads (16-byte keys, 100-byte values, a store preloaded with `n` keys; `ops` operations each, one op plan
+//! shared by all systems; range deletes of `len` keys at uniform starts; updates and lookups uniform over the key
+//! space):
+//! - `balanced-rd{0,1,2,5,10}`: 50 % lookups, 50 % writes of which a share of *all* operations (0–10 %) are range
+//!   deletes instead of updates (§6 "Overall Comparison", Fig. 9);
+//! - `lookup-heavy-rd10` (90 % lookups) and `update-heavy-rd10` (10 % lookups);
+//! - `balanced-len{16,64,256,1024}`: range length sweep at 10 % range deletes (Exp 2, Fig. 10);
+//! - `ycsb-a-zipf-rd10`: YCSB-A (50/50) with scrambled-Zipfian keys, 10 % of updates as range deletes (Table 4);
+//! - `scan-100`: range lookups (seek + 100 nexts) after the workloads (Table 3);
+//! - `space`: bytes on disk, engine memory of the range-delete structures, global-index statistics.
+//!
+//! Each mix reports throughput, point-lookup latency (P50/P95/P99), update and range-delete latency. Ratios of
+//! `lsm-gloran` against every other system are added as `*_speedup` rows and notes, with the issue's targets.
+//! The workloads run one after another on the same store per system (the same sequence for every system).
+//!
+//! `--set n=KEYS ops=N len=KEYS`.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use rand::rngs::SmallRng;
+use rand::seq::SliceRandom;
+use rand::{Rng, SeedableRng};
+use serde_json::json;
+
+use crate::measure::Latencies;
+use crate::{Ctx, Experiment, Report, Result};
+
+/// The `gloran` experiment.
+pub struct Gloran;
+
+const VALUE_LEN: usize = 100;
+
+fn key(i: u64) -> [u8; 16] {
+    let mut k = [0u8; 16];
+    k[..4].copy_from_slice(b"user");
+    let s = format!("{i:012}");
+    k[4..].copy_from_slice(s.as_bytes());
+    k
+}
+
+fn value(i: u64) -> [u8; VALUE_LEN] {
+    let mut v = [0u8; VALUE_LEN];
+    let mut x = i.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    for b in v.iter_mut() {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        *b = b'a' + (x % 26) as u8;
+    }
+    v
+}
+
+/// How a system executes a range delete of keys `[a, b)`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum RangeMode {
+    /// The engine's own range delete (global index, local tombstones, RocksDB DeleteRange).
+    Native,
+    Decomp,
+    LookupDelete,
+    ScanDelete,
+}
+
+enum Engine {
+    Ours(lsm::Db),
+    Rocks(rocksdb::DB),
+}
+
+struct System {
+    engine: Engine,
+    mode: RangeMode,
+}
+
+impl System {
+    fn put(&self, k: &[u8], v: &[u8]) {
+        match &self.engine {
+            Engine::Ours(d) => {
+                let _ = d.put(&lsm::WriteOptions::default(), k, v);
+            }
+            Engine::Rocks(d) => {
+                let _ = d.put(k, v);
+            }
+        }
+    }
+
+    fn get(&self, k: &[u8]) -> bool {
+        match &self.engine {
+            Engine::Ours(d) => matches!(d.get(k), Ok(Some(_))),
+            Engine::Rocks(d) => matches!(d.get_pinned(k), Ok(Some(_))),
+        }
+    }
+
+    fn delete_range(&self, a: u64, b: u64) {
+        let Engine::Ours(d) = &self.engine else {
+            if let Engine::Rocks(d) = &self.engine {
+                let mut wb = rocksdb::WriteBatch::default();
+                wb.delete_range(key(a), key(b));
+                let _ = d.write(wb);
+            }
+            return;
+        };
+        let w = lsm::WriteOptions::default();
+        match self.mode {
+            RangeMode::Native => {
+                let _ = d.delete_range(&w, &key(a), &key(b));
+            }
+            RangeMode::Decomp => {
+                let mut wb = lsm::WriteBatch::new();
+                for i in a..b {
+                    wb.delete(&key(i));
+                }
+                let _ = d.write(&w, wb);
+            }
+            RangeMode::LookupDelete => {
+                let mut wb = lsm::WriteBatch::new();
+                for i in a..b {
+                    if matches!(d.get(&key(i)), Ok(Some(_))) {
+                        wb.delete(&key(i));
+                    }
+                }
+                let _ = d.write(&w, wb);
+            }
+            RangeMode::ScanDelete => {
+                let ro = lsm::ReadOptions {
+                    lower_bound: Some(key(a).to_vec()),
+                    upper_bound: Some(key(b).to_vec()),
+                    ..Default::default()
+                };
+                let mut wb = lsm::WriteBatch::new();
+                if let Ok(mut it) = d.iter(&ro) {
+                    it.seek_to_first();
+                    while it.valid() {
+                        wb.delete(it.key());
+                        it.next();
+                    }
+                }
+                let _ = d.write(&w, wb);
+            }
+        }
+    }
+
+    fn seek_next(&self, k: &[u8], n: usize) -> usize {
+        let mut c = 0;
+        match &self.engine {
+            Engine::Ours(d) => {
+                let Ok(mut it) = d.iter(&lsm::ReadOptions::default()) else { return 0 };
+                it.seek(k);
+                while it.valid() && c < n {
+                    std::hint::black_box(it.value());
+                    c += 1;
+                    it.next();
+                }
+            }
+            Engine::Rocks(d) => {
+                let mut it = d.raw_iterator();
+                it.seek(k);
+                while it.valid() && c < n {
+                    std::hint::black_box(it.value());
+                    c += 1;
+                    it.next();
+                }
+            }
+        }
+        c
+    }
+
+    fn settle(&self) {
+        match &self.engine {
+            Engine::Ours(d) => {
+                let _ = d.flush();
+                let _ = d.wait_for_compactions();
+            }
+            Engine::Rocks(d) => {
+                let _ = d.flush();
+                loop {
+                    let p = d.property_int_value("rocksdb.compaction-pending").ok().flatten().unwrap_or(0);
+                    let r = d.property_int_value("rocksdb.num-running-compactions").ok().flatten().unwrap_or(0);
+                    if p == 0 && r == 0 {
+                        break;
+                    }
+                    std::thread::sleep(std::time::Duration::from_millis(20));
+                }
+            }
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Config {
+    write_buffer_size: usize,
+    level_base: u64,
+    target_file_size: u64,
+    block_cache: usize,
+}
+
+fn open(name: &str, dir: &Path, c: Config) -> Result<(System, String)> {
+    if name == "rocksdb" {
+        let mut o = rocksdb::Options::default();
+        o.create_if_missing(true);
+        o.set_write_buffer_size(c.write_buffer_size);
+        o.set_max_write_buffer_number(2);
+        o.set_level_zero_file_num_compaction_trigger(4);
+        o.set_max_bytes_for_level_base(c.level_base);
+        o.set_max_bytes_for_level_multiplier(10.0);
+        o.set_target_file_size_base(c.target_file_size);
+        o.set_compression_type(rocksdb::DBCompressionType::None);
+        o.set_level_compaction_dynamic_level_bytes(false);
+        let mut t = rocksdb::BlockBasedOptions::default();
+        t.set_block_size(4096);
+        t.set_bloom_filter(10.0, false);
+        t.set_block_cache(&rocksdb::Cache::new_lru_cache(c.block_cache));
+        o.set_block_based_table_factory(&t);
+        let db = rocksdb::DB::open(&o, dir)?;
+        let desc = format!(
+            "rocksdb 7.8 DeleteRange: write_buffer_size={} max_bytes_for_level_base={} target_file_size_base={} \
+             bloom=10 block_cache={} compression=none",
+            c.write_buffer_size, c.level_base, c.target_file_size, c.block_cache
+        );
+        return Ok((System { engine: Engine::Rocks(db), mode: RangeMode::Native }, desc));
+    }
+    let (strategy, mode) = match name {
+        "lsm-gloran" => ("global", RangeMode::Native),
+        "lsm-local" => ("local", RangeMode::Native),
+        "lsm-decomp" => ("local", RangeMode::Decomp),
+        "lsm-lookup-delete" => ("local", RangeMode::LookupDelete),
+        _ => ("local", RangeMode::ScanDelete),
+    };
+    let o = lsm::Options {
+        create_if_missing: true,
+        write_buffer_size: c.write_buffer_size,
+        max_bytes_for_level_base: c.level_base,
+        target_file_size_base: c.target_file_size,
+        block_cache_size: c.block_cache,
+        range_delete_strategy: lsm::strategy_by_name(strategy).map_err(|e| e.to_string())?,
+        ..lsm::Options::default()
+    };
+    let desc = format!("{o:?}");
+    let fs: Arc<dyn vfs::Fs> = Arc::new(vfs::OsFs::new());
+    let db = lsm::Db::open(fs, dir, o).map_err(|e| e.to_string())?;
+    Ok((System { engine: Engine::Ours(db), mode }, desc))
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Op {
+    Get(u64),
+    Put(u64),
+    RangeDelete(u64),
+}
+
+/// A mix: `lookup` share of lookups; `rd` share of all ops are range deletes (taken from the updates).
+fn plan(seed: u64, ops: u64, n: u64, lookup: f64, rd: f64, zipf: bool) -> Vec<Op> {
+    let mut r = SmallRng::seed_from_u64(seed);
+    let mut z = zipf.then(|| {
+        workloads::KeySampler::new(workloads::Distribution::ScrambledZipfian { theta: 0.99 }, n, seed)
+            .expect("non-empty key space")
+    });
+    (0..ops)
+        .map(|_| {
+            let k = match &mut z {
+                Some(z) => z.next_key(),
+                None => r.random_range(0..n),
+            };
+            let x: f64 = r.random();
+            if x < lookup {
+                Op::Get(k)
+            } else if x < lookup + rd {
+                Op::RangeDelete(k)
+            } else {
+                Op::Put(k)
+            }
+        })
+        .collect()
+}
+
+struct MixResult {
+    ops_per_sec: f64,
+    get: Latencies,
+    put: Latencies,
+    rd: Latencies,
+}
+
+fn run_mix(sys: &System, ops: &[Op], len: u64, salt: u64) -> MixResult {
+    let (mut get, mut put, mut rd) = (Latencies::new(), Latencies::new(), Latencies::new());
+    let start = std::time::Instant::now();
+    for (i, op) in ops.iter().enumerate() {
+        let t = std::time::Instant::now();
+        match *op {
+            Op::Get(k) => {
+                std::hint::black_box(sys.get(&key(k)));
+                get.record_duration(t.elapsed());
+            }
+            Op::Put(k) => {
+                sys.put(&key(k), &value(salt + i as u64));
+                put.record_duration(t.elapsed());
+            }
+            Op::RangeDelete(k) => {
+                sys.delete_range(k, k + len);
+                rd.record_duration(t.elapsed());
+            }
+        }
+    }
+    let secs = start.elapsed().as_secs_f64();
+    MixResult { ops_per_sec: ops.len() as f64 / secs.max(1e-9), get, put, rd }
+}
+
+fn mix_metrics(m: &MixResult) -> Vec<(&'static str, f64)> {
+    let mut v = vec![("ops_per_sec", m.ops_per_sec)];
+    if m.get.count() > 0 {
+        v.extend([
+            ("get_mean_ns", m.get.mean()),
+            ("get_p50_ns", m.get.p(0.50) as f64),
+            ("get_p95_ns", m.get.p(0.95) as f64),
+            ("get_p99_ns", m.get.p(0.99) as f64),
+        ]);
+    }
+    if m.put.count() > 0 {
+        v.extend([("update_mean_ns", m.put.mean()), ("update_p99_ns", m.put.p(0.99) as f64)]);
+    }
+    if m.rd.count() > 0 {
+        v.extend([("range_delete_mean_ns", m.rd.mean()), ("range_delete_p99_ns", m.rd.p(0.99) as f64)]);
+    }
+    v
+}
+
+fn dir_bytes(p: &Path) -> u64 {
+    let Ok(rd) = std::fs::read_dir(p) else { return 0 };
+    rd.flatten()
+        .map(|e| match e.metadata() {
+            Ok(m) if m.is_dir() => dir_bytes(&e.path()),
+            Ok(m) => m.len(),
+            Err(_) => 0,
+        })
+        .sum()
+}
+
+const SYSTEMS: [&str; 6] =
+    ["lsm-gloran", "lsm-local", "rocksdb", "lsm-decomp", "lsm-lookup-delete", "lsm-scan-delete"];
+
+impl Experiment for Gloran {
+    fn name(&self) -> &'static str {
+        "gloran"
+    }
+
+    fn about(&self) -> &'static str {
+        "range deletes in the engine (GLORAN §6): lsm-gloran vs lsm-local, rocksdb DeleteRange, decomp, \
+         lookup&delete, scan&delete; range-delete share and length sweeps, YCSB-A zipf, scans, space; \
+         --set n=KEYS ops=N len=KEYS"
+    }
+
+    fn run(&self, ctx: &Ctx) -> Result<Report> {
+        let n: u64 = ctx.setting("n", ctx.scale(100_000, 2_000_000))?;
+        let ops: u64 = ctx.setting("ops", ctx.scale(20_000, 400_000))?;
+        let len: u64 = ctx.setting("len", 100)?;
+        let cfg = if ctx.quick {
+            Config { write_buffer_size: 1 << 20, level_base: 4 << 20, target_file_size: 1 << 20, block_cache: 8 << 20 }
+        } else {
+            Config {
+                write_buffer_size: 64 << 20,
+                level_base: 256 << 20,
+                target_file_size: 64 << 20,
+                block_cache: 8 << 20,
+            }
+        };
+        let mut report = Report::new(self.name(), ctx.quick);
+        let base = json!({"keys": n, "ops": ops, "key_bytes": 16, "value_bytes": VALUE_LEN,
+                          "write_buffer_size": cfg.write_buffer_size, "max_bytes_for_level_base": cfg.level_base,
+                          "block_cache": cfg.block_cache, "bloom_bits_per_key": 10});
+        // (workload, lookup share, range-delete share, range length, zipfian, ops)
+        let mut mixes: Vec<(String, f64, f64, u64, bool, u64)> = Vec::new();
+        for rd in [0u32, 1, 2, 5, 10] {
+            mixes.push((format!("balanced-rd{rd}"), 0.5, f64::from(rd) / 100.0, len, false, ops));
+        }
+        mixes.push(("lookup-heavy-rd10".into(), 0.9, 0.10, len, false, ops));
+        mixes.push(("update-heavy-rd10".into(), 0.1, 0.10, len, false, ops));
+        for l in [16u64, 64, 256, 1024] {
+            mixes.push((format!("balanced-len{l}"), 0.5, 0.10, l, false, ops / 4));
+        }
+        mixes.push(("ycsb-a-zipf-rd10".into(), 0.5, 0.05, len, true, ops));
+        for (w, lookup, rd, l, zipf, o) in &mixes {
+            let mut p = base.clone();
+            p["lookup_share"] = json!(lookup);
+            p["range_delete_share"] = json!(rd);
+            p["range_len_keys"] = json!(l);
+            p["distribution"] = json!(if *zipf { "scrambled-zipfian-0.99" } else { "uniform" });
+            p["ops"] = json!(o);
+            report.workload(w, p);
+        }
+        report.workload("scan-100", json!({"seeks": ops / 10, "nexts": 100}));
+        report.workload("space", base.clone());
+        let plans: Vec<Vec<Op>> = mixes
+            .iter()
+            .enumerate()
+            .map(|(i, (_, lookup, rd, _, zipf, o))| plan(ctx.seed ^ (i as u64 + 1), *o, n, *lookup, *rd, *zipf))
+            .collect();
+        let mut rng = SmallRng::seed_from_u64(ctx.seed);
+        let mut perm: Vec<u64> = (0..n).collect();
+        perm.shuffle(&mut rng);
+        let seeks: Vec<u64> = (0..ops / 10).map(|_| rng.random_range(0..n)).collect();
+        for name in SYSTEMS {
+            let dir = ctx.scratch.join(format!("gloran-{name}"));
+            let _ = std::fs::remove_dir_all(&dir);
+            let (sys, desc) = open(name, &dir, cfg)?;
+            report.note(format!("{name}: {desc}"));
+            for (i, &k) in perm.iter().enumerate() {
+                sys.put(&key(k), &value(i as u64));
+            }
+            sys.settle();
+            for (i, (w, _, _, l, _, _)) in mixes.iter().enumerate() {
+                let m = run_mix(&sys, &plans[i], *l, (i as u64 + 1) << 32);
+                report.row(w, name, mix_metrics(&m));
+            }
+            let t = std::time::Instant::now();
+            let mut read = 0;
+            for &k in &seeks {
+                read += sys.seek_next(&key(k), 100);
+            }
+            let secs = t.elapsed().as_secs_f64();
+            report.row(
+                "scan-100",
+                name,
+                [("ops_per_sec", seeks.len() as f64 / secs.max(1e-9)), ("entries_read", read as f64)],
+            );
+            sys.settle();
+            let mut space = vec![("disk_bytes", dir_bytes(&dir) as f64)];
+            if let Engine::Ours(d) = &sys.engine {
+                let st = d.stats();
+                space.push(("table_range_tombstones", st.table_range_tombstones as f64));
+                if let Some(g) = st.range_delete_global {
+                    space.push(("index_file_bytes", g.index_file_bytes as f64));
+                    space.push(("index_memory_bytes", (g.buffer_bytes + g.estimator_bytes) as f64));
+                    space.push((
+                        "estimator_fp_rate",
+                        g.estimator_false_positives as f64 / g.estimator_checks.max(1) as f64,
+                    ));
+                    space.push(("nodes_read_per_probe", g.nodes_read as f64 / g.index_probes.max(1) as f64));
+                    space.push(("index_probes_per_lookup", g.index_probes as f64 / g.lookups.max(1) as f64));
+                    space.push(("gc_runs", g.gc_runs as f64));
+                    report.note(format!("{name}: global index statistics {g:?}"));
+                }
+            }
+            report.row("space", name, space);
+            drop(sys);
+            let _ = std::fs::remove_dir_all(&dir);
+        }
+        add_speedups(&mut report, &mixes);
+        Ok(report)
+    }
+}
+
+/// `lsm-gloran` against every other system: throughput and lookup-latency speedups per workload, and the issue's
+/// targets as notes.
+fn add_speedups(report: &mut Report, mixes: &[(String, f64, f64, u64, bool, u64)]) {
+    let ours = "lsm-gloran";
+    for (w, ..) in mixes {
+        for peer in SYSTEMS.iter().skip(1) {
+            let (Some(a), Some(b)) = (report.get(w, ours, "ops_per_sec"), report.get(w, peer, "ops_per_sec")) else {
+                continue;
+            };
+            let mut m = vec![("throughput_speedup", a / b.max(1e-9))];
+            if let (Some(x), Some(y)) = (report.get(w, ours, "get_mean_ns"), report.get(w, peer, "get_mean_ns")) {
+                m.push(("get_latency_speedup", y / x.max(1e-9)));
+            }
+            report.row(w, &format!("{ours}-vs-{peer}"), m);
+        }
+    }
+    let get = |r: &Report, w: &str, s: &str, m: &str| r.get(w, s, m).unwrap_or(f64::NAN);
+    let w = "balanced-rd10";
+    let lines = [
+        format!(
+            "target: balanced 10% range deletes, lsm-gloran throughput >= 2x lsm-local: {:.2}x",
+            get(report, w, ours, "ops_per_sec") / get(report, w, "lsm-local", "ops_per_sec")
+        ),
+        format!(
+            "target: balanced 10% range deletes, lsm-gloran throughput >= 2x rocksdb: {:.2}x",
+            get(report, w, ours, "ops_per_sec") / get(report, w, "rocksdb", "ops_per_sec")
+        ),
+        format!(
+            "target: balanced 10% range deletes, lsm-gloran point lookups >= 3x faster than lsm-local (mean): {:.2}x",
+            get(report, w, "lsm-local", "get_mean_ns") / get(report, w, ours, "get_mean_ns")
+        ),
+        format!(
+            "target: lsm-gloran lookup latency with 1% range deletes within 5% of 0%: mean {:+.1}%, p50 {:+.1}%",
+            100.0 * (get(report, "balanced-rd1", ours, "get_mean_ns") / get(report, "balanced-rd0", ours, "get_mean_ns")
+                - 1.0),
+            100.0 * (get(report, "balanced-rd1", ours, "get_p50_ns") / get(report, "balanced-rd0", ours, "get_p50_ns")
+                - 1.0)
+        ),
+        format!(
+            "for comparison, lsm-local lookup latency 1% vs 0% range deletes: mean {:+.1}%",
+            100.0
+                * (get(report, "balanced-rd1", "lsm-local", "get_mean_ns")
+                    / get(report, "balanced-rd0", "lsm-local", "get_mean_ns")
+                    - 1.0)
+        ),
+    ];
+    for l in lines {
+        report.note(l);
+    }
+    report.note(
+        "workloads run in sequence on one store per system (the same operation sequence for all), so later \
+         workloads see the deletes of earlier ones; range-delete shares are of all operations, taken from updates",
+    );
+}
