@@ -87,6 +87,26 @@ pub fn end_prefix_u64(end: &[u8]) -> u64 {
     key_prefix_u64(end)
 }
 
+/// A monotone projection of the keys that extend `prefix`: keys below every extension map to 0, keys above to
+/// `u64::MAX`, and an extension to the 8 bytes after the prefix (`key_prefix_u64`). When the keys in use share a
+/// long common prefix (`user0000…`), projecting after it keeps the projection's resolution where keys differ.
+#[inline]
+pub fn project_after(key: &[u8], prefix: &[u8]) -> u64 {
+    let n = prefix.len().min(key.len());
+    match key[..n].cmp(&prefix[..n]) {
+        std::cmp::Ordering::Less => 0,
+        std::cmp::Ordering::Greater => u64::MAX,
+        std::cmp::Ordering::Equal if key.len() < prefix.len() => 0,
+        std::cmp::Ordering::Equal => key_prefix_u64(&key[prefix.len()..]),
+    }
+}
+
+/// The longest common prefix of `a` and `b`.
+pub fn common_prefix<'a>(a: &'a [u8], b: &[u8]) -> &'a [u8] {
+    let n = a.iter().zip(b).take_while(|(x, y)| x == y).count();
+    &a[..n]
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -99,6 +119,31 @@ mod tests {
             assert!(w[0] <= w[1]);
             assert!(key_prefix_u64(w[0]) <= key_prefix_u64(w[1]), "{:?} {:?}", w[0], w[1]);
         }
+    }
+
+    #[test]
+    fn projection_after_a_prefix_is_monotone() {
+        let keys: Vec<&[u8]> = vec![
+            b"",
+            b"a",
+            b"user",
+            b"user0",
+            b"user00",
+            b"user000000000001",
+            b"user000000000002",
+            b"user000000012345",
+            b"user00\xff",
+            b"user01",
+            b"user1",
+            b"v",
+        ];
+        for p in [&b""[..], b"user", b"user00", b"user0000000000", b"zz"] {
+            for w in keys.windows(2) {
+                assert!(w[0] <= w[1]);
+                assert!(project_after(w[0], p) <= project_after(w[1], p), "{:?} {:?} {:?}", w[0], w[1], p);
+            }
+        }
+        assert_eq!(common_prefix(b"user0001", b"user0100"), b"user0");
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! The entry validity estimator, EVE (§4.3): a chain of range-aware estimators (RAEs).
 //!
 //! An RAE answers "might a range record cover this key?" with no false negatives. A linear scaling maps the key
-//! universe (keys projected to their first 8 bytes, big-endian, see [`key_prefix_u64`]) onto a *virtual bit
+//! universe (keys projected to their first 8 bytes, big-endian, see `area::project_after`: the bytes after the keys' common prefix) onto a *virtual bit
 //! array* of `virtual_bits` positions; a record `[start, end)` occupies the positions from `scale(start)` to
 //! `scale(end)` inclusive, and those positions (not keys) are inserted into a Bloom filter. A lookup scales its key
 //! and probes one position. Because the projection and the scaling are monotone, every key of a record maps into
@@ -21,7 +21,7 @@
 //!
 //! GC (§4.4) drops whole RAEs whose every record is below the garbage-collection watermark.
 
-use crate::area::{Area, end_prefix_u64, key_prefix_u64};
+use crate::area::{Area, project_after};
 
 /// Options of the estimator.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -157,10 +157,11 @@ impl Rae {
         })
     }
 
-    fn insert(&mut self, a: &Area, opts: &EstimatorOptions) {
+    fn insert(&mut self, a: &Area, opts: &EstimatorOptions, prefix: &[u8]) {
+        // An exclusive end projects to an inclusive upper bound: the projection is monotone.
         let (p0, p1) = (
-            opts.scale(key_prefix_u64(&a.start), self.virtual_bits),
-            opts.scale(end_prefix_u64(&a.end), self.virtual_bits),
+            opts.scale(project_after(&a.start, prefix), self.virtual_bits),
+            opts.scale(project_after(&a.end, prefix), self.virtual_bits),
         );
         if p1 - p0 < opts.max_positions_per_range {
             for p in p0..=p1 {
@@ -184,8 +185,8 @@ impl Rae {
         self.max_seq = self.max_seq.max(a.max_seq);
     }
 
-    fn may_contain(&self, key: &[u8], opts: &EstimatorOptions) -> bool {
-        let p = opts.scale(key_prefix_u64(key), self.virtual_bits);
+    fn may_contain(&self, key: &[u8], opts: &EstimatorOptions, prefix: &[u8]) -> bool {
+        let p = opts.scale(project_after(key, prefix), self.virtual_bits);
         if self.get(p) {
             return true;
         }
@@ -208,6 +209,9 @@ pub struct Eve {
     /// Records seen and the sum of their projected widths (in universe units): the next RAE's scaling.
     seen: u64,
     width_sum: f64,
+    /// Keys are projected after this prefix (`area::project_after`), fixed for the estimator's life: the common
+    /// prefix of the keys the index has seen, so the projection's bits go where keys differ.
+    prefix: Vec<u8>,
 }
 
 /// The answer of one estimator query.
@@ -222,8 +226,19 @@ pub struct Probe {
 impl Eve {
     /// An empty estimator with one active RAE.
     pub fn new(opts: EstimatorOptions) -> Self {
+        Self::with_prefix(opts, Vec::new())
+    }
+
+    /// An empty estimator projecting keys after `prefix` (any prefix is correct: keys that do not extend it
+    /// project to the ends of the universe; a prefix every key shares gives the best precision).
+    pub fn with_prefix(opts: EstimatorOptions, prefix: Vec<u8>) -> Self {
         let first = Rae::new(opts.first_capacity, &opts, opts.virtual_bits, 2.0);
-        Eve { opts, chain: vec![first], seen: 0, width_sum: 0.0 }
+        Eve { opts, chain: vec![first], seen: 0, width_sum: 0.0, prefix }
+    }
+
+    /// The prefix keys are projected after.
+    pub fn prefix(&self) -> &[u8] {
+        &self.prefix
     }
 
     /// The scaling of the next RAE. Each RAE fixes its own linear scaling when it is created: the first uses
@@ -252,12 +267,12 @@ impl Eve {
             let (vbits, per_record) = self.next_scaling();
             self.chain.push(Rae::new(cap.min(1 << 34), &self.opts, vbits, per_record));
         }
-        let lo = key_prefix_u64(&a.start).clamp(self.opts.universe_min, self.opts.universe_max);
-        let hi = end_prefix_u64(&a.end).clamp(self.opts.universe_min, self.opts.universe_max);
+        let lo = project_after(&a.start, &self.prefix).clamp(self.opts.universe_min, self.opts.universe_max);
+        let hi = project_after(&a.end, &self.prefix).clamp(self.opts.universe_min, self.opts.universe_max);
         self.seen += 1;
         self.width_sum += (hi - lo) as f64;
         if let Some(r) = self.chain.last_mut() {
-            r.insert(a, &self.opts);
+            r.insert(a, &self.opts, &self.prefix);
         }
     }
 
@@ -269,7 +284,7 @@ impl Eve {
                 continue;
             }
             checked += 1;
-            if r.may_contain(key, &self.opts) {
+            if r.may_contain(key, &self.opts, &self.prefix) {
                 return Probe { positive: true, raes_checked: checked };
             }
         }

@@ -55,6 +55,24 @@ pub struct LiveFile {
     pub number: u64,
 }
 
+/// Widens the key bounds `[lo, hi]` to include `[start, end)`.
+fn widen(lo: &mut Option<Vec<u8>>, hi: &mut Option<Vec<u8>>, start: &[u8], end: &[u8]) {
+    if lo.as_deref().is_none_or(|l| start < l) {
+        *lo = Some(start.to_vec());
+    }
+    if hi.as_deref().is_none_or(|h| end > h) {
+        *hi = Some(end.to_vec());
+    }
+}
+
+/// The projection prefix for keys within `[lo, hi]`: their common prefix (empty while nothing is known).
+fn projection_prefix(lo: &Option<Vec<u8>>, hi: &Option<Vec<u8>>) -> Vec<u8> {
+    match (lo, hi) {
+        (Some(l), Some(h)) => crate::area::common_prefix(l, h).to_vec(),
+        _ => Vec::new(),
+    }
+}
+
 /// The file name of DR-tree `number`.
 pub fn file_name(number: u64) -> String {
     format!("{number:06}.drt")
@@ -81,6 +99,7 @@ struct Work {
     gc_areas_dropped: u64,
     gc_bytes_rewritten: u64,
     gc_estimators_dropped: u64,
+    estimator_rebuilds: u64,
 }
 
 /// GLORAN's global range-record index.
@@ -99,6 +118,11 @@ pub struct GlobalIndex {
     last_seq: u64,
     counters: Counters,
     work: Work,
+    /// Smallest start and largest end key of every record seen: their common prefix is the projection prefix of
+    /// the estimator and the buffer's heuristics. It can only shrink; when it does, the estimator is rebuilt at
+    /// the next flush (so at most once per byte of key length over the index's life).
+    key_lo: Option<Vec<u8>>,
+    key_hi: Option<Vec<u8>>,
 }
 
 /// Merges two area streams (each in DR-tree order) into one in start-key order.
@@ -195,7 +219,16 @@ impl GlobalIndex {
                 next_number = next_number.max(n + 1);
             }
         }
-        let mut eve = Eve::new(opts.estimator.clone());
+        // Two passes over the areas: the key bounds (hence the projection prefix), then the estimator.
+        let (mut key_lo, mut key_hi): (Option<Vec<u8>>, Option<Vec<u8>>) = (None, None);
+        for l in levels.iter().flatten() {
+            let mut it = l.tree.iter()?;
+            while let Some(a) = it.next_area()? {
+                widen(&mut key_lo, &mut key_hi, &a.start, &a.end);
+            }
+        }
+        let prefix = projection_prefix(&key_lo, &key_hi);
+        let mut eve = Eve::with_prefix(opts.estimator.clone(), prefix.clone());
         let mut last_seq = 0;
         for l in levels.iter().flatten() {
             let mut it = l.tree.iter()?;
@@ -210,7 +243,7 @@ impl GlobalIndex {
             fs,
             dir: dir.to_path_buf(),
             opts,
-            buffer: RTree::new(),
+            buffer: RTree::with_skip(prefix.len()),
             levels,
             eve,
             snapshots: Vec::new(),
@@ -220,6 +253,8 @@ impl GlobalIndex {
             last_seq,
             counters: Counters::default(),
             work: Work::default(),
+            key_lo,
+            key_hi,
         };
         idx.check_invariants()?;
         Ok(idx)
@@ -248,6 +283,7 @@ impl GlobalIndex {
         }
         let area = Area::record(start, end, min_seq.max(self.watermark), seq);
         self.last_seq = self.last_seq.max(seq);
+        widen(&mut self.key_lo, &mut self.key_hi, start, end);
         self.work.records_inserted += 1;
         if area.is_empty() {
             return Ok(()); // Entirely below the GC watermark: it cannot delete anything.
@@ -319,10 +355,32 @@ impl GlobalIndex {
             Ok(())
         })?;
         self.replace_level(0, number, tree);
-        self.buffer = RTree::new();
+        let prefix = projection_prefix(&self.key_lo, &self.key_hi);
+        self.buffer = RTree::with_skip(prefix.len());
         self.work.flushes += 1;
         self.compact_overflowing()?;
+        if prefix != self.eve.prefix() {
+            self.rebuild_estimator(prefix)?;
+        }
         self.check_invariants()
+    }
+
+    /// Rebuilds the estimator from every level's areas with a new projection prefix. REQUIRES: empty buffer.
+    fn rebuild_estimator(&mut self, prefix: Vec<u8>) -> Result<()> {
+        let mut eve = Eve::with_prefix(self.opts.estimator.clone(), prefix);
+        if self.opts.use_estimator {
+            for l in self.levels.iter().flatten() {
+                let mut it = l.tree.iter()?;
+                while let Some(a) = it.next_area()? {
+                    if a.max_seq > self.watermark {
+                        eve.insert(&a);
+                    }
+                }
+            }
+        }
+        self.eve = eve;
+        self.work.estimator_rebuilds += 1;
+        Ok(())
     }
 
     /// Streams the areas `feed` pushes through a sweep into a new DR-tree file.
@@ -620,6 +678,7 @@ impl GlobalIndex {
             gc_areas_dropped: self.work.gc_areas_dropped,
             gc_bytes_rewritten: self.work.gc_bytes_rewritten,
             gc_estimators_dropped: self.work.gc_estimators_dropped,
+            estimator_rebuilds: self.work.estimator_rebuilds,
             index_file_bytes: self.levels.iter().flatten().map(|l| l.tree.file_len()).sum(),
             buffer_bytes: self.buffer.bytes() as u64,
             estimator_bytes: self.eve.bytes() as u64,

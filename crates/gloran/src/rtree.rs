@@ -64,13 +64,11 @@ impl Mbr {
             && key < self.end.as_slice()
     }
 
-    fn rect(&self) -> Rect {
-        Rect {
-            x0: key_prefix_u64(&self.start) as f64,
-            x1: key_prefix_u64(&self.end) as f64,
-            y0: self.min_seq as f64,
-            y1: self.max_seq as f64,
-        }
+    /// `skip`: bytes every key shares (the projection looks past them; heuristics only, so a key that does not
+    /// share them just projects poorly).
+    fn rect(&self, skip: usize) -> Rect {
+        let p = |k: &[u8]| key_prefix_u64(&k[skip.min(k.len())..]) as f64;
+        Rect { x0: p(&self.start), x1: p(&self.end), y0: self.min_seq as f64, y1: self.max_seq as f64 }
     }
 }
 
@@ -119,11 +117,13 @@ pub struct RTree {
     root: Node,
     len: usize,
     bytes: usize,
+    /// Leading key bytes the split heuristics skip (the keys' common prefix, when the index knows it).
+    skip: usize,
 }
 
 impl Default for RTree {
     fn default() -> Self {
-        RTree { root: Node::Leaf(Vec::new()), len: 0, bytes: 0 }
+        RTree { root: Node::Leaf(Vec::new()), len: 0, bytes: 0, skip: 0 }
     }
 }
 
@@ -198,25 +198,25 @@ fn quadratic_split<T>(mut items: Vec<T>, rect: impl Fn(&T) -> Rect) -> (Vec<T>, 
 }
 
 /// Inserts into `node`; returns the new sibling when `node` split.
-fn insert_into(node: &mut Node, area: Area, mbr: &Mbr) -> Option<(Mbr, Box<Node>)> {
+fn insert_into(node: &mut Node, area: Area, mbr: &Mbr, skip: usize) -> Option<(Mbr, Box<Node>)> {
     match node {
         Node::Leaf(items) => {
             items.push(area);
             if items.len() <= MAX_ENTRIES {
                 return None;
             }
-            let (a, b) = quadratic_split(std::mem::take(items), |a| Mbr::of_area(a).rect());
+            let (a, b) = quadratic_split(std::mem::take(items), |a| Mbr::of_area(a).rect(skip));
             *items = a;
             let sib = Node::Leaf(b);
             let m = sib.mbr()?;
             Some((m, Box::new(sib)))
         }
         Node::Inner(children) => {
-            let r = mbr.rect();
+            let r = mbr.rect(skip);
             let mut best = 0;
             let mut best_cost = (f64::INFINITY, f64::INFINITY);
             for (i, (m, _)) in children.iter().enumerate() {
-                let cr = m.rect();
+                let cr = m.rect(skip);
                 let cost = (cr.union(&r).area() - cr.area(), cr.area());
                 if cost < best_cost {
                     (best, best_cost) = (i, cost);
@@ -224,7 +224,7 @@ fn insert_into(node: &mut Node, area: Area, mbr: &Mbr) -> Option<(Mbr, Box<Node>
             }
             let (child_mbr, child) = &mut children[best];
             child_mbr.extend(mbr);
-            let split = insert_into(child, area, mbr);
+            let split = insert_into(child, area, mbr, skip);
             if let Some(m) = child.mbr() {
                 *child_mbr = m;
             }
@@ -234,7 +234,7 @@ fn insert_into(node: &mut Node, area: Area, mbr: &Mbr) -> Option<(Mbr, Box<Node>
             if children.len() <= MAX_ENTRIES {
                 return None;
             }
-            let (a, b) = quadratic_split(std::mem::take(children), |(m, _)| m.rect());
+            let (a, b) = quadratic_split(std::mem::take(children), |(m, _)| m.rect(skip));
             *children = a;
             let sib = Node::Inner(b);
             let m = sib.mbr()?;
@@ -247,6 +247,12 @@ impl RTree {
     /// An empty buffer.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// An empty buffer whose split heuristics look past the first `skip` key bytes (keys sharing a long prefix
+    /// would otherwise all project alike and the tree would cluster by sequence only).
+    pub fn with_skip(skip: usize) -> Self {
+        RTree { skip, ..Self::default() }
     }
 
     /// Number of areas held.
@@ -269,7 +275,7 @@ impl RTree {
         self.len += 1;
         self.bytes += area.footprint() + 48;
         let mbr = Mbr::of_area(&area);
-        if let Some((sib_mbr, sib)) = insert_into(&mut self.root, area, &mbr) {
+        if let Some((sib_mbr, sib)) = insert_into(&mut self.root, area, &mbr, self.skip) {
             let old = std::mem::replace(&mut self.root, Node::Leaf(Vec::new()));
             if let Some(old_mbr) = old.mbr() {
                 self.root = Node::Inner(vec![(old_mbr, Box::new(old)), (sib_mbr, sib)]);
@@ -327,7 +333,7 @@ impl RTree {
     /// Empties the buffer, returning its areas.
     pub fn take(&mut self) -> Vec<Area> {
         let out = self.areas();
-        *self = RTree::default();
+        *self = RTree::with_skip(self.skip);
         out
     }
 

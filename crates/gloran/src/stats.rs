@@ -54,6 +54,8 @@ pub struct Stats {
     pub gc_bytes_rewritten: u64,
     /// Estimator RAEs GC dropped.
     pub gc_estimators_dropped: u64,
+    /// Estimator rebuilds because the keys' common prefix (the projection prefix) shrank.
+    pub estimator_rebuilds: u64,
     /// Bytes of live DR-tree files.
     pub index_file_bytes: u64,
     /// Bytes held by the R-tree buffer.

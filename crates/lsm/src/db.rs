@@ -900,7 +900,7 @@ impl Inner {
             let tombs = m.tombstones();
             let keep = self.range_deletes.keeps_local_tombstones();
             let smallest = self.smallest_snapshot();
-            let mut global = self.range_deletes.cover(b"", smallest)?;
+            let mut global = self.range_deletes.cover(b"", None, smallest)?;
             let out = compaction::write_outputs(
                 &mut sink,
                 &mut m.iter(),
@@ -979,7 +979,7 @@ impl Inner {
             };
             let keep = self.range_deletes.keeps_local_tombstones();
             let lo = c.inputs.iter().chain(&c.next).map(|f| f.smallest_user()).min().unwrap_or_default();
-            let mut global = self.range_deletes.cover(lo, smallest)?;
+            let mut global = self.range_deletes.cover(lo, None, smallest)?;
             let (e, out) =
                 compaction::run(c, &self.table_cache, &mut sink, smallest, keep, global.as_deref_mut())?;
             self.fs.sync_dir(&self.dir)?;
@@ -1183,7 +1183,7 @@ impl Inner {
             children.push(Box::new(crate::version::LevelIter::new(files, self.table_cache.clone())));
         }
         let tombstones = self.range_deletes.iterator_tombstones(frags, snapshot);
-        let global = self.range_deletes.cover(lo.unwrap_or_default(), snapshot)?;
+        let global = self.range_deletes.cover(lo.unwrap_or_default(), hi, snapshot)?;
         let mut it = DbIter::new(
             MergingIter::new(children),
             snapshot,

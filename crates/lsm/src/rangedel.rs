@@ -107,10 +107,10 @@ pub trait RangeDeleteStrategy: Send + Sync {
         Ok(false)
     }
 
-    /// A key-ordered cover for keys `>= lo` at `snapshot` (iterators; flush and compaction with the oldest
+    /// A key-ordered cover for keys in `[lo, hi)` at `snapshot` (iterators; flush and compaction with the oldest
     /// snapshot). `None`: nothing outside the local tombstones.
-    fn cover(&self, lo: &[u8], snapshot: u64) -> Result<Option<Box<dyn RangeCover>>> {
-        let _ = (lo, snapshot);
+    fn cover(&self, lo: &[u8], hi: Option<&[u8]>, snapshot: u64) -> Result<Option<Box<dyn RangeCover>>> {
+        let _ = (lo, hi, snapshot);
         Ok(None)
     }
 

@@ -224,8 +224,8 @@ impl RangeDeleteStrategy for Instance {
         self.read().check_entry(key, seq, snapshot).map_err(conv)
     }
 
-    fn cover(&self, lo: &[u8], snapshot: u64) -> Result<Option<Box<dyn RangeCover>>> {
-        let c = self.read().cursor(lo, None, snapshot).map_err(conv)?;
+    fn cover(&self, lo: &[u8], hi: Option<&[u8]>, snapshot: u64) -> Result<Option<Box<dyn RangeCover>>> {
+        let c = self.read().cursor(lo, hi, snapshot).map_err(conv)?;
         Ok(Some(Box::new(CursorCover(c))))
     }
 

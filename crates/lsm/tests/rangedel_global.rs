@@ -299,3 +299,64 @@ fn oversized_range_delete_keys_are_rejected_before_the_wal() {
     let db = open(&fs, &global_opts());
     assert_eq!(db.get(b"k").unwrap(), Some(b"v".to_vec()));
 }
+
+/// Bit flips in the index's DR-tree files, and a missing one, are reported as corruption (at open, which rebuilds
+/// the estimator from every leaf, or at the read that meets them), never as a wrong answer.
+#[test]
+fn damaged_or_missing_index_files_are_corruption() {
+    use vfs::{Fs, OpenMode};
+    let fs = Arc::new(vfs::MemFs::new());
+    // No automatic compaction and no manual one: no GC, so reopening rewrites no index file.
+    let o = Options { disable_auto_compactions: true, ..global_opts() };
+    let mut m = Model::new();
+    {
+        let db = open(&fs, &o);
+        for i in 0..600 {
+            db.put(&WriteOptions::default(), &k(i), b"v").unwrap();
+            m.insert(k(i), b"v".to_vec());
+        }
+        for i in (0..600).step_by(9) {
+            delete_range(&db, &mut m, i, i + 4);
+        }
+        db.flush().unwrap();
+    }
+    let dir = std::path::Path::new("/db/gloran");
+    let files: Vec<String> = fs.list_dir(dir).unwrap().into_iter().filter(|n| n.ends_with(".drt")).collect();
+    assert!(!files.is_empty());
+    let read = |fs: &Arc<vfs::MemFs>| -> lsm::Result<Model> {
+        let f: Arc<dyn vfs::Fs> = fs.clone();
+        let db = Db::open(f, "/db", o.clone())?;
+        let got: Model = db.scan(&ReadOptions::default(), b"", b"\xff", usize::MAX)?.into_iter().collect();
+        for i in 0..610 {
+            db.get(&k(i))?;
+        }
+        Ok(got)
+    };
+    assert_eq!(read(&fs).unwrap(), m);
+    let flip = |name: &str, pos: u64| {
+        let f = fs.open(&dir.join(name), OpenMode::ReadWrite).unwrap();
+        let mut b = [0u8];
+        f.read_exact_at(&mut b, pos).unwrap();
+        b[0] ^= 1 << (pos % 8);
+        f.write_all_at(&b, pos).unwrap();
+    };
+    let mut detected = 0;
+    for name in &files {
+        let len = fs.open(&dir.join(name), OpenMode::ReadOnly).unwrap().len().unwrap();
+        for pos in (0..len).step_by((len as usize / 60).max(1)) {
+            flip(name, pos);
+            match read(&fs) {
+                Ok(got) => assert_eq!(got, m, "flip in {name} at {pos} gave a wrong answer"),
+                Err(e) => {
+                    assert!(e.is_corruption(), "flip in {name} at {pos}: {e} is not corruption");
+                    detected += 1;
+                }
+            }
+            flip(name, pos);
+        }
+    }
+    assert!(detected > 0);
+    fs.remove_file(&dir.join(&files[0])).unwrap();
+    let e = read(&fs).unwrap_err();
+    assert!(e.is_corruption(), "{e}");
+}

@@ -185,7 +185,8 @@ impl System {
                 let _ = d.flush();
                 loop {
                     let p = d.property_int_value("rocksdb.compaction-pending").ok().flatten().unwrap_or(0);
-                    let r = d.property_int_value("rocksdb.num-running-compactions").ok().flatten().unwrap_or(0);
+                    let r =
+                        d.property_int_value("rocksdb.num-running-compactions").ok().flatten().unwrap_or(0);
                     if p == 0 && r == 0 {
                         break;
                     }
@@ -259,13 +260,16 @@ enum Op {
 }
 
 /// A mix: `lookup` share of lookups; `rd` share of all ops are range deletes (taken from the updates).
-fn plan(seed: u64, ops: u64, n: u64, lookup: f64, rd: f64, zipf: bool) -> Vec<Op> {
+fn plan(seed: u64, ops: u64, n: u64, lookup: f64, rd: f64, zipf: bool) -> Result<Vec<Op>> {
     let mut r = SmallRng::seed_from_u64(seed);
-    let mut z = zipf.then(|| {
-        workloads::KeySampler::new(workloads::Distribution::ScrambledZipfian { theta: 0.99 }, n, seed)
-            .expect("non-empty key space")
-    });
-    (0..ops)
+    let mut z = match zipf {
+        true => Some(
+            workloads::KeySampler::new(workloads::Distribution::ScrambledZipfian { theta: 0.99 }, n, seed)
+                .map_err(|e| e.to_string())?,
+        ),
+        false => None,
+    };
+    Ok((0..ops)
         .map(|_| {
             let k = match &mut z {
                 Some(z) => z.next_key(),
@@ -280,7 +284,7 @@ fn plan(seed: u64, ops: u64, n: u64, lookup: f64, rd: f64, zipf: bool) -> Vec<Op
                 Op::Put(k)
             }
         })
-        .collect()
+        .collect())
 }
 
 struct MixResult {
@@ -363,7 +367,12 @@ impl Experiment for Gloran {
         let ops: u64 = ctx.setting("ops", ctx.scale(20_000, 400_000))?;
         let len: u64 = ctx.setting("len", 100)?;
         let cfg = if ctx.quick {
-            Config { write_buffer_size: 1 << 20, level_base: 4 << 20, target_file_size: 1 << 20, block_cache: 8 << 20 }
+            Config {
+                write_buffer_size: 1 << 20,
+                level_base: 4 << 20,
+                target_file_size: 1 << 20,
+                block_cache: 8 << 20,
+            }
         } else {
             Config {
                 write_buffer_size: 64 << 20,
@@ -401,8 +410,10 @@ impl Experiment for Gloran {
         let plans: Vec<Vec<Op>> = mixes
             .iter()
             .enumerate()
-            .map(|(i, (_, lookup, rd, _, zipf, o))| plan(ctx.seed ^ (i as u64 + 1), *o, n, *lookup, *rd, *zipf))
-            .collect();
+            .map(|(i, (_, lookup, rd, _, zipf, o))| {
+                plan(ctx.seed ^ (i as u64 + 1), *o, n, *lookup, *rd, *zipf)
+            })
+            .collect::<Result<_>>()?;
         let mut rng = SmallRng::seed_from_u64(ctx.seed);
         let mut perm: Vec<u64> = (0..n).collect();
         perm.shuffle(&mut rng);
@@ -464,11 +475,14 @@ fn add_speedups(report: &mut Report, mixes: &[(String, f64, f64, u64, bool, u64)
     let ours = "lsm-gloran";
     for (w, ..) in mixes {
         for peer in SYSTEMS.iter().skip(1) {
-            let (Some(a), Some(b)) = (report.get(w, ours, "ops_per_sec"), report.get(w, peer, "ops_per_sec")) else {
+            let (Some(a), Some(b)) = (report.get(w, ours, "ops_per_sec"), report.get(w, peer, "ops_per_sec"))
+            else {
                 continue;
             };
             let mut m = vec![("throughput_speedup", a / b.max(1e-9))];
-            if let (Some(x), Some(y)) = (report.get(w, ours, "get_mean_ns"), report.get(w, peer, "get_mean_ns")) {
+            if let (Some(x), Some(y)) =
+                (report.get(w, ours, "get_mean_ns"), report.get(w, peer, "get_mean_ns"))
+            {
                 m.push(("get_latency_speedup", y / x.max(1e-9)));
             }
             report.row(w, &format!("{ours}-vs-{peer}"), m);
@@ -491,10 +505,14 @@ fn add_speedups(report: &mut Report, mixes: &[(String, f64, f64, u64, bool, u64)
         ),
         format!(
             "target: lsm-gloran lookup latency with 1% range deletes within 5% of 0%: mean {:+.1}%, p50 {:+.1}%",
-            100.0 * (get(report, "balanced-rd1", ours, "get_mean_ns") / get(report, "balanced-rd0", ours, "get_mean_ns")
-                - 1.0),
-            100.0 * (get(report, "balanced-rd1", ours, "get_p50_ns") / get(report, "balanced-rd0", ours, "get_p50_ns")
-                - 1.0)
+            100.0
+                * (get(report, "balanced-rd1", ours, "get_mean_ns")
+                    / get(report, "balanced-rd0", ours, "get_mean_ns")
+                    - 1.0),
+            100.0
+                * (get(report, "balanced-rd1", ours, "get_p50_ns")
+                    / get(report, "balanced-rd0", ours, "get_p50_ns")
+                    - 1.0)
         ),
         format!(
             "for comparison, lsm-local lookup latency 1% vs 0% range deletes: mean {:+.1}%",
