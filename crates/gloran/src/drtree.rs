@@ -304,7 +304,13 @@ pub struct DrTree {
     footer: Footer,
     /// The inner nodes (`[leaves_end, file_len - 68)`), checksums verified at open.
     inner: Vec<u8>,
+    /// The leaf region (`[0, leaves_end)`) of a tree of at most [`LEAF_CACHE_MAX`] leaf bytes, checksums verified
+    /// at open: a point probe then reads no storage (the engine's tables get the same from its block cache).
+    leaves: Option<Vec<u8>>,
 }
+
+/// Largest leaf region kept in memory whole (per DR-tree file).
+pub const LEAF_CACHE_MAX: u64 = 8 << 20;
 
 impl DrTree {
     /// Opens `path` and checks its footer.
@@ -336,7 +342,25 @@ impl DrTree {
             }
             at = end;
         }
-        Ok(DrTree { file, path: path.to_path_buf(), len, footer, inner })
+        let leaves = if footer.leaves_end <= LEAF_CACHE_MAX {
+            let mut l = vec![0u8; footer.leaves_end as usize];
+            file.read_exact_at(&mut l, 0)?;
+            let mut at = 0;
+            while at < l.len() {
+                let h = Header::parse(&l[at..]).map_err(|e| e.in_file(path))?;
+                let end = at + h.node_len();
+                let node = l.get(at..end).ok_or_else(|| Error::corrupt("leaf truncated").in_file(path))?;
+                let v = NodeView::parse(node).map_err(|e| e.in_file(path))?;
+                if !v.is_leaf() {
+                    return Err(Error::corrupt("inner node in the leaf region").in_file(path));
+                }
+                at = end;
+            }
+            Some(l)
+        } else {
+            None
+        };
+        Ok(DrTree { file, path: path.to_path_buf(), len, footer, inner, leaves })
     }
 
     /// The bytes of the node at `offset`: borrowed from the inner-node cache, or read from the file into `buf`.
@@ -347,6 +371,14 @@ impl DrTree {
                 .checked_add(len as usize)
                 .and_then(|end| self.inner.get(at..end))
                 .ok_or_else(|| Error::corrupt(format!("node pointer {offset}+{len} outside the file")))
+                .map_err(|e| e.in_file(&self.path))?;
+            return NodeView::parse_with(b, false).map_err(|e| e.in_file(&self.path));
+        }
+        if let Some(l) = &self.leaves {
+            let b = usize::try_from(offset)
+                .ok()
+                .and_then(|at| l.get(at..at.checked_add(len as usize)?))
+                .ok_or_else(|| Error::corrupt(format!("node pointer {offset}+{len} outside the leaves")))
                 .map_err(|e| e.in_file(&self.path))?;
             return NodeView::parse_with(b, false).map_err(|e| e.in_file(&self.path));
         }
