@@ -46,7 +46,8 @@ pub struct Options {
     pub block_restart_interval: usize,
     /// Bloom filter bits per key, 0 disables (default 10).
     pub bloom_bits_per_key: usize,
-    /// Data block compression (default none; RocksDB defaults to Snappy, which we do not ship: LZ4 is the option).
+    /// Data block compression (default none; RocksDB defaults to Snappy, which we do not ship: LZ4 and zstd are
+    /// the options).
     pub compression: Compression,
     /// Block cache capacity in bytes (default 8 MiB, RocksDB 7.x's default cache).
     pub block_cache_size: usize,
