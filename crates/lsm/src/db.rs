@@ -575,11 +575,28 @@ impl Inner {
         (s.snapshots.keys().copied().collect(), self.last_seq.load(Ordering::Acquire))
     }
 
+    /// Runs `f` (an index flush of a strategy keeping range records outside the memtables) with the WAL synced and
+    /// held: every record the index holds is then durable in the WAL too, so the index never makes a delete
+    /// durable whose preceding writes a crash could still lose (recovery must give a prefix of the writes). While
+    /// the WAL is held no record can be appended; one appended before is covered by the sync.
+    fn with_wal_synced<T>(&self, f: impl FnOnce() -> Result<T>) -> Result<T> {
+        if self.range_deletes.keeps_local_tombstones() {
+            return f();
+        }
+        let mut w = lock(&self.wal);
+        if let Some(w) = w.as_mut() {
+            w.writer.sync()?;
+            self.counters.wal_syncs.fetch_add(1, Ordering::Relaxed);
+        }
+        f()
+    }
+
     /// Background work of the range-delete strategy (index flush, GC), recorded in its own MANIFEST edit.
     /// REQUIRES: `work` held.
     fn maintain_range_deletes(&self) -> Result<()> {
         let (snaps, published) = self.snapshot_list();
-        let Some(state) = self.range_deletes.maintain(&snaps, published)? else { return Ok(()) };
+        let state = self.with_wal_synced(|| self.range_deletes.maintain(&snaps, published))?;
+        let Some(state) = state else { return Ok(()) };
         let edit = VersionEdit { range_index: Some(state), ..VersionEdit::default() };
         lock(&self.versions).log_and_apply(edit)?;
         self.range_deletes.state_recorded()
@@ -926,7 +943,7 @@ impl Inner {
         edit.last_seq = Some(self.last_seq.load(Ordering::Acquire));
         // Range records outside the memtable live only in the WAL until the index has written them.
         let (snaps, published) = self.snapshot_list();
-        edit.range_index = self.range_deletes.flush(&snaps, published)?;
+        edit.range_index = self.with_wal_synced(|| self.range_deletes.flush(&snaps, published))?;
         let recorded = edit.range_index.is_some();
         let mut vs = lock(&self.versions);
         vs.log_and_apply(edit)?;
@@ -995,6 +1012,9 @@ impl Inner {
             vs_edit = e;
         }
         vs_edit.last_seq = Some(self.last_seq.load(Ordering::Acquire));
+        // Entries dropped under a range record of the global index: that record must be durable before the edit
+        // that drops them is (its WAL may not be synced yet).
+        self.with_wal_synced(|| Ok(()))?;
         let mut vs = lock(&self.versions);
         // On failure the outputs stay on disk: a MANIFEST write or sync that failed may still have made the edit
         // durable, and removing tables it names would leave the next open with a MANIFEST pointing at nothing.
