@@ -81,6 +81,7 @@ mod leaf;
 mod options;
 mod sorted_leaf;
 mod stats;
+mod sync;
 mod tree;
 
 pub use bpa::{Bpa, BpaIter};
