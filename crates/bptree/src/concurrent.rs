@@ -6,9 +6,6 @@ use std::marker::PhantomData;
 use std::mem;
 use std::ops::{Bound, RangeBounds};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
-
-use parking_lot::{ArcRwLockReadGuard, ArcRwLockWriteGuard, Mutex, RawRwLock, RwLock};
 
 use crate::bpa::Bpa;
 use crate::error::Result;
@@ -17,11 +14,12 @@ use crate::heap_size::HeapSize;
 use crate::leaf::Leaf;
 use crate::options::Options;
 use crate::stats::Stats;
+use crate::sync::{self, ArcReadGuard, ArcWriteGuard, AtomicUsize, Mutex, Ordering, RwLock};
 use crate::tree::BpTree;
 
 type NodeRef<K, V, L> = Arc<RwLock<Node<K, V, L>>>;
-type ReadGuard<K, V, L> = ArcRwLockReadGuard<RawRwLock, Node<K, V, L>>;
-type WriteGuard<K, V, L> = ArcRwLockWriteGuard<RawRwLock, Node<K, V, L>>;
+type ReadGuard<K, V, L> = ArcReadGuard<Node<K, V, L>>;
+type WriteGuard<K, V, L> = ArcWriteGuard<Node<K, V, L>>;
 
 enum Node<K, V, L> {
     Internal(InternalNode<K, V, L>),
@@ -641,7 +639,7 @@ where
                     // Upgrade: let go of the read lock, take the write lock, sort what the scan needs, and
                     // downgrade atomically. Entries may have moved to another leaf meanwhile (the epoch tells).
                     let epoch = l.epoch;
-                    let node = ArcRwLockReadGuard::rwlock(&g).clone();
+                    let node = sync::lock_of(&g).clone();
                     drop(g);
                     let mut w = node.write_arc();
                     local.lock_upgrades += 1;
@@ -650,7 +648,7 @@ where
                         continue 'descend;
                     }
                     wl.leaf.iterate_from(b, rem, &mut |_, _| {}, &mut local);
-                    g = ArcRwLockWriteGuard::downgrade(w);
+                    g = sync::downgrade(w);
                 }
                 let Node::Leaf(l) = &*g else { unreachable!("read descent ends at a leaf") };
                 done += l.leaf.scan(b, rem, &mut f);

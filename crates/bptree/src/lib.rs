@@ -20,8 +20,9 @@
 //! Keys are any `K: Ord + Clone + Default + HeapSize`, values any `V: Default + HeapSize` ([`HeapSize`] reports
 //! heap bytes so `memory_usage()` is exact and O(1); it is implemented for integers, `Vec<u8>`, `Box<[u8]>`,
 //! `String`, `Arc<[u8]>`, tuples and [`ByteKey`]). No key value is reserved. Fixed-size keys (`u64`, `[u8; N]`)
-//! are compared inline; byte-string keys should be [`ByteKey`], which compares its first eight bytes as an integer
-//! held in the leaf and keeps the rest in one exact-size allocation. Lookups take any `Q` that `K` borrows as
+//! are compared inline; byte-string keys should be [`ByteKey`] (16 bytes in the leaf), which compares its first
+//! eight bytes as an integer held in the leaf, holds keys of up to 8 bytes inline and longer ones in one
+//! exact-size length-prefixed allocation. Lookups take any `Q` that `K` borrows as
 //! (`&[u8]` for `ByteKey`, `Box<[u8]>` and `Vec<u8>`).
 //!
 //! ```
@@ -81,6 +82,7 @@ mod leaf;
 mod options;
 mod sorted_leaf;
 mod stats;
+mod sync;
 mod tree;
 
 pub use bpa::{Bpa, BpaIter};

@@ -17,3 +17,15 @@ fn fuzz_interpreter_on_random_inputs() {
         }
     });
 }
+
+#[test]
+fn byte_key_fuzz_interpreter_on_random_inputs() {
+    common::for_each_seed(|seed| {
+        let mut rng = common::rng(seed ^ 0xb1);
+        for _ in 0..300 * common::scale() {
+            let len = rng.random_range(0..3000);
+            let data: Vec<u8> = (0..len).map(|_| rng.random()).collect();
+            bptree::fuzz_support::check_byte_keys(&data);
+        }
+    });
+}

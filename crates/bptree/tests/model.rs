@@ -8,7 +8,7 @@ mod common;
 use std::collections::BTreeMap;
 use std::ops::Bound;
 
-use bptree::{BpTree, Bpa, Leaf, Options, SortedLeaf};
+use bptree::{BpTree, Bpa, ByteKey, Leaf, Options, SortedLeaf};
 use rand::Rng;
 use rand::rngs::SmallRng;
 
@@ -263,4 +263,79 @@ fn tiny_leaves_never_stay_empty() {
         t.check_invariants().unwrap();
     }
     assert_eq!(t.len(), 29);
+}
+
+/// A random byte string from a 3-letter alphabet, 0-20 bytes: many keys share their first 8 bytes (so
+/// comparisons fall through the integer head to the heap bytes) and both the inline (<= 8 bytes) and the heap
+/// form of `ByteKey` occur, including keys that differ only by trailing zeros.
+fn rand_bytes(rng: &mut SmallRng) -> Vec<u8> {
+    let len = if rng.random_bool(0.3) { rng.random_range(0..=8) } else { rng.random_range(9..=20) };
+    (0..len).map(|_| [0u8, b'a', 0xff][rng.random_range(0..3)]).collect()
+}
+
+/// The memtable case: `ByteKey` keys and byte-string values, every operation against `BTreeMap<Vec<u8>, _>`,
+/// with exact `memory_usage` accounting of the keys' and values' heap bytes.
+#[test]
+fn byte_keys_match_btreemap() {
+    common::for_each_seed(|seed| {
+        for (ci, opts) in configs().into_iter().take(3).enumerate() {
+            let mut rng = common::rng(seed ^ (ci as u64) << 8);
+            let mut t: BpTree<ByteKey, Vec<u8>> = BpTree::with_options(opts).unwrap();
+            let mut m: BTreeMap<Vec<u8>, Vec<u8>> = BTreeMap::new();
+            let ops = 2_000 * common::scale();
+            let empty_bytes = t.memory_usage();
+            for i in 0..ops {
+                let p_insert = [70, 45, 20][i * 3 / ops];
+                let op = rng.random_range(0..100);
+                let k = rand_bytes(&mut rng);
+                if op < p_insert {
+                    let v = rand_bytes(&mut rng);
+                    assert_eq!(t.insert(ByteKey::new(&k), v.clone()), m.insert(k.clone(), v), "insert {k:?}");
+                } else if op < p_insert + 20 {
+                    assert_eq!(t.remove(&k[..]), m.remove(&k), "remove {k:?}");
+                } else if op < p_insert + 25 {
+                    assert_eq!(t.get(&k[..]), m.get(&k), "get {k:?}");
+                } else {
+                    let len = rng.random_range(0..30);
+                    let mut got = Vec::new();
+                    t.iterate_range(Bound::Included(&k[..]), len, |k, v| {
+                        got.push((k.as_bytes().to_vec(), v.clone()))
+                    });
+                    let want: Vec<_> =
+                        m.range(k.clone()..).take(len).map(|(a, b)| (a.clone(), b.clone())).collect();
+                    assert_eq!(got, want, "iterate_range from {k:?}");
+                    let hi = rand_bytes(&mut rng);
+                    if k <= hi {
+                        let got: Vec<_> = t
+                            .range::<[u8], _>((Bound::Included(&k[..]), Bound::Excluded(&hi[..])))
+                            .rev()
+                            .map(|(k, v)| (k.as_bytes().to_vec(), v.clone()))
+                            .collect();
+                        let want: Vec<_> = m
+                            .range(k.clone()..hi.clone())
+                            .rev()
+                            .map(|(a, b)| (a.clone(), b.clone()))
+                            .collect();
+                        assert_eq!(got, want, "range {k:?}..{hi:?}");
+                        let mut got = Vec::new();
+                        t.map_range::<[u8], _, _>(
+                            (Bound::Included(&k[..]), Bound::Excluded(&hi[..])),
+                            |k, _| got.push(k.as_bytes().to_vec()),
+                        );
+                        got.sort();
+                        assert_eq!(got, want.iter().rev().map(|e| e.0.clone()).collect::<Vec<_>>());
+                    }
+                }
+                assert_eq!(t.len(), m.len());
+            }
+            t.check_invariants().unwrap();
+            // memory_usage counts each key's heap form exactly: 0 for <= 8 bytes, else a length word + bytes.
+            let heap: usize =
+                m.iter().map(|(k, v)| if k.len() <= 8 { 0 } else { 4 + k.len() } + v.capacity()).sum();
+            assert!(t.memory_usage() >= heap + empty_bytes / 2, "memory_usage too small");
+            let frozen = t.freeze();
+            let got: Vec<Vec<u8>> = frozen.iter().map(|(k, _)| k.as_bytes().to_vec()).collect();
+            assert_eq!(got, m.keys().cloned().collect::<Vec<_>>());
+        }
+    });
 }

@@ -14,7 +14,8 @@
 //!   n), `find` (existing keys), `iterate-maxL` and `map-maxL` (range iteration / unordered map of a uniformly
 //!   random length in [0, L] from a random existing key; maps use the same [start, end) as the iterations),
 //!   `seq-insert` (n increasing keys into an empty tree), and `memory` (heap bytes per entry after the insert
-//!   workload, counted by the allocator); plus a leaf-size sweep of both leaf kinds (`sweep-*`).
+//!   workload, counted by the allocator); plus the same microbenchmarks for every leaf size of the paper's sweep,
+//!   both leaf kinds (`sweep-*`, see `leaf_sweep`).
 //! - YCSB A (50 % read, 50 % update), B (95/5), C (reads), E (95 % scans max 100, 5 % inserts), X (long range
 //!   iterations max 10,000), Y (long range maps max 10,000), uniform and scrambled-zipfian (θ = 0.99) keys, at every
 //!   `--threads` count.
@@ -25,7 +26,9 @@
 //! over the loaded keys; loaded and inserted keys are uniform random 64-bit integers.
 //!
 //! `--set n=N` (entries loaded; default quick 1,000,000, full 10,000,000), `ops=N` (point operations per
-//! workload), `scans=N` (short scans), `long_scans=N`, `sweep=0|1` (leaf-size sweep; default on in full runs).
+//! workload), `scans=N` (short scans), `long_scans=N`, `sweep=0|1` (leaf-size sweep; default on), `sweep_n=N`
+//! (entries loaded in each sweep configuration; default quick 250,000, full n), `only=a,b` (run only these parts
+//! of micro, sweep, ycsb, strings; default all).
 
 use std::collections::BTreeMap;
 use std::hint::black_box;
@@ -64,21 +67,37 @@ impl Experiment for BpTreeBench {
             long_scans: ctx.setting("long_scans", ctx.scale(1_000, 10_000))?,
             seed: ctx.seed,
         };
-        let sweep: u32 = ctx.setting("sweep", ctx.scale(0, 1))?;
+        let sweep: u32 = ctx.setting("sweep", 1)?;
+        let sweep_n: usize = ctx.setting("sweep_n", ctx.scale(250_000, p.n))?;
+        let only: String = ctx.setting("only", "micro,sweep,ycsb,strings".to_string())?;
+        let part = |name: &str| only.split(',').any(|x| x.trim() == name);
         report.note(
             "YCSB keys: workloads::KeySampler (uniform; scrambled zipfian theta 0.99) over the loaded keys.",
         );
         if p.n == 0 {
             return Err("--set n must be at least 1".into());
         }
-        micro(ctx, &p, &mut report);
-        if sweep != 0 {
-            leaf_sweep(ctx, &p, &mut report);
+        if part("micro") {
+            micro(ctx, &p, &mut report);
         }
-        for &threads in &ctx.threads {
-            ycsb(ctx, &p, threads, &mut report);
+        if sweep != 0 && part("sweep") {
+            let sp = Params {
+                n: sweep_n.max(1),
+                ops: p.ops.min(sweep_n.max(1)),
+                scans: p.scans.min(sweep_n.max(1) / 10).max(1),
+                long_scans: p.long_scans,
+                ..p
+            };
+            leaf_sweep(ctx, &sp, &mut report);
         }
-        strings(ctx, &p, &mut report);
+        if part("ycsb") {
+            for &threads in &ctx.threads {
+                ycsb(ctx, &p, threads, &mut report);
+            }
+        }
+        if part("strings") {
+            strings(ctx, &p, &mut report);
+        }
         Ok(report)
     }
 }
@@ -229,8 +248,21 @@ fn row(report: &mut Report, workload: &str, system: &str, st: &Stats, elements: 
 }
 
 /// Runs the §6.1 microbenchmarks on one single-threaded system.
-fn micro_one<S: Single>(name: &str, mut make: impl FnMut() -> S, p: &Params, report: &mut Report, ctx: &Ctx) {
-    let bar = ctx.progress(8, format!("micro {name}"));
+fn micro_one<S: Single>(name: &str, make: impl FnMut() -> S, p: &Params, report: &mut Report, ctx: &Ctx) {
+    micro_rows("", name, make, p, report, ctx);
+}
+
+/// The §6.1 microbenchmarks of one system, reported under workload names `{prefix}insert`, `{prefix}find`, ...
+fn micro_rows<S: Single>(
+    prefix: &str,
+    name: &str,
+    mut make: impl FnMut() -> S,
+    p: &Params,
+    report: &mut Report,
+    ctx: &Ctx,
+) {
+    let wl = |w: &str| format!("{prefix}{w}");
+    let bar = ctx.progress(9, format!("micro {name}"));
     let load = random_keys(p.n, p.seed);
     let more = random_keys(p.n, p.seed ^ 0xabcd);
     let mut t = make();
@@ -241,7 +273,7 @@ fn micro_one<S: Single>(name: &str, mut make: impl FnMut() -> S, p: &Params, rep
         let k = more[i as usize];
         t.insert(k, k);
     });
-    row(report, "insert", name, &st, None);
+    row(report, &wl("insert"), name, &st, None);
     bar.inc(1);
     let mut sorted: Vec<u64> = load.iter().chain(more.iter()).copied().collect();
     sorted.sort_unstable();
@@ -251,7 +283,7 @@ fn micro_one<S: Single>(name: &str, mut make: impl FnMut() -> S, p: &Params, rep
     let st = time_ops_sampled(finds.len() as u64, 16, |i| {
         black_box(t.get(finds[i as usize]));
     });
-    row(report, "find", name, &st, None);
+    row(report, &wl("find"), name, &st, None);
     bar.inc(1);
     for (max_len, count) in
         [(100usize, p.scans), (10_000, p.long_scans), (100_000, (p.long_scans / 10).max(20))]
@@ -269,12 +301,12 @@ fn micro_one<S: Single>(name: &str, mut make: impl FnMut() -> S, p: &Params, rep
             let (s, len, _) = qs[i as usize];
             black_box(t.scan(s, len));
         });
-        row(report, &format!("iterate-max{max_len}"), name, &st, Some(elements));
+        row(report, &wl(&format!("iterate-max{max_len}")), name, &st, Some(elements));
         let st = time_ops_sampled(qs.len() as u64, 1, |i| {
             let (s, _, e) = qs[i as usize];
             black_box(t.map(s, e));
         });
-        row(report, &format!("map-max{max_len}"), name, &st, Some(elements));
+        row(report, &wl(&format!("map-max{max_len}")), name, &st, Some(elements));
         bar.inc(2);
     }
     drop(t);
@@ -287,12 +319,12 @@ fn micro_one<S: Single>(name: &str, mut make: impl FnMut() -> S, p: &Params, rep
         t
     });
     if alloc::installed() {
-        report.row("memory", name, [("memory_bytes_per_entry", bytes as f64 / sorted.len() as f64)]);
+        report.row(&wl("memory"), name, [("memory_bytes_per_entry", bytes as f64 / sorted.len() as f64)]);
     }
     drop(t);
     let mut t = make();
     let st = time_ops_sampled(p.n as u64, 16, |i| t.insert(i, i));
-    row(report, "seq-insert", name, &st, None);
+    row(report, &wl("seq-insert"), name, &st, None);
     bar.finish_and_clear();
 }
 
@@ -314,54 +346,45 @@ fn micro(ctx: &Ctx, p: &Params, report: &mut Report) {
     micro_one("crossbeam-skipmap", SkipMap::<u64, u64>::new, p, report, ctx);
 }
 
-/// Insert, find and long-iterate throughput as the leaf grows, for both leaf kinds (paper Figures 5-7).
+/// The §6.1 microbenchmarks as the leaf grows, for both leaf kinds (paper Tables 1 and 2, Figures 5-7): the
+/// paper's nine BP-tree configurations (log = header = `h` slots, `h` blocks of `b` slots: 384 to 67,584 bytes
+/// with 16-byte entries) and sorted-array leaves of 256 B to 64 KiB, all with 1 KiB internal nodes (the paper found
+/// the internal size does not matter). Rows `sweep-<workload>` with systems `bptree-h<h>b<b>` and
+/// `btree-sorted-leaves-<bytes>B`; the default configurations are `bptree-h32b32` and `btree-sorted-leaves-1024B`.
 fn leaf_sweep(ctx: &Ctx, p: &Params, report: &mut Report) {
-    let load = random_keys(p.n, p.seed);
-    let more = random_keys(p.n, p.seed ^ 0xabcd);
-    let mut configs: Vec<(String, Options, bool)> = Vec::new();
-    for (h, b) in [(4, 4), (8, 8), (16, 16), (32, 32), (64, 64)] {
-        configs.push((
-            format!("bptree-h{h}b{b}"),
-            Options { log_size: h, num_blocks: h, block_size: b, ..Options::default() },
-            true,
-        ));
+    report.workload(
+        "sweep",
+        json!({"n_loaded": p.n, "n_inserted": p.n, "finds": p.ops, "short_scans": p.scans,
+               "long_scans": p.long_scans, "key_bytes": 8, "value_bytes": 8, "threads": 1,
+               "bptree_configs": "h,b in (4,4) (4,8) (8,8) (8,16) (16,16) (16,32) (32,32) (32,64) (64,64)",
+               "sorted_leaf_bytes": "256..=65536, powers of 2"}),
+    );
+    for (h, b) in [(4, 4), (4, 8), (8, 8), (8, 16), (16, 16), (16, 32), (32, 32), (32, 64), (64, 64)] {
+        let opts = Options { log_size: h, num_blocks: h, block_size: b, ..Options::default() };
+        let name = format!("bptree-h{h}b{b}");
+        micro_rows(
+            "sweep-",
+            &name,
+            || BpTree::<u64, u64>::with_options(opts).unwrap_or_default(),
+            p,
+            report,
+            ctx,
+        );
     }
-    for bytes in [256usize, 1024, 4096, 16384, 65536] {
-        let slots = bytes / 16;
-        configs.push((
-            format!("btree-sorted-leaves-{bytes}B"),
-            Options { log_size: 2, num_blocks: 1, block_size: slots - 3, ..Options::default() },
-            false,
-        ));
+    for shift in 8..=16 {
+        let bytes = 1usize << shift;
+        // One block holding every slot but the 2-slot log and the 1-slot header: a plain sorted array.
+        let opts = Options { log_size: 2, num_blocks: 1, block_size: bytes / 16 - 3, ..Options::default() };
+        let name = format!("btree-sorted-leaves-{bytes}B");
+        micro_rows(
+            "sweep-",
+            &name,
+            || BpTree::<u64, u64, SortedLeaf<u64, u64>>::with_options(opts).unwrap_or_default(),
+            p,
+            report,
+            ctx,
+        );
     }
-    let bar = ctx.progress(configs.len() as u64, "leaf sweep");
-    for (name, opts, bpa) in configs {
-        let mut sys: Box<dyn Single> = if bpa {
-            Box::new(BpTree::<u64, u64>::with_options(opts).unwrap_or_default())
-        } else {
-            Box::new(BpTree::<u64, u64, SortedLeaf<u64, u64>>::with_options(opts).unwrap_or_default())
-        };
-        for &k in &load {
-            sys.insert(k, k);
-        }
-        let st = time_ops_sampled(more.len() as u64, 16, |i| sys.insert(more[i as usize], 1));
-        row(report, "sweep-insert", &name, &st, None);
-        let st = time_ops_sampled(p.ops as u64, 16, |i| {
-            black_box(sys.get(load[(i as usize * 7919) % load.len()]));
-        });
-        row(report, "sweep-find", &name, &st, None);
-        let mut rng = SmallRng::seed_from_u64(p.seed);
-        let qs: Vec<(u64, usize)> = (0..p.long_scans)
-            .map(|_| (load[rng.random_range(0..load.len())], rng.random_range(0..=10_000)))
-            .collect();
-        let elements = qs.iter().map(|q| q.1 as u64).sum();
-        let st = time_ops_sampled(qs.len() as u64, 1, |i| {
-            black_box(sys.scan(qs[i as usize].0, qs[i as usize].1));
-        });
-        row(report, "sweep-iterate-max10000", &name, &st, Some(elements));
-        bar.inc(1);
-    }
-    bar.finish_and_clear();
 }
 
 #[derive(Clone, Copy)]
