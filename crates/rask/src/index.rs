@@ -2,7 +2,7 @@
 
 use std::cell::{Cell, RefCell};
 
-use crate::gc::{LtMap, lightweight_marks, normal_gc, normal_gc_with};
+use crate::gc::{GcScratch, LtMap, lightweight_marks, normal_gc_in};
 use crate::internal::{Art, InternalIndex};
 use crate::leaf::{Leaf, LeafId, NIL};
 use crate::merge::merge_arrays;
@@ -38,6 +38,8 @@ pub struct Rask<V, I = Art<LeafId>> {
     lt: LtMap,
     dead: Vec<bool>,
     ranges: Vec<BlockRange>,
+    gc: GcScratch,
+    kept: Vec<(BlockRange, V)>,
     gets: Cell<u64>,
     /// Buffers a read reuses; a read nested inside a `get_with` visitor gets fresh ones.
     read_scratch: RefCell<ReadScratch>,
@@ -68,6 +70,8 @@ impl<V: RangeValue, I: InternalIndex<LeafId>> Rask<V, I> {
             lt: LtMap::default(),
             dead: Vec::new(),
             ranges: Vec::new(),
+            gc: GcScratch::default(),
+            kept: Vec::new(),
             gets: Cell::new(0),
             read_scratch: RefCell::new(ReadScratch::default()),
         })
@@ -185,6 +189,8 @@ impl<V: RangeValue, I: InternalIndex<LeafId>> Rask<V, I> {
             + self.index.memory_usage()
             + self.dead.capacity()
             + self.ranges.capacity() * size_of::<BlockRange>()
+            + self.gc.heap_bytes()
+            + self.kept.capacity() * size_of::<(BlockRange, V)>()
             + self.lt.heap_bytes()
             + self.read_scratch.try_borrow().map_or(0, |s| s.heap_bytes())
     }
@@ -311,19 +317,24 @@ impl<V: RangeValue, I: InternalIndex<LeafId>> Rask<V, I> {
             // exactly what the split needs, so the leaf is scanned once.
             self.stats.gc_normal += 1;
             let mut ranges = std::mem::take(&mut self.ranges);
+            let mut kept = std::mem::take(&mut self.kept);
+            let mut gc = std::mem::take(&mut self.gc);
             let leaf = self.leaf(id);
             let anchor = leaf.anchor;
             leaf.ranges_into(&mut ranges);
-            let gc = normal_gc_with(&ranges, leaf.values(), Some((part, v)));
+            let dropped = normal_gc_in(&ranges, leaf.values(), Some((part, v)), &mut gc, &mut kept);
             self.ranges = ranges;
-            self.stats.gc_reclaimed += gc.dropped as u64;
+            self.stats.gc_reclaimed += dropped as u64;
             #[cfg(feature = "invariants")]
-            crate::invariants::check_no_covered(&gc.kept);
-            if gc.kept.len() <= cap {
-                self.leaf_mut(id).set_entries(gc.kept, cap);
+            crate::invariants::check_no_covered(&kept);
+            if kept.len() <= cap {
+                self.leaf_mut(id).set_entries_from(&mut kept, cap);
+                self.kept = kept;
+                self.gc = gc;
             } else {
                 let mut pieces = Vec::with_capacity(2);
-                split_gced(gc.kept, &gc.nonoverlap, anchor, cap, &mut self.stats, &mut pieces);
+                split_gced(kept, &gc.nonoverlap, anchor, cap, &mut self.stats, &mut pieces);
+                self.gc = gc;
                 self.install(id, None, pieces);
                 self.check();
                 // No merge/resplit right after a split (§6.1).
@@ -360,16 +371,21 @@ impl<V: RangeValue, I: InternalIndex<LeafId>> Rask<V, I> {
         self.stats.gc_normal += 1;
         let cap = self.opts.leaf_capacity;
         let mut ranges = std::mem::take(&mut self.ranges);
+        let mut kept = std::mem::take(&mut self.kept);
+        let mut gc = std::mem::take(&mut self.gc);
         let leaf = self.leaf(id);
         leaf.ranges_into(&mut ranges);
-        let gc = normal_gc(&ranges, leaf.values());
+        let dropped = normal_gc_in(&ranges, leaf.values(), None, &mut gc, &mut kept);
+        self.gc = gc;
         self.ranges = ranges;
-        self.stats.gc_reclaimed += gc.dropped as u64;
+        self.stats.gc_reclaimed += dropped as u64;
         #[cfg(feature = "invariants")]
-        crate::invariants::check_no_covered(&gc.kept);
-        if gc.dropped > 0 {
-            self.leaf_mut(id).set_entries(gc.kept, cap);
+        crate::invariants::check_no_covered(&kept);
+        if dropped > 0 {
+            self.leaf_mut(id).set_entries_from(&mut kept, cap);
         }
+        kept.clear();
+        self.kept = kept;
     }
 
     /// Workload-aware merge/resplit of `id` with its left neighbour (§5.4); the leftmost leaf pairs with its right

@@ -161,7 +161,12 @@ impl<V: RangeValue> Leaf<V> {
     /// Replaces the entries, re-choosing the narrow form when every entry fits. More than `capacity` entries is
     /// allowed transiently (a normal GC that divides ranges around tombstones can produce more pieces than it
     /// removes); the arrays shrink back once a split fixes it.
-    pub(crate) fn set_entries(&mut self, entries: Vec<(BlockRange, V)>, capacity: usize) {
+    pub(crate) fn set_entries(&mut self, mut entries: Vec<(BlockRange, V)>, capacity: usize) {
+        self.set_entries_from(&mut entries, capacity);
+    }
+
+    /// [`set_entries`](Self::set_entries) draining a caller's buffer, which keeps its allocation.
+    pub(crate) fn set_entries_from(&mut self, entries: &mut Vec<(BlockRange, V)>, capacity: usize) {
         let n = entries.len();
         let slots = n.max(capacity);
         let wide = !entries.iter().all(|(r, _)| Self::fits(self.anchor, *r));
@@ -174,7 +179,7 @@ impl<V: RangeValue> Leaf<V> {
         if self.values.capacity() > capacity && n <= capacity {
             self.values.shrink_to(capacity);
         }
-        for (i, (r, v)) in entries.into_iter().enumerate() {
+        for (i, (r, v)) in entries.drain(..).enumerate() {
             if wide {
                 self.words[2 * i] = r.first();
                 self.words[2 * i + 1] = r.last();
