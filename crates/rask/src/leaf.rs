@@ -99,6 +99,12 @@ impl<V: RangeValue> Leaf<V> {
         let n = self.values.len();
         if !self.wide && !Self::fits(self.anchor, r) {
             self.widen(n + 1);
+        } else if n >= self.slots() {
+            // Unreachable while leaves hold at most their capacity between operations; growing keeps an
+            // oversized leaf correct instead of indexing past the array.
+            let mut w = vec![0u64; 2 * self.words.len().max(1)].into_boxed_slice();
+            w[..self.words.len()].copy_from_slice(&self.words);
+            self.words = w;
         }
         if self.wide {
             self.words[2 * n] = r.first();
@@ -251,5 +257,14 @@ mod tests {
         l.append(r(u64::MAX - 1, u64::MAX), WriteRef::new(0, 0));
         assert!(l.is_wide());
         assert_eq!(l.range(0), r(u64::MAX - 1, u64::MAX));
+        // Past the capacity (never between operations) the arrays grow rather than overflow.
+        for (k, leaf_wide) in [(0u64, false), (u64::MAX - 9, true)] {
+            let mut l: Leaf<WriteRef> = Leaf::new(0, 2);
+            for i in 0..5 {
+                l.append(r(k + i, k + i), WriteRef::new(i, 0));
+            }
+            assert_eq!(l.is_wide(), leaf_wide);
+            assert_eq!((0..5).map(|i| l.range(i).first() - k).collect::<Vec<_>>(), vec![0, 1, 2, 3, 4]);
+        }
     }
 }
