@@ -106,11 +106,44 @@ pub fn normal_gc_with<V: RangeValue>(
     values: &[V],
     newest: Option<(BlockRange, V)>,
 ) -> NormalGc<V> {
+    let mut scratch = GcScratch::default();
+    let mut kept = Vec::with_capacity(ranges.len() + 1);
+    let dropped = normal_gc_in(ranges, values, newest, &mut scratch, &mut kept);
+    NormalGc { kept, nonoverlap: scratch.nonoverlap, dropped }
+}
+
+/// The lists a normal GC builds, kept by the index between GCs so a GC does not allocate.
+#[derive(Debug, Default)]
+pub(crate) struct GcScratch {
+    /// After [`normal_gc_in`]: the NonOverlap List of the pass (input to split).
+    pub(crate) nonoverlap: NonOverlapList,
+    deleted: DeletedList,
+    pieces: Vec<BlockRange>,
+}
+
+impl GcScratch {
+    pub(crate) fn heap_bytes(&self) -> usize {
+        self.nonoverlap.heap_bytes()
+            + self.deleted.heap_bytes()
+            + self.pieces.capacity() * size_of::<BlockRange>()
+    }
+}
+
+/// [`normal_gc_with`] into caller-owned buffers: `kept` (cleared first) receives the surviving entries oldest
+/// first, `scratch.nonoverlap` the pass's NonOverlap List. Returns the number of entries and pieces dropped.
+pub(crate) fn normal_gc_in<V: RangeValue>(
+    ranges: &[BlockRange],
+    values: &[V],
+    newest: Option<(BlockRange, V)>,
+    scratch: &mut GcScratch,
+    kept: &mut Vec<(BlockRange, V)>,
+) -> usize {
     debug_assert_eq!(ranges.len(), values.len());
-    let mut nonoverlap = NonOverlapList::new();
-    let mut deleted = DeletedList::new();
-    let mut kept_rev: Vec<(BlockRange, V)> = Vec::with_capacity(ranges.len() + 1);
-    let mut pieces: Vec<BlockRange> = Vec::new();
+    let GcScratch { nonoverlap, deleted, pieces } = scratch;
+    nonoverlap.clear();
+    deleted.clear();
+    // Built newest first, reversed at the end.
+    kept.clear();
     let mut dropped = 0;
     let newest_iter = newest.iter().map(|(r, v)| (r, v));
     for (r, v) in newest_iter.chain(ranges.iter().zip(values).rev()) {
@@ -129,12 +162,12 @@ pub fn normal_gc_with<V: RangeValue>(
                 dropped += 1;
             } else {
                 nonoverlap.add(*r, 1);
-                kept_rev.push((*r, v.clone()));
+                kept.push((*r, v.clone()));
             }
             continue;
         }
         pieces.clear();
-        deleted.subtract(*r, &mut pieces);
+        deleted.subtract(*r, pieces);
         // Pieces are pushed in reverse so `kept`, reversed at the end, lists them in block order.
         let mut any = false;
         for p in pieces.iter().rev() {
@@ -143,15 +176,15 @@ pub fn normal_gc_with<V: RangeValue>(
             }
             nonoverlap.add(*p, 1);
             let pv = if p == r { v.clone() } else { v.divide(*r, *p) };
-            kept_rev.push((*p, pv));
+            kept.push((*p, pv));
             any = true;
         }
         if !any {
             dropped += 1;
         }
     }
-    kept_rev.reverse();
-    NormalGc { kept: kept_rev, nonoverlap, dropped }
+    kept.reverse();
+    dropped
 }
 
 #[cfg(test)]

@@ -2,11 +2,11 @@
 
 use std::cell::{Cell, RefCell};
 
-use crate::gc::{LtMap, lightweight_marks, normal_gc, normal_gc_with};
+use crate::gc::{GcScratch, LtMap, lightweight_marks, normal_gc_in};
 use crate::internal::{Art, InternalIndex};
 use crate::leaf::{Leaf, LeafId, NIL};
 use crate::merge::merge_arrays;
-use crate::search::ablation_search;
+use crate::search::{ReadScratch, ablation_search_idx, ablation_search_leaf};
 use crate::split::{split_entries, split_gced};
 use crate::unfound::UnfoundList;
 use crate::{BlockRange, Error, Options, RangeValue, Stats};
@@ -27,7 +27,9 @@ use crate::{BlockRange, Error, Options, RangeValue, Stats};
 /// Single-threaded; `ConcurrentRask` is the thread-safe form (§6.2).
 pub struct Rask<V, I = Art<LeafId>> {
     opts: Options,
-    leaves: Vec<Option<Leaf<V>>>,
+    /// The leaf arena in chunks of `CHUNK` slots, so growing it never copies leaves or leaves half a doubling
+    /// unused (a freed slot goes to `free`).
+    leaves: Vec<Vec<Option<Leaf<V>>>>,
     free: Vec<LeafId>,
     index: I,
     head: LeafId,
@@ -35,14 +37,12 @@ pub struct Rask<V, I = Art<LeafId>> {
     // Scratch reused across operations so the hot paths do not allocate.
     lt: LtMap,
     dead: Vec<bool>,
+    ranges: Vec<BlockRange>,
+    gc: GcScratch,
+    kept: Vec<(BlockRange, V)>,
     gets: Cell<u64>,
-    read_scratch: RefCell<ReadScratch<V>>,
-}
-
-/// Buffers a read reuses; a read nested inside a `get_with` visitor gets fresh ones.
-struct ReadScratch<V> {
-    unfound: UnfoundList,
-    found: Vec<(BlockRange, V)>,
+    /// Buffers a read reuses; a read nested inside a `get_with` visitor gets fresh ones.
+    read_scratch: RefCell<ReadScratch>,
 }
 
 /// One leaf as seen by tests and tools: its anchor key and its entries, oldest first.
@@ -61,7 +61,7 @@ impl<V: RangeValue, I: InternalIndex<LeafId>> Rask<V, I> {
         let mut index = I::default();
         index.insert(0, 0);
         Ok(Rask {
-            leaves: vec![Some(Leaf::new(0, opts.leaf_capacity))],
+            leaves: vec![new_chunk(Leaf::new(0, opts.leaf_capacity))],
             opts,
             free: Vec::new(),
             index,
@@ -69,8 +69,11 @@ impl<V: RangeValue, I: InternalIndex<LeafId>> Rask<V, I> {
             stats: Stats::default(),
             lt: LtMap::default(),
             dead: Vec::new(),
+            ranges: Vec::new(),
+            gc: GcScratch::default(),
+            kept: Vec::new(),
             gets: Cell::new(0),
-            read_scratch: RefCell::new(ReadScratch { unfound: UnfoundList::new(), found: Vec::new() }),
+            read_scratch: RefCell::new(ReadScratch::default()),
         })
     }
 
@@ -102,27 +105,38 @@ impl<V: RangeValue, I: InternalIndex<LeafId>> Rask<V, I> {
         self.gets.set(self.gets.get() + 1);
         let mut fresh;
         let mut borrowed;
-        let scratch: &mut ReadScratch<V> = match self.read_scratch.try_borrow_mut() {
+        let scratch: &mut ReadScratch = match self.read_scratch.try_borrow_mut() {
             Ok(b) => {
                 borrowed = b;
                 &mut borrowed
             }
             Err(_) => {
-                fresh = ReadScratch { unfound: UnfoundList::new(), found: Vec::new() };
+                fresh = ReadScratch::default();
                 &mut fresh
             }
         };
         let mut id = self.locate(range.first());
         loop {
             let leaf = self.leaf(id);
-            let end = self.space_end(id);
+            let end = leaf.end;
             let space = BlockRange::raw(range.first().max(leaf.anchor), range.last().min(end));
             scratch.unfound.reset(space);
             scratch.found.clear();
-            ablation_search(&leaf.ranges, &leaf.values, &mut scratch.unfound, &mut scratch.found);
+            ablation_search_idx(
+                leaf.len(),
+                |i| leaf.range(i),
+                |i| leaf.value(i).is_tombstone(),
+                &mut scratch.unfound,
+                &mut scratch.found,
+            );
             scratch.found.sort_unstable_by_key(|(r, _)| r.first());
-            for (r, v) in &scratch.found {
-                visit(*r, v);
+            for &(x, i) in &scratch.found {
+                let (r, v) = (leaf.range(i as usize), leaf.value(i as usize));
+                if x == r {
+                    visit(x, v);
+                } else {
+                    visit(x, &v.divide(r, x));
+                }
             }
             if end >= range.last() || leaf.next == NIL {
                 break;
@@ -156,7 +170,7 @@ impl<V: RangeValue, I: InternalIndex<LeafId>> Rask<V, I> {
 
     /// Entries stored in all leaves, including superseded ones and tombstones not yet collected. O(leaves).
     pub fn entry_count(&self) -> usize {
-        self.leaves.iter().flatten().map(|l| l.len()).sum()
+        self.leaves.iter().flatten().flatten().map(|l| l.len()).sum()
     }
 
     /// Number of leaves.
@@ -168,16 +182,17 @@ impl<V: RangeValue, I: InternalIndex<LeafId>> Rask<V, I> {
     /// own heap bytes, the internal index and the scratch buffers.
     pub fn memory_usage(&self) -> usize {
         size_of::<Self>()
-            + self.leaves.capacity() * size_of::<Option<Leaf<V>>>()
-            + self.leaves.iter().flatten().map(|l| l.heap_bytes()).sum::<usize>()
+            + self.leaves.capacity() * size_of::<Vec<Option<Leaf<V>>>>()
+            + self.leaves.iter().map(|c| c.capacity() * size_of::<Option<Leaf<V>>>()).sum::<usize>()
+            + self.leaves.iter().flatten().flatten().map(|l| l.heap_bytes()).sum::<usize>()
             + self.free.capacity() * size_of::<LeafId>()
             + self.index.memory_usage()
             + self.dead.capacity()
+            + self.ranges.capacity() * size_of::<BlockRange>()
+            + self.gc.heap_bytes()
+            + self.kept.capacity() * size_of::<(BlockRange, V)>()
             + self.lt.heap_bytes()
-            + self
-                .read_scratch
-                .try_borrow()
-                .map_or(0, |s| s.unfound.heap_bytes() + s.found.capacity() * size_of::<(BlockRange, V)>())
+            + self.read_scratch.try_borrow().map_or(0, |s| s.heap_bytes())
     }
 
     /// Counters since creation.
@@ -193,7 +208,7 @@ impl<V: RangeValue, I: InternalIndex<LeafId>> Rask<V, I> {
             let l = self.leaf(id);
             out.push(LeafView {
                 anchor: l.anchor,
-                entries: l.ranges.iter().copied().zip(l.values.iter().cloned()).collect(),
+                entries: (0..l.len()).map(|i| (l.range(i), l.value(i).clone())).collect(),
             });
             id = l.next;
         }
@@ -204,7 +219,7 @@ impl<V: RangeValue, I: InternalIndex<LeafId>> Rask<V, I> {
 
     #[inline]
     fn leaf(&self, id: LeafId) -> &Leaf<V> {
-        match self.leaves.get(id as usize) {
+        match self.leaves.get(id as usize / CHUNK).and_then(|c| c.get(id as usize % CHUNK)) {
             Some(Some(l)) => l,
             _ => unreachable_leaf(id),
         }
@@ -212,7 +227,7 @@ impl<V: RangeValue, I: InternalIndex<LeafId>> Rask<V, I> {
 
     #[inline]
     fn leaf_mut(&mut self, id: LeafId) -> &mut Leaf<V> {
-        match self.leaves.get_mut(id as usize) {
+        match self.leaves.get_mut(id as usize / CHUNK).and_then(|c| c.get_mut(id as usize % CHUNK)) {
             Some(Some(l)) => l,
             _ => unreachable_leaf(id),
         }
@@ -301,17 +316,25 @@ impl<V: RangeValue, I: InternalIndex<LeafId>> Rask<V, I> {
             // Second stage, with the incoming entry included: its result either fits (append done) or is
             // exactly what the split needs, so the leaf is scanned once.
             self.stats.gc_normal += 1;
+            let mut ranges = std::mem::take(&mut self.ranges);
+            let mut kept = std::mem::take(&mut self.kept);
+            let mut gc = std::mem::take(&mut self.gc);
             let leaf = self.leaf(id);
             let anchor = leaf.anchor;
-            let gc = normal_gc_with(&leaf.ranges, &leaf.values, Some((part, v)));
-            self.stats.gc_reclaimed += gc.dropped as u64;
+            leaf.ranges_into(&mut ranges);
+            let dropped = normal_gc_in(&ranges, leaf.values(), Some((part, v)), &mut gc, &mut kept);
+            self.ranges = ranges;
+            self.stats.gc_reclaimed += dropped as u64;
             #[cfg(feature = "invariants")]
-            crate::invariants::check_no_covered(&gc.kept);
-            if gc.kept.len() <= cap {
-                self.leaf_mut(id).set_entries(gc.kept, cap);
+            crate::invariants::check_no_covered(&kept);
+            if kept.len() <= cap {
+                self.leaf_mut(id).set_entries_from(&mut kept, cap);
+                self.kept = kept;
+                self.gc = gc;
             } else {
                 let mut pieces = Vec::with_capacity(2);
-                split_gced(gc.kept, &gc.nonoverlap, anchor, cap, &mut self.stats, &mut pieces);
+                split_gced(kept, &gc.nonoverlap, anchor, cap, &mut self.stats, &mut pieces);
+                self.gc = gc;
                 self.install(id, None, pieces);
                 self.check();
                 // No merge/resplit right after a split (§6.1).
@@ -331,8 +354,11 @@ impl<V: RangeValue, I: InternalIndex<LeafId>> Rask<V, I> {
         self.stats.gc_lightweight += 1;
         let mut dead = std::mem::take(&mut self.dead);
         let mut lt = std::mem::take(&mut self.lt);
-        let freed = lightweight_marks(&self.leaf(id).ranges, &mut lt, &mut dead);
+        let mut ranges = std::mem::take(&mut self.ranges);
+        self.leaf(id).ranges_into(&mut ranges);
+        let freed = lightweight_marks(&ranges, &mut lt, &mut dead);
         self.lt = lt;
+        self.ranges = ranges;
         if freed > 0 {
             self.stats.gc_reclaimed += freed as u64;
             self.leaf_mut(id).compact(&dead);
@@ -344,14 +370,22 @@ impl<V: RangeValue, I: InternalIndex<LeafId>> Rask<V, I> {
     fn normal_gc(&mut self, id: LeafId) {
         self.stats.gc_normal += 1;
         let cap = self.opts.leaf_capacity;
+        let mut ranges = std::mem::take(&mut self.ranges);
+        let mut kept = std::mem::take(&mut self.kept);
+        let mut gc = std::mem::take(&mut self.gc);
         let leaf = self.leaf(id);
-        let gc = normal_gc(&leaf.ranges, &leaf.values);
-        self.stats.gc_reclaimed += gc.dropped as u64;
+        leaf.ranges_into(&mut ranges);
+        let dropped = normal_gc_in(&ranges, leaf.values(), None, &mut gc, &mut kept);
+        self.gc = gc;
+        self.ranges = ranges;
+        self.stats.gc_reclaimed += dropped as u64;
         #[cfg(feature = "invariants")]
-        crate::invariants::check_no_covered(&gc.kept);
-        if gc.dropped > 0 {
-            self.leaf_mut(id).set_entries(gc.kept, cap);
+        crate::invariants::check_no_covered(&kept);
+        if dropped > 0 {
+            self.leaf_mut(id).set_entries_from(&mut kept, cap);
         }
+        kept.clear();
+        self.kept = kept;
     }
 
     /// Workload-aware merge/resplit of `id` with its left neighbour (§5.4); the leftmost leaf pairs with its right
@@ -410,7 +444,8 @@ impl<V: RangeValue, I: InternalIndex<LeafId>> Rask<V, I> {
                     if old != anchor {
                         self.index.remove(old);
                         self.index.insert(anchor, r);
-                        self.leaf_mut(r).anchor = anchor;
+                        // Emptied by the merge (`take_entries`); the entries arrive below.
+                        self.leaf_mut(r).set_anchor(anchor);
                     }
                     r
                 }
@@ -454,7 +489,7 @@ impl<V: RangeValue, I: InternalIndex<LeafId>> Rask<V, I> {
                 self.leaf_mut(rn).prev = rp;
             }
             self.index.remove(anchor);
-            self.leaves[r as usize] = None;
+            self.leaves[r as usize / CHUNK][r as usize % CHUNK] = None;
             self.free.push(r);
             self.refresh_end(rp);
         }
@@ -464,12 +499,21 @@ impl<V: RangeValue, I: InternalIndex<LeafId>> Rask<V, I> {
         let leaf = Leaf::new(anchor, self.opts.leaf_capacity);
         match self.free.pop() {
             Some(id) => {
-                self.leaves[id as usize] = Some(leaf);
+                self.leaves[id as usize / CHUNK][id as usize % CHUNK] = Some(leaf);
                 id
             }
             None => {
-                self.leaves.push(Some(leaf));
-                (self.leaves.len() - 1) as LeafId
+                let chunks = self.leaves.len();
+                match self.leaves.last_mut() {
+                    Some(c) if c.len() < CHUNK => {
+                        c.push(Some(leaf));
+                        ((chunks - 1) * CHUNK + c.len() - 1) as LeafId
+                    }
+                    _ => {
+                        self.leaves.push(new_chunk(leaf));
+                        (chunks * CHUNK) as LeafId
+                    }
+                }
             }
         }
     }
@@ -511,13 +555,10 @@ impl<V: RangeValue, I: InternalIndex<LeafId>> Rask<V, I> {
             if l.next != NIL && self.leaf(l.next).anchor <= l.anchor {
                 return Err(format!("anchors out of order at leaf {id}"));
             }
-            if l.ranges.len() != l.values.len() {
-                return Err(format!("leaf {id} arrays differ in length"));
-            }
             if l.len() > self.opts.leaf_capacity {
                 return Err(format!("leaf {id} holds {} > capacity", l.len()));
             }
-            for r in &l.ranges {
+            for r in (0..l.len()).map(|i| l.range(i)) {
                 if r.first() < l.anchor || r.last() > end {
                     return Err(format!("entry {r:?} outside space [{}, {end}] of leaf {id}", l.anchor));
                 }
@@ -530,6 +571,15 @@ impl<V: RangeValue, I: InternalIndex<LeafId>> Rask<V, I> {
         }
         Ok(())
     }
+}
+
+/// Leaves per arena chunk.
+const CHUNK: usize = 64;
+
+fn new_chunk<V>(first: Leaf<V>) -> Vec<Option<Leaf<V>>> {
+    let mut c = Vec::with_capacity(CHUNK);
+    c.push(Some(first));
+    c
 }
 
 #[cold]
@@ -566,7 +616,7 @@ impl<V: RangeValue, I: InternalIndex<LeafId>> Iterator for Iter<'_, V, I> {
             self.unfound.reset(BlockRange::raw(l.anchor, self.rask.space_end(self.leaf)));
             self.buf.clear();
             self.pos = 0;
-            ablation_search(&l.ranges, &l.values, &mut self.unfound, &mut self.buf);
+            ablation_search_leaf(l, &mut self.unfound, &mut self.buf);
             self.buf.sort_unstable_by_key(|(r, _)| r.first());
             self.leaf = l.next;
         }

@@ -62,6 +62,11 @@ impl NonOverlapList {
         self.segs.splice(start..end, [(BlockRange::raw(first, last), total)]);
     }
 
+    /// Heap bytes held.
+    pub fn heap_bytes(&self) -> usize {
+        self.segs.capacity() * size_of::<(BlockRange, u32)>()
+    }
+
     /// The segments in block order with their entry counts.
     pub fn segments(&self) -> &[(BlockRange, u32)] {
         &self.segs
@@ -79,6 +84,16 @@ impl DeletedList {
     /// An empty list.
     pub fn new() -> DeletedList {
         DeletedList { segs: Vec::new() }
+    }
+
+    /// Empties the list, keeping its allocation.
+    pub fn clear(&mut self) {
+        self.segs.clear();
+    }
+
+    /// Heap bytes held.
+    pub fn heap_bytes(&self) -> usize {
+        self.segs.capacity() * size_of::<BlockRange>()
     }
 
     /// Whether no tombstone has been seen.

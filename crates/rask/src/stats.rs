@@ -35,3 +35,24 @@ pub struct Stats {
     /// Optimistic read retries (concurrent index only).
     pub read_retries: u64,
 }
+
+impl Stats {
+    /// Adds `o`'s counters to these (sums of per-thread counter shards).
+    pub(crate) fn add(&mut self, o: &Stats) {
+        self.puts += o.puts;
+        self.deletes += o.deletes;
+        self.gets += o.gets;
+        self.gc_lightweight += o.gc_lightweight;
+        self.gc_normal += o.gc_normal;
+        self.gc_reclaimed += o.gc_reclaimed;
+        self.splits += o.splits;
+        self.median_splits += o.median_splits;
+        self.second_splits += o.second_splits;
+        self.split_divided_entries += o.split_divided_entries;
+        self.merges += o.merges;
+        self.resplits += o.resplits;
+        self.ranges_merged += o.ranges_merged;
+        self.fragmented_inserts += o.fragmented_inserts;
+        self.read_retries += o.read_retries;
+    }
+}

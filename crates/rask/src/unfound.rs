@@ -56,6 +56,22 @@ impl UnfoundList {
         if r.last() < lo.first() || r.first() > hi.last() {
             return;
         }
+        if self.parts.len() == 1 {
+            // The common case (a read inside one write, or the first entries scanned): one part, cut in place.
+            let p = *lo;
+            let x = BlockRange::raw(p.first().max(r.first()), p.last().min(r.last()));
+            found(x);
+            match (p.first() < x.first(), x.last() < p.last()) {
+                (false, false) => self.parts.clear(),
+                (true, false) => self.parts[0] = BlockRange::raw(p.first(), x.first() - 1),
+                (false, true) => self.parts[0] = BlockRange::raw(x.last() + 1, p.last()),
+                (true, true) => {
+                    self.parts[0] = BlockRange::raw(p.first(), x.first() - 1);
+                    self.parts.push(BlockRange::raw(x.last() + 1, p.last()));
+                }
+            }
+            return;
+        }
         // Linear search for the first overlapping part: the list is a handful of elements.
         let Some(start) = self.parts.iter().position(|p| p.last() >= r.first()) else { return };
         let mut end = start;

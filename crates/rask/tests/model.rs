@@ -99,3 +99,41 @@ fn structural_operations_all_happen() {
     assert!(s.merges > 0 && s.resplits > 0 && s.ranges_merged > 0, "{s:?}");
     assert!(s.fragmented_inserts > 0, "{s:?}");
 }
+
+/// Short ranges scattered 2³³ blocks apart: leaves hold entries whose offsets from the anchor do not fit the
+/// narrow 32-bit range encoding, so they switch to wide ranges and back as GC and splits rebuild them.
+#[test]
+fn sparse_ranges_across_wide_and_narrow_leaves_match_model() {
+    use rand::rngs::SmallRng;
+    use rand::{Rng, SeedableRng};
+    for seed in seeds() {
+        for cap in [2usize, 4, 16] {
+            let opts = Options::with_capacity(cap);
+            let mut rask: Rask<WriteRef> = Rask::new(opts.clone()).unwrap();
+            let mut model = Model::default();
+            let mut rng = SmallRng::seed_from_u64(seed ^ cap as u64);
+            for i in 0..1500 * scale() as u64 {
+                let first = rng.random_range(0..48u64) * (1 << 33) + rng.random_range(0..24u64);
+                let r = BlockRange::with_len(first, rng.random_range(1..=8)).unwrap();
+                match rng.random_range(0..10) {
+                    0..=5 => {
+                        rask.put(r, WriteRef::new(i, 0));
+                        model.put(r, WriteRef::new(i, 0));
+                    }
+                    6 => {
+                        rask.delete(r);
+                        model.delete(r);
+                    }
+                    _ => {
+                        let got = expand(&rask.get(r), r).unwrap();
+                        assert_eq!(got, model.get(r), "seed {seed} cap {cap} op {i} get {r:?}");
+                    }
+                }
+                rask.check_invariants().unwrap_or_else(|e| panic!("{e}: seed {seed} cap {cap} op {i}"));
+            }
+            let all: Vec<_> = rask.iter().collect();
+            let want: Vec<_> = model.blocks.iter().map(|(k, v)| (*k, *v)).collect();
+            assert_eq!(expand(&all, BlockRange::FULL).unwrap(), want, "seed {seed} cap {cap}");
+        }
+    }
+}

@@ -12,10 +12,12 @@
 //!
 //! This is our own ~150 lines rather than `crossbeam-epoch` because the concurrent index is tested under the
 //! `shuttle` scheduler, which must see every synchronization point: crossbeam's thread-local participant handles
-//! and its internal std atomics are invisible to it. Slots are claimed per pin (a CAS on a fixed array, usually
-//! the first free slot), so there are no thread-locals at all; with a handful of threads the scan is a cache line.
+//! and its internal std atomics are invisible to it. Slots are claimed per pin (a CAS on a fixed array), each
+//! slot on its own cache lines; a thread starts its scan at the slot of its thread hint, so threads that pin on
+//! every operation do not bounce one line between cores. The hint is only a starting point (any free slot will
+//! do), so correctness never depends on it.
 
-use super::sync::{AtomicU64, AtomicUsize, Mutex, Ordering, backoff};
+use super::sync::{AtomicU64, AtomicUsize, CachePadded, Mutex, Ordering, backoff, thread_hint};
 
 const SLOTS: usize = 64;
 const INACTIVE: u64 = 0;
@@ -35,7 +37,7 @@ unsafe impl Send for Retired {}
 /// The collector: global epoch, participant slots and garbage.
 pub(crate) struct Collector {
     global: AtomicU64,
-    slots: Box<[AtomicU64]>,
+    slots: Box<[CachePadded<AtomicU64>]>,
     garbage: Mutex<Vec<(u64, Retired)>>,
     retired_since: AtomicUsize,
 }
@@ -50,7 +52,7 @@ impl Collector {
     pub(crate) fn new() -> Collector {
         Collector {
             global: AtomicU64::new(1),
-            slots: (0..SLOTS).map(|_| AtomicU64::new(INACTIVE)).collect(),
+            slots: (0..SLOTS).map(|_| CachePadded(AtomicU64::new(INACTIVE))).collect(),
             garbage: Mutex::new(Vec::new()),
             retired_since: AtomicUsize::new(0),
         }
@@ -59,8 +61,14 @@ impl Collector {
     /// Pins the calling thread.
     pub(crate) fn pin(&self) -> Guard<'_> {
         let mut spins = 0;
+        let start = thread_hint() % SLOTS;
         loop {
-            for (i, slot) in self.slots.iter().enumerate() {
+            for k in 0..SLOTS {
+                let i = (start + k) % SLOTS;
+                let slot = &self.slots[i];
+                if slot.load(Ordering::Relaxed) != INACTIVE {
+                    continue;
+                }
                 let e = self.global.load(Ordering::SeqCst);
                 if slot.compare_exchange(INACTIVE, e, Ordering::SeqCst, Ordering::SeqCst).is_ok() {
                     // Announce, then make sure the announcement is of the current epoch.

@@ -5,18 +5,18 @@ mod leaf;
 mod stats;
 mod sync;
 
+use std::cell::RefCell;
 use std::ptr;
 
 use self::epoch::{Collector, Guard};
 use self::leaf::{Body, CLeaf, Version, in_flux, is_deleted, merge_changed, same_version};
-use self::stats::AtomicStats;
-use self::sync::{Ordering, RwLock, backoff};
+use self::stats::ShardedStats;
+use self::sync::{Ordering, ShardedRwLock, backoff};
 use crate::gc::{LtMap, lightweight_marks, normal_gc, normal_gc_with};
 use crate::internal::{Art, InternalIndex};
 use crate::merge::merge_arrays;
-use crate::search::ablation_search;
+use crate::search::{ReadScratch, ablation_search_idx};
 use crate::split::{Entries, split_entries, split_gced};
-use crate::unfound::UnfoundList;
 use crate::{BlockRange, Error, Options, RangeValue, Stats};
 
 /// A leaf pointer as stored in the internal index.
@@ -60,9 +60,9 @@ unsafe impl<V: Send + Sync> Sync for LeafPtr<V> {}
 pub struct ConcurrentRask<V: RangeValue + Send + Sync> {
     opts: Options,
     head: *mut CLeaf<V>,
-    index: RwLock<Art<LeafPtr<V>>>,
+    index: ShardedRwLock<Art<LeafPtr<V>>>,
     collector: Collector,
-    stats: AtomicStats,
+    stats: ShardedStats,
 }
 
 // SAFETY: all shared state is reached through atomics, locks, and leaves whose lifetime the collector manages.
@@ -70,8 +70,46 @@ unsafe impl<V: RangeValue + Send + Sync> Send for ConcurrentRask<V> {}
 // SAFETY: as above.
 unsafe impl<V: RangeValue + Send + Sync> Sync for ConcurrentRask<V> {}
 
-/// Leaves an insert left locked that must be released together.
-type Locked<V> = Vec<*mut CLeaf<V>>;
+/// Leaves an insert left locked that must be released together: nearly always one (two or three after a split or
+/// resplit), so they are kept inline and a put does not allocate; more spill to a vector.
+struct Locked<V> {
+    inline: [*mut CLeaf<V>; 3],
+    n: usize,
+    spill: Vec<*mut CLeaf<V>>,
+}
+
+impl<V> Locked<V> {
+    fn one(p: *mut CLeaf<V>) -> Self {
+        Locked { inline: [p, ptr::null_mut(), ptr::null_mut()], n: 1, spill: Vec::new() }
+    }
+
+    fn push(&mut self, p: *mut CLeaf<V>) {
+        if self.spill.is_empty() && self.n < self.inline.len() {
+            self.inline[self.n] = p;
+            self.n += 1;
+        } else {
+            if self.spill.is_empty() {
+                self.spill.extend_from_slice(&self.inline[..self.n]);
+            }
+            self.spill.push(p);
+        }
+    }
+
+    fn as_slice(&self) -> &[*mut CLeaf<V>] {
+        if self.spill.is_empty() { &self.inline[..self.n] } else { &self.spill }
+    }
+
+    fn swap_remove(&mut self, i: usize) -> *mut CLeaf<V> {
+        if self.spill.is_empty() {
+            let p = self.inline[i];
+            self.n -= 1;
+            self.inline[i] = self.inline[self.n];
+            p
+        } else {
+            self.spill.swap_remove(i)
+        }
+    }
+}
 
 impl<V: RangeValue + Send + Sync> ConcurrentRask<V> {
     /// An empty index. Fails if `opts` does not validate.
@@ -83,9 +121,9 @@ impl<V: RangeValue + Send + Sync> ConcurrentRask<V> {
         Ok(ConcurrentRask {
             opts,
             head,
-            index: RwLock::new(index),
+            index: ShardedRwLock::new(index),
             collector: Collector::new(),
-            stats: AtomicStats::default(),
+            stats: ShardedStats::default(),
         })
     }
 
@@ -97,25 +135,33 @@ impl<V: RangeValue + Send + Sync> ConcurrentRask<V> {
     /// See [`Rask::put`](crate::Rask::put).
     pub fn put(&self, range: BlockRange, value: V) {
         if value.is_tombstone() {
-            self.stats.deletes.fetch_add(1, Ordering::Relaxed);
+            self.stats.local().deletes.fetch_add(1, Ordering::Relaxed);
         } else {
-            self.stats.puts.fetch_add(1, Ordering::Relaxed);
+            self.stats.local().puts.fetch_add(1, Ordering::Relaxed);
         }
         self.insert(range, value);
     }
 
     /// See [`Rask::delete`](crate::Rask::delete).
     pub fn delete(&self, range: BlockRange) {
-        self.stats.deletes.fetch_add(1, Ordering::Relaxed);
+        self.stats.local().deletes.fetch_add(1, Ordering::Relaxed);
         self.insert(range, V::tombstone());
     }
 
     /// See [`Rask::get_with`](crate::Rask::get_with). Each leaf is read consistently; see the type comment.
-    pub fn get_with(&self, range: BlockRange, mut visit: impl FnMut(BlockRange, &V)) {
-        self.stats.gets.fetch_add(1, Ordering::Relaxed);
+    pub fn get_with(&self, range: BlockRange, visit: impl FnMut(BlockRange, &V)) {
+        thread_local!(static READ: RefCell<ReadScratch> = RefCell::new(ReadScratch::default()));
+        self.stats.local().gets.fetch_add(1, Ordering::Relaxed);
+        let mut visit = visit;
+        READ.with(|cell| match cell.try_borrow_mut() {
+            Ok(mut s) => self.get_in(range, &mut visit, &mut s),
+            // A get from inside a visitor on this thread: the outer get holds the buffers.
+            Err(_) => self.get_in(range, &mut visit, &mut ReadScratch::default()),
+        });
+    }
+
+    fn get_in(&self, range: BlockRange, visit: &mut impl FnMut(BlockRange, &V), s: &mut ReadScratch) {
         let guard = self.collector.pin();
-        let mut unfound = UnfoundList::new();
-        let mut found: Vec<(BlockRange, V)> = Vec::new();
         let mut pos = range.first();
         let mut leaf = self.locate(pos, &guard);
         loop {
@@ -128,8 +174,8 @@ impl<V: RangeValue + Send + Sync> ConcurrentRask<V> {
                 continue;
             }
             if in_flux(h1) {
-                let mut s = 0;
-                backoff(&mut s);
+                let mut spins = 0;
+                backoff(&mut spins);
                 continue;
             }
             let next = l.next.load(Ordering::Acquire);
@@ -145,21 +191,34 @@ impl<V: RangeValue + Send + Sync> ConcurrentRask<V> {
             }
             let end = space_end(next);
             let space = BlockRange::raw(pos, range.last().min(end));
-            unfound.reset(space);
-            found.clear();
+            s.unfound.reset(space);
+            s.found.clear();
             let (ranges, values) = body.entries();
-            ablation_search(ranges, values, &mut unfound, &mut found);
+            ablation_search_idx(
+                ranges.len(),
+                |i| ranges[i],
+                |i| values[i].is_tombstone(),
+                &mut s.unfound,
+                &mut s.found,
+            );
             let h2 = l.header();
             if !same_version(h1, h2) {
-                self.stats.read_retries.fetch_add(1, Ordering::Relaxed);
+                self.stats.local().read_retries.fetch_add(1, Ordering::Relaxed);
                 if merge_changed(h1, h2) || is_deleted(h2) {
                     leaf = self.locate(pos, &guard);
                 }
                 continue;
             }
-            found.sort_unstable_by_key(|(r, _)| r.first());
-            for (r, v) in &found {
-                visit(*r, v);
+            // The body we searched stays allocated under the guard and its published prefix never changes, so
+            // the recorded entries are still the ones the validated snapshot saw.
+            s.found.sort_unstable_by_key(|(r, _)| r.first());
+            for &(x, i) in &s.found {
+                let (r, v) = (ranges[i as usize], &values[i as usize]);
+                if x == r {
+                    visit(x, v);
+                } else {
+                    visit(x, &v.divide(r, x));
+                }
             }
             if end >= range.last() || next.is_null() {
                 return;
@@ -200,15 +259,14 @@ impl<V: RangeValue + Send + Sync> ConcurrentRask<V> {
 
     /// Number of leaves.
     pub fn leaf_count(&self) -> usize {
-        self.index.read().unwrap_or_else(|p| p.into_inner()).len()
+        self.index.read().len()
     }
 
     /// Bytes held by leaves, bodies, internal nodes and not-yet-freed garbage headers. Exact when no operation
     /// runs concurrently.
     pub fn memory_usage(&self) -> usize {
         let guard = self.collector.pin();
-        let mut total =
-            size_of::<Self>() + self.index.read().unwrap_or_else(|p| p.into_inner()).memory_usage();
+        let mut total = size_of::<Self>() + self.index.read().memory_usage();
         let mut leaf = self.head;
         while !leaf.is_null() {
             // SAFETY: reachable under `guard`.
@@ -227,7 +285,7 @@ impl<V: RangeValue + Send + Sync> ConcurrentRask<V> {
     /// list (out of deleted leaves through `prev`, then right while the next anchor is `<= key`).
     fn locate(&self, key: u64, _guard: &Guard<'_>) -> *mut CLeaf<V> {
         let mut leaf = {
-            let index = self.index.read().unwrap_or_else(|p| p.into_inner());
+            let index = self.index.read();
             index.predecessor(key).map_or(self.head, |(_, p)| p.0)
         };
         loop {
@@ -281,7 +339,7 @@ impl<V: RangeValue + Send + Sync> ConcurrentRask<V> {
             let end = space_end(next);
             if range.last() <= end {
                 let locked = self.insert_locked(leaf, range, value, fragmented, tomb, &guard);
-                unlock_all(&locked);
+                unlock_all(locked.as_slice());
                 return;
             }
             let part = BlockRange::raw(range.first(), end);
@@ -295,17 +353,18 @@ impl<V: RangeValue + Send + Sync> ConcurrentRask<V> {
             // A resplit may have moved a boundary past `part`: continue in a locked leaf holding `rest.first()` if
             // there is one; otherwise hand over from the leaf holding `part.last()` to its next leaf: lock the
             // next leaf before releasing the current ones.
-            let next = match locked.iter().position(|&p| holds(p, rest.first())) {
+            let next = match locked.as_slice().iter().position(|&p| holds(p, rest.first())) {
                 Some(i) => locked.swap_remove(i),
                 None => {
-                    let holder = locked.iter().copied().find(|&p| holds(p, part.last())).unwrap_or(leaf);
+                    let holder =
+                        locked.as_slice().iter().copied().find(|&p| holds(p, part.last())).unwrap_or(leaf);
                     // SAFETY: locked; its next leaf is live (unlinking it needs the holder's lock).
                     let next = unsafe { &*holder }.next.load(Ordering::Acquire);
                     unsafe { &*next }.lock();
                     next
                 }
             };
-            unlock_all(&locked);
+            unlock_all(locked.as_slice());
             leaf = next;
             range = rest;
             value = rv;
@@ -329,19 +388,19 @@ impl<V: RangeValue + Send + Sync> ConcurrentRask<V> {
         // SAFETY: locked by the caller.
         let l = unsafe { &*leaf };
         if fragmented {
-            self.stats.fragmented_inserts.fetch_add(1, Ordering::Relaxed);
+            self.stats.local().fragmented_inserts.fetch_add(1, Ordering::Relaxed);
         }
         if fragmented || tomb {
             l.set_n_frag(l.n_frag().saturating_add(1));
         }
         if self.body(l).len() >= cap && !self.lightweight_gc(l) {
             // Second stage with the incoming entry included; its result fits or feeds the split directly.
-            self.stats.gc_normal.fetch_add(1, Ordering::Relaxed);
+            self.stats.local().gc_normal.fetch_add(1, Ordering::Relaxed);
             let (ranges, values) = self.body(l).entries();
             let gc = normal_gc_with(ranges, values, Some((part, v)));
             #[cfg(feature = "invariants")]
             crate::invariants::check_no_covered(&gc.kept);
-            self.stats.gc_reclaimed.fetch_add(gc.dropped as u64, Ordering::Relaxed);
+            self.stats.local().gc_reclaimed.fetch_add(gc.dropped as u64, Ordering::Relaxed);
             if gc.kept.len() <= cap {
                 l.bump(Version::Gc);
                 self.replace_body(l, gc.kept);
@@ -362,7 +421,7 @@ impl<V: RangeValue + Send + Sync> ConcurrentRask<V> {
         if l.n_frag() as usize > self.opts.merge_threshold {
             return self.merge_resplit(leaf, guard);
         }
-        vec![leaf]
+        Locked::one(leaf)
     }
 
     fn body<'a>(&self, l: &'a CLeaf<V>) -> &'a Body<V> {
@@ -381,14 +440,14 @@ impl<V: RangeValue + Send + Sync> ConcurrentRask<V> {
 
     /// First GC stage under the leaf lock (new body swapped in under `V_GC`); whether it freed anything.
     fn lightweight_gc(&self, l: &CLeaf<V>) -> bool {
-        self.stats.gc_lightweight.fetch_add(1, Ordering::Relaxed);
+        self.stats.local().gc_lightweight.fetch_add(1, Ordering::Relaxed);
         let (ranges, values) = self.body(l).entries();
         let (mut lt, mut dead) = (LtMap::default(), Vec::new());
         let freed = lightweight_marks(ranges, &mut lt, &mut dead);
         if freed == 0 {
             return false;
         }
-        self.stats.gc_reclaimed.fetch_add(freed as u64, Ordering::Relaxed);
+        self.stats.local().gc_reclaimed.fetch_add(freed as u64, Ordering::Relaxed);
         let kept: Entries<V> = ranges
             .iter()
             .zip(values)
@@ -404,10 +463,10 @@ impl<V: RangeValue + Send + Sync> ConcurrentRask<V> {
 
     /// Normal GC for merge/resplit: returns the surviving entries without touching the leaf.
     fn normal_gc_entries(&self, l: &CLeaf<V>) -> Entries<V> {
-        self.stats.gc_normal.fetch_add(1, Ordering::Relaxed);
+        self.stats.local().gc_normal.fetch_add(1, Ordering::Relaxed);
         let (ranges, values) = self.body(l).entries();
         let gc = normal_gc(ranges, values);
-        self.stats.gc_reclaimed.fetch_add(gc.dropped as u64, Ordering::Relaxed);
+        self.stats.local().gc_reclaimed.fetch_add(gc.dropped as u64, Ordering::Relaxed);
         gc.kept
     }
 
@@ -466,14 +525,16 @@ impl<V: RangeValue + Send + Sync> ConcurrentRask<V> {
         self.replace_body(l, first);
         l.set_n_frag(0);
         if !new.is_empty() {
-            let mut index = self.index.write().unwrap_or_else(|p| p.into_inner());
+            let mut index = self.index.write();
             for &n in &new {
                 // SAFETY: locked by us.
                 index.insert(unsafe { (*n).anchor }, LeafPtr(n));
             }
         }
-        let mut all = vec![leaf];
-        all.extend(new);
+        let mut all = Locked::one(leaf);
+        for n in new {
+            all.push(n);
+        }
         all
     }
 
@@ -488,18 +549,18 @@ impl<V: RangeValue + Send + Sync> ConcurrentRask<V> {
             // SAFETY: `prev` of a locked, live leaf is live (unlinking it needs our lock via its next pointer).
             let p = unsafe { &*prev };
             if !p.try_lock() {
-                return vec![leaf];
+                return Locked::one(leaf);
             }
             if is_deleted(p.header()) || p.next.load(Ordering::Acquire) != leaf {
                 p.unlock();
-                return vec![leaf];
+                return Locked::one(leaf);
             }
             (prev, leaf)
         } else {
             let next = me.next.load(Ordering::Acquire);
             if next.is_null() {
                 me.set_n_frag(0);
-                return vec![leaf];
+                return Locked::one(leaf);
             }
             // Left-to-right: a blocking lock is safe.
             unsafe { &*next }.lock();
@@ -510,7 +571,7 @@ impl<V: RangeValue + Send + Sync> ConcurrentRask<V> {
         let le = self.normal_gc_entries(lref);
         let re = self.normal_gc_entries(rref);
         let (merged, joined) = merge_arrays(le, re, rref.anchor);
-        self.stats.ranges_merged.fetch_add(joined, Ordering::Relaxed);
+        self.stats.local().ranges_merged.fetch_add(joined, Ordering::Relaxed);
         // The right leaf goes away either way: merged into the left one, or replaced by the resplit's new right
         // leaves (anchors never change in place).
         lref.bump(Version::Merge);
@@ -518,16 +579,16 @@ impl<V: RangeValue + Send + Sync> ConcurrentRask<V> {
         self.unlink_right(lref, rref);
         rref.mark_deleted();
         let locked = if merged.len() <= self.opts.leaf_capacity {
-            self.stats.merges.fetch_add(1, Ordering::Relaxed);
+            self.stats.local().merges.fetch_add(1, Ordering::Relaxed);
             self.replace_body(lref, merged);
             lref.set_n_frag(0);
-            vec![left]
+            Locked::one(left)
         } else {
-            self.stats.resplits.fetch_add(1, Ordering::Relaxed);
+            self.stats.local().resplits.fetch_add(1, Ordering::Relaxed);
             self.split_into(left, merged, true)
         };
         {
-            let mut index = self.index.write().unwrap_or_else(|p| p.into_inner());
+            let mut index = self.index.write();
             if index.get(rref.anchor).is_some_and(|p| p.0 == right) {
                 index.remove(rref.anchor);
             }
@@ -555,7 +616,7 @@ impl<V: RangeValue + Send + Sync> ConcurrentRask<V> {
     /// [`Rask::check_invariants`](crate::Rask::check_invariants).
     pub fn check_invariants(&self) -> Result<(), String> {
         let guard = self.collector.pin();
-        let index = self.index.read().unwrap_or_else(|p| p.into_inner());
+        let index = self.index.read();
         let mut leaf = self.head;
         let mut prev: *mut CLeaf<V> = ptr::null_mut();
         let mut count = 0;

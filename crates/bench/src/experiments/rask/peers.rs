@@ -12,6 +12,10 @@
 //!   divide values, so it stores the write's origin block (`first - offset`) and rebuilds offsets on reads.
 //! - `interval-tree`: an augmented treap of every range ever written, covered ones included (the paper's interval/
 //!   segment tree baseline); a read resolves the newest range per block.
+//!
+//! No peer allocates per operation beyond what its map needs: scratch buffers are fields, reused like RASK's (an
+//! earlier version allocated a fresh Unfound List per Lazy/interval-tree read and a key vector per Eager write,
+//! which slowed those peers for no reason of their design).
 
 use std::collections::BTreeMap;
 
@@ -22,6 +26,10 @@ use rask::{BlockRange, LeafHandle, RangeValue, Rask, WriteRef};
 pub trait RangeIndex {
     fn put(&mut self, r: BlockRange, v: WriteRef);
     fn get(&mut self, r: BlockRange) -> usize;
+    /// A one-line description of the final structure, for the report's notes.
+    fn summary(&self) -> Option<String> {
+        None
+    }
 }
 
 impl<I: InternalIndex<LeafHandle>> RangeIndex for Rask<WriteRef, I> {
@@ -32,6 +40,26 @@ impl<I: InternalIndex<LeafHandle>> RangeIndex for Rask<WriteRef, I> {
         let mut n = 0;
         self.get_with(r, |_, _| n += 1);
         n
+    }
+    fn summary(&self) -> Option<String> {
+        let s = self.stats();
+        Some(format!(
+            "{} leaves, {} stored entries, {} live pieces; GC lightweight {} normal {} reclaimed {}; splits {} \
+             (median {}, second {}); merges {} resplits {} joined {}; fragmented inserts {}",
+            self.leaf_count(),
+            self.entry_count(),
+            self.len(),
+            s.gc_lightweight,
+            s.gc_normal,
+            s.gc_reclaimed,
+            s.splits,
+            s.median_splits,
+            s.second_splits,
+            s.merges,
+            s.resplits,
+            s.ranges_merged,
+            s.fragmented_inserts
+        ))
     }
 }
 
@@ -66,11 +94,11 @@ impl RangeIndex for Eager {
                 self.0.insert(r.last() + 1, (l, old.divide(whole, tail)));
             }
         }
-        let inside: Vec<u64> = self.0.range(r.first()..=r.last()).map(|(k, _)| *k).collect();
-        for f in inside {
-            if let Some((l, old)) = self.0.remove(&f)
-                && l > r.last()
-            {
+        // Pieces starting inside r: removed, the last one's tail (if it sticks out) kept. One lookup per piece,
+        // no buffer: the tail is re-inserted past r, outside the range scanned.
+        while let Some((&f, &(l, old))) = self.0.range(r.first()..=r.last()).next() {
+            self.0.remove(&f);
+            if l > r.last() {
                 let whole = BlockRange::new(f, l).unwrap_or(r);
                 let tail = BlockRange::new(r.last() + 1, l).unwrap_or(r);
                 self.0.insert(r.last() + 1, (l, old.divide(whole, tail)));
@@ -96,18 +124,22 @@ pub struct Lazy {
     seq: u64,
     max_len: u64,
     scratch: Vec<(u64, BlockRange)>,
+    covered: Vec<(u64, u64)>,
+    unfound: rask::UnfoundList,
 }
 
 impl RangeIndex for Lazy {
     fn put(&mut self, r: BlockRange, v: WriteRef) {
-        let covered: Vec<(u64, u64)> = self
-            .map
-            .range((r.first(), 0)..=(r.last(), u64::MAX))
-            .filter(|(_, (l, _))| *l <= r.last())
-            .map(|(k, _)| *k)
-            .collect();
-        for k in covered {
-            self.map.remove(&k);
+        // Buffers are reused so neither put nor get allocates (as RASK's do not).
+        self.covered.clear();
+        self.covered.extend(
+            self.map
+                .range((r.first(), 0)..=(r.last(), u64::MAX))
+                .filter(|(_, (l, _))| *l <= r.last())
+                .map(|(k, _)| *k),
+        );
+        for k in &self.covered {
+            self.map.remove(k);
         }
         self.seq += 1;
         self.max_len = self.max_len.max(r.len());
@@ -123,12 +155,11 @@ impl RangeIndex for Lazy {
         }
         // Newest first, ablating the target (the same resolution RASK does inside a leaf).
         self.scratch.sort_unstable_by_key(|e| std::cmp::Reverse(e.0));
-        let mut unfound = rask::UnfoundList::new();
-        unfound.reset(r);
+        self.unfound.reset(r);
         let mut n = 0;
         for (_, x) in &self.scratch {
-            unfound.ablate(*x, |_| n += 1);
-            if unfound.is_empty() {
+            self.unfound.ablate(*x, |_| n += 1);
+            if self.unfound.is_empty() {
                 break;
             }
         }
@@ -157,6 +188,7 @@ pub struct IntervalTree {
     seq: u64,
     rng: u64,
     scratch: Vec<(u64, BlockRange)>,
+    unfound: rask::UnfoundList,
 }
 
 const NONE: u32 = u32::MAX;
@@ -263,12 +295,11 @@ impl RangeIndex for IntervalTree {
         self.scratch.clear();
         self.collect(self.root, r);
         self.scratch.sort_unstable_by_key(|e| std::cmp::Reverse(e.0));
-        let mut unfound = rask::UnfoundList::new();
-        unfound.reset(r);
+        self.unfound.reset(r);
         let mut n = 0;
         for (_, x) in &self.scratch {
-            unfound.ablate(*x, |_| n += 1);
-            if unfound.is_empty() {
+            self.unfound.ablate(*x, |_| n += 1);
+            if self.unfound.is_empty() {
                 break;
             }
         }
