@@ -98,14 +98,22 @@ impl DataFiles {
     /// checkpoint's) in order. A sealed file whose batches are all at or below `after` is not read beyond its
     /// footer. A torn batch at the end of the newest file is cut off; an invalid batch anywhere else is
     /// corruption.
-    pub fn open(fs: Arc<dyn Fs>, dir: &Path, after: u64) -> Result<(DataFiles, Vec<RecoveredBatch>)> {
+    ///
+    /// With `read_only` nothing is changed: files are opened read-only and a torn tail is left in place.
+    pub fn open(
+        fs: Arc<dyn Fs>,
+        dir: &Path,
+        after: u64,
+        read_only: bool,
+    ) -> Result<(DataFiles, Vec<RecoveredBatch>)> {
+        let mode = if read_only { OpenMode::ReadOnly } else { OpenMode::ReadWrite };
         let mut ids: Vec<u32> = fs.list_dir(dir)?.iter().filter_map(|n| parse_data_file_name(n)).collect();
         ids.sort_unstable();
         let mut files = BTreeMap::new();
         let mut batches = Vec::new();
         let mut last_seq = 0;
         for (i, &id) in ids.iter().enumerate() {
-            let f = fs.open(&vfs::join(dir, &data_file_name(id)), OpenMode::ReadWrite)?;
+            let f = fs.open(&vfs::join(dir, &data_file_name(id)), mode)?;
             let len = f.len()?;
             let footer = if len >= FOOTER_LEN as u64 {
                 let mut b = [0u8; FOOTER_LEN];
@@ -166,8 +174,10 @@ impl DataFiles {
                         pos = next;
                     }
                     None if i + 1 == ids.len() && footer.is_none() => {
-                        f.set_len(pos)?;
-                        f.sync_data()?;
+                        if !read_only {
+                            f.set_len(pos)?;
+                            f.sync_data()?;
+                        }
                         break;
                     }
                     None => {
@@ -368,6 +378,11 @@ impl DataFiles {
                 })
             })
             .collect()
+    }
+
+    /// Forgets data file `id` without deleting it (read-only inspection of a file an interrupted collection left).
+    pub fn forget(&mut self, id: u32) {
+        self.files.remove(&id);
     }
 
     /// Deletes data file `id`. The caller syncs the directory. REQUIRES: nothing durable references it.

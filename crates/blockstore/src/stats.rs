@@ -25,6 +25,10 @@ pub struct Stats {
     pub recovered_batches: u64,
     /// Journal records replayed at open.
     pub recovered_journal_records: u64,
+    /// Bytes appended to the journal (records of writes and deletes).
+    pub journal_bytes_written: u64,
+    /// Bytes appended to data files (batches of flushes and of garbage collection, and footers excluded).
+    pub data_bytes_written: u64,
     /// Index pieces loaded from the checkpoint at open.
     pub recovered_checkpoint_pieces: u64,
     /// Index checkpoints written.

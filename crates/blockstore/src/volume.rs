@@ -89,6 +89,10 @@ pub struct VolumeInfo {
     pub name: String,
     /// Size in bytes.
     pub size: u64,
+    /// Records in the journal.
+    pub journal_records: u64,
+    /// Leaves of the index.
+    pub index_leaves: usize,
     /// Live mapping pieces in the index.
     pub index_pieces: usize,
     /// Entries stored in the index (including superseded ones not yet collected).
@@ -137,6 +141,22 @@ impl Volume {
 
     /// Opens and recovers volume `name`.
     pub(crate) fn open(fs: Arc<dyn Fs>, store: &Path, name: &str, opts: Options) -> Result<Volume> {
+        Volume::open_mode(fs, store, name, opts, false)
+    }
+
+    /// Opens volume `name` for inspection: recovery runs in memory only (no torn tail is cut, no file removed)
+    /// and every write or flush fails.
+    pub(crate) fn open_read_only(fs: Arc<dyn Fs>, store: &Path, name: &str, opts: Options) -> Result<Volume> {
+        Volume::open_mode(fs, store, name, opts, true)
+    }
+
+    fn open_mode(
+        fs: Arc<dyn Fs>,
+        store: &Path,
+        name: &str,
+        opts: Options,
+        read_only: bool,
+    ) -> Result<Volume> {
         opts.validate()?;
         let dir = volume_dir(store, name);
         let meta_path = vfs::join(&dir, "meta");
@@ -160,7 +180,7 @@ impl Volume {
             None
         };
         let after = ckpt.as_ref().map_or(0, |c| c.batch_seq);
-        let (mut data, batches) = DataFiles::open(fs.clone(), &dir, after)?;
+        let (mut data, batches) = DataFiles::open(fs.clone(), &dir, after, read_only)?;
         let mut last_journal_seq = 0;
         let mut checkpoint_len = 0;
         if let Some(c) = &ckpt {
@@ -169,8 +189,12 @@ impl Volume {
             let mut removed = false;
             for (id, _) in data.written() {
                 if id < c.current_file && c.files.binary_search_by_key(&id, |&(f, _)| f).is_err() {
-                    data.remove(id)?;
-                    removed = true;
+                    if read_only {
+                        data.forget(id);
+                    } else {
+                        data.remove(id)?;
+                        removed = true;
+                    }
                 }
             }
             if removed {
@@ -201,7 +225,16 @@ impl Volume {
         for (r, loc) in index.iter() {
             *live.entry(loc.file).or_default() += r.len();
         }
-        let (journal, records) = Journal::open(fs.open(&vfs::join(&dir, "journal"), OpenMode::ReadWrite)?)?;
+        for (&id, &n) in &live {
+            if n > data.written_blocks(id) {
+                return Err(Error::Corruption(format!(
+                    "the index maps {n} blocks to data file {id}, which holds {}",
+                    data.written_blocks(id)
+                )));
+            }
+        }
+        let jmode = if read_only { OpenMode::ReadOnly } else { OpenMode::ReadWrite };
+        let (journal, records) = Journal::open(fs.open(&vfs::join(&dir, "journal"), jmode)?, read_only)?;
         let mut cache = SegmentCache::default();
         let mut next_journal_seq = last_journal_seq + 1;
         for (seq, op) in records {
@@ -237,11 +270,12 @@ impl Volume {
             last_checkpoint_bytes: checkpoint_len,
             checkpoint_seq: after,
             gc_due: false,
-            poisoned: None,
+            poisoned: read_only.then(|| "opened read-only for inspection".to_string()),
             stats,
         };
         let mut state = state;
-        state.gc_due = state.opts.gc_live_percent > 0
+        state.gc_due = !read_only
+            && state.opts.gc_live_percent > 0
             && state.gc_candidates(state.opts.gc_live_percent).next().is_some();
         Ok(Volume {
             name: name.to_string(),
@@ -405,9 +439,25 @@ impl Volume {
         Ok(out)
     }
 
+    /// Reads and verifies every compression unit the index references (checksums, lengths, LZ4 streams).
+    /// Returns the number of units checked; the first bad one is an error.
+    pub fn verify(&self) -> Result<u64> {
+        let s = self.lock();
+        let mut seen = std::collections::HashSet::new();
+        for (r, loc) in s.index.iter() {
+            if seen.insert((loc.file, loc.unit_offset)) {
+                let unit = s.data.read_unit(&loc)?;
+                if (u64::from(loc.block_in_unit) + r.len()) * BLOCK_SIZE as u64 > unit.len() as u64 {
+                    return Err(Error::Corruption(format!("index piece {r:?} runs past its unit")));
+                }
+            }
+        }
+        Ok(seen.len() as u64)
+    }
+
     /// The current counters.
     pub fn stats(&self) -> Stats {
-        self.lock().stats
+        self.lock().current_stats()
     }
 
     /// A summary for tools.
@@ -416,6 +466,8 @@ impl Volume {
         Ok(VolumeInfo {
             name: self.name.clone(),
             size: self.size,
+            journal_records: s.journal.records(),
+            index_leaves: s.index.leaf_count(),
             index_pieces: s.index.len(),
             index_entries: s.index.entry_count(),
             index_memory: s.index.memory_usage(),
@@ -423,7 +475,7 @@ impl Volume {
             journal_bytes: s.journal.len(),
             data_files: s.data.infos(|id| s.live.get(&id).copied().unwrap_or(0))?,
             checkpoint_seq: s.checkpoint_seq(),
-            stats: s.stats,
+            stats: s.current_stats(),
         })
     }
 
@@ -609,6 +661,14 @@ impl State {
         let pct = self.opts.gc_live_percent;
         self.gc_due = pct > 0 && self.gc_candidates(pct).next().is_some();
         Ok(())
+    }
+
+    fn current_stats(&self) -> Stats {
+        Stats {
+            journal_bytes_written: self.journal.appended(),
+            data_bytes_written: self.data.appended(),
+            ..self.stats
+        }
     }
 
     /// Counts the batch bytes appended since `before` (a `DataFiles::appended` reading) towards the next

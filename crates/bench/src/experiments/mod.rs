@@ -2,6 +2,7 @@
 
 use crate::Experiment;
 
+mod blockstore;
 mod bptree;
 mod flexfile;
 mod flextree;
@@ -22,6 +23,7 @@ pub fn all() -> Vec<&'static dyn Experiment> {
         &lsm::Lsm,
         &gloran_index::GloranIndex,
         &nbd::Nbd,
+        &blockstore::BlockStoreBench,
     ]
 }
 
