@@ -1,10 +1,12 @@
 //! Append-only data files: batches of CW-aligned compression units (§2.1 step 5, §3.2).
 //!
-//! A segment-cache flush appends one *batch* to the volume's current data file: a header with the batch's index
-//! operations (deletes, then one put per CW) followed by the units. The units are written and synced first, the
-//! header after them and synced again, so a header that passes its CRC proves its units are durable; recovery
-//! scans headers forward and cuts a torn last batch off. A data file is sealed once it passes
-//! `Options::data_file_bytes` and a new one is started.
+//! A segment-cache flush (or a garbage-collection relocation) appends one *batch* to the volume's current data
+//! file: a header with the batch's index operations (deletes, then one put per CW) followed by the units. The units
+//! are written and synced first, the header after them and synced again, so a header that passes its CRC proves
+//! its units are durable; recovery scans headers forward and cuts a torn last batch off. A data file is sealed
+//! once it passes `Options::data_file_bytes`: a footer (first and last batch sequence numbers, blocks written) is
+//! appended and synced before the next file is created, so recovery can skip a sealed file whose batches are all
+//! older than the index checkpoint without reading any of them.
 //!
 //! Units (§3.2, "CU alignment"): a CW longer than four blocks is compressed whole as one unit (cut at
 //! `max_unit_blocks`); shorter CWs are packed, in address order, into units of at most four blocks, the paper's
@@ -19,7 +21,8 @@ use vfs::{File, Fs, OpenMode};
 
 use crate::cache::Cw;
 use crate::format::{
-    BATCH_HEADER_LEN, BatchHeader, BatchOp, OP_LEN, UNIT_HEADER_LEN, decode_unit, encode_unit,
+    BATCH_HEADER_LEN, BatchHeader, BatchOp, FOOTER_LEN, Footer, OP_LEN, UNIT_HEADER_LEN, decode_unit,
+    encode_unit,
 };
 use crate::location::Location;
 use crate::{BLOCK_SIZE, Error, Result};
@@ -38,15 +41,46 @@ pub struct RecoveredBatch {
     pub ops: Vec<BatchOp>,
 }
 
+/// What the volume knows about one data file.
+#[derive(Debug)]
+struct FileState {
+    f: Arc<dyn File>,
+    /// Bytes of batches (the footer, if any, follows).
+    len: u64,
+    /// Blocks put into the file by its batches.
+    written_blocks: u64,
+    first_seq: u64,
+    last_seq: u64,
+    batches: u32,
+    /// The footer is written: no more batches go here.
+    sealed: bool,
+}
+
+/// A data file as reported to tools.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DataFileInfo {
+    /// File number.
+    pub id: u32,
+    /// Bytes on disk (batches and footer).
+    pub bytes: u64,
+    /// Blocks put into the file by its batches.
+    pub written_blocks: u64,
+    /// Blocks the index still maps to the file.
+    pub live_blocks: u64,
+    /// Whether the file is sealed (has its footer; only sealed files are collected).
+    pub sealed: bool,
+}
+
 /// The data files of one volume.
 #[derive(Debug)]
 pub struct DataFiles {
     fs: Arc<dyn Fs>,
     dir: PathBuf,
-    files: BTreeMap<u32, Arc<dyn File>>,
+    files: BTreeMap<u32, FileState>,
     current: u32,
-    current_len: u64,
     next_seq: u64,
+    /// Bytes of batches appended since open.
+    appended: u64,
 }
 
 /// The file name of data file `n`.
@@ -54,26 +88,72 @@ pub fn data_file_name(n: u32) -> String {
     format!("data-{n:08}.dat")
 }
 
-fn parse_name(name: &str) -> Option<u32> {
-    name.strip_prefix("data-")?.strip_suffix(".dat")?.parse().ok()
+/// The number of a data file's name.
+pub fn parse_data_file_name(name: &str) -> Option<u32> {
+    name.strip_prefix("data-")?.strip_suffix(".dat")?.parse().ok().filter(|&n| n != 0 && n != u32::MAX)
 }
 
 impl DataFiles {
-    /// Opens every data file in `dir`, returning the batches in order. A torn batch at the end of the newest
-    /// file is cut off; an invalid batch anywhere else is corruption.
-    pub fn open(fs: Arc<dyn Fs>, dir: &Path) -> Result<(DataFiles, Vec<RecoveredBatch>)> {
-        let mut ids: Vec<u32> = fs.list_dir(dir)?.iter().filter_map(|n| parse_name(n)).collect();
+    /// Opens every data file in `dir`, returning the batches with a sequence number above `after` (the index
+    /// checkpoint's) in order. A sealed file whose batches are all at or below `after` is not read beyond its
+    /// footer. A torn batch at the end of the newest file is cut off; an invalid batch anywhere else is
+    /// corruption.
+    ///
+    /// With `read_only` nothing is changed: files are opened read-only and a torn tail is left in place.
+    pub fn open(
+        fs: Arc<dyn Fs>,
+        dir: &Path,
+        after: u64,
+        read_only: bool,
+    ) -> Result<(DataFiles, Vec<RecoveredBatch>)> {
+        let mode = if read_only { OpenMode::ReadOnly } else { OpenMode::ReadWrite };
+        let mut ids: Vec<u32> = fs.list_dir(dir)?.iter().filter_map(|n| parse_data_file_name(n)).collect();
         ids.sort_unstable();
         let mut files = BTreeMap::new();
         let mut batches = Vec::new();
-        let mut current_len = 0;
         let mut last_seq = 0;
         for (i, &id) in ids.iter().enumerate() {
-            let f = fs.open(&vfs::join(dir, &data_file_name(id)), OpenMode::ReadWrite)?;
+            let f = fs.open(&vfs::join(dir, &data_file_name(id)), mode)?;
             let len = f.len()?;
+            let footer = if len >= FOOTER_LEN as u64 {
+                let mut b = [0u8; FOOTER_LEN];
+                f.read_exact_at(&mut b, len - FOOTER_LEN as u64)?;
+                Footer::decode(&b, len)
+            } else {
+                None
+            };
+            let mut st = FileState {
+                f: f.clone(),
+                len: 0,
+                written_blocks: 0,
+                first_seq: 0,
+                last_seq: 0,
+                batches: 0,
+                sealed: footer.is_some(),
+            };
+            if let Some(ft) = footer
+                && ft.last_seq <= after
+            {
+                // Everything in it is in the checkpoint: trust the footer, read nothing else.
+                if ft.batches > 0 && ft.first_seq <= last_seq {
+                    return Err(Error::Corruption(format!(
+                        "data file {id}: batch sequence {} after {last_seq}",
+                        ft.first_seq
+                    )));
+                }
+                last_seq = last_seq.max(ft.last_seq);
+                st.len = ft.data_len;
+                st.written_blocks = ft.written_blocks;
+                st.first_seq = ft.first_seq;
+                st.last_seq = ft.last_seq;
+                st.batches = ft.batches;
+                files.insert(id, st);
+                continue;
+            }
+            let data_len = footer.map_or(len, |ft| ft.data_len);
             let mut pos = 0u64;
-            while pos < len {
-                match read_batch(f.as_ref(), pos, len)? {
+            while pos < data_len {
+                match read_batch(f.as_ref(), pos, data_len)? {
                     Some((header, ops, next)) => {
                         if header.seq <= last_seq {
                             return Err(Error::Corruption(format!(
@@ -82,12 +162,22 @@ impl DataFiles {
                             )));
                         }
                         last_seq = header.seq;
-                        batches.push(RecoveredBatch { file: id, header, ops });
+                        if st.batches == 0 {
+                            st.first_seq = header.seq;
+                        }
+                        st.last_seq = header.seq;
+                        st.batches += 1;
+                        st.written_blocks += put_blocks(&ops);
+                        if header.seq > after {
+                            batches.push(RecoveredBatch { file: id, header, ops });
+                        }
                         pos = next;
                     }
-                    None if i + 1 == ids.len() => {
-                        f.set_len(pos)?;
-                        f.sync_data()?;
+                    None if i + 1 == ids.len() && footer.is_none() => {
+                        if !read_only {
+                            f.set_len(pos)?;
+                            f.sync_data()?;
+                        }
                         break;
                     }
                     None => {
@@ -97,14 +187,17 @@ impl DataFiles {
                     }
                 }
             }
-            current_len = pos;
-            files.insert(id, f);
+            if let Some(ft) = footer
+                && (ft.batches != st.batches || ft.written_blocks != st.written_blocks)
+            {
+                return Err(Error::Corruption(format!("data file {id}: footer disagrees with its batches")));
+            }
+            st.len = pos;
+            files.insert(id, st);
         }
         let current = ids.last().copied().unwrap_or(0);
-        Ok((
-            DataFiles { fs, dir: dir.to_path_buf(), files, current, current_len, next_seq: last_seq + 1 },
-            batches,
-        ))
+        let next_seq = last_seq.max(after) + 1;
+        Ok((DataFiles { fs, dir: dir.to_path_buf(), files, current, next_seq, appended: 0 }, batches))
     }
 
     /// Appends one batch holding `deletes` and the units of `cws` (address order), durably. Returns the data file
@@ -116,15 +209,30 @@ impl DataFiles {
         cws: &[Cw],
         data_file_bytes: u64,
     ) -> Result<(u32, Vec<BatchOp>)> {
-        if self.current == 0 || self.current_len >= data_file_bytes {
+        let rotate = match self.files.get(&self.current) {
+            None => true,
+            Some(st) => st.sealed || st.len >= data_file_bytes,
+        };
+        if rotate {
+            self.seal_current()?;
             let id = self.current + 1;
             let f = self.fs.open(&vfs::join(&self.dir, &data_file_name(id)), OpenMode::CreateNew)?;
             self.fs.sync_dir(&self.dir)?;
-            self.files.insert(id, f);
+            let st = FileState {
+                f,
+                len: 0,
+                written_blocks: 0,
+                first_seq: 0,
+                last_seq: 0,
+                batches: 0,
+                sealed: false,
+            };
+            self.files.insert(id, st);
             self.current = id;
-            self.current_len = 0;
         }
-        let base = self.current_len;
+        let st =
+            self.files.get_mut(&self.current).ok_or_else(|| Error::Corruption("no current file".into()))?;
+        let base = st.len;
         let n_ops = deletes.len() + cws.len();
         let units_start = base + (BATCH_HEADER_LEN + n_ops * OP_LEN) as u64;
         let mut ops: Vec<BatchOp> =
@@ -171,42 +279,150 @@ impl DataFiles {
             units_len: units.len() as u64,
         };
         let head = header.encode(&ops);
-        let f = self.file(self.current)?;
-        f.write_all_at(&units, units_start)?;
-        f.sync_data()?;
-        f.write_all_at(&head, base)?;
-        f.sync_data()?;
+        st.f.write_all_at(&units, units_start)?;
+        st.f.sync_data()?;
+        st.f.write_all_at(&head, base)?;
+        st.f.sync_data()?;
+        if st.batches == 0 {
+            st.first_seq = header.seq;
+        }
+        st.last_seq = header.seq;
+        st.batches += 1;
+        st.written_blocks += put_blocks(&ops);
+        let end = units_start + units.len() as u64;
+        self.appended += end - st.len;
+        st.len = end;
         self.next_seq += 1;
-        self.current_len = units_start + units.len() as u64;
         Ok((self.current, ops))
+    }
+
+    /// Writes the current file's footer (once) and syncs it.
+    fn seal_current(&mut self) -> Result<()> {
+        let Some(st) = self.files.get_mut(&self.current) else { return Ok(()) };
+        if st.sealed {
+            return Ok(());
+        }
+        let ft = Footer {
+            data_len: st.len,
+            first_seq: st.first_seq,
+            last_seq: st.last_seq,
+            written_blocks: st.written_blocks,
+            batches: st.batches,
+        };
+        st.f.write_all_at(&ft.encode(), st.len)?;
+        st.f.sync_data()?;
+        st.sealed = true;
+        Ok(())
     }
 
     /// Reads, verifies and decompresses the unit at `loc`.
     pub fn read_unit(&self, loc: &Location) -> Result<Vec<u8>> {
-        let f = self.file(loc.file)?;
-        let mut b = vec![0u8; loc.unit_bytes() as usize];
-        f.read_exact_at(&mut b, loc.unit_offset).map_err(|e| {
-            if e.kind() == std::io::ErrorKind::UnexpectedEof {
-                Error::Corruption(format!("unit at {}:{} runs past the file", loc.file, loc.unit_offset))
-            } else {
-                Error::Io(e)
-            }
-        })?;
-        decode_unit(&b, loc.unit_blocks as usize * BLOCK_SIZE)
+        read_unit_from(self.file(loc.file)?.as_ref(), loc)
     }
 
-    /// Data files and their lengths in bytes.
-    pub fn sizes(&self) -> Result<Vec<(u32, u64)>> {
-        self.files.iter().map(|(id, f)| Ok((*id, f.len()?))).collect()
+    /// The handle of data file `id`, for reads outside the volume lock (data files are append-only, and a file
+    /// is removed only once nothing references it).
+    pub fn handle(&self, id: u32) -> Result<Arc<dyn File>> {
+        self.file(id).cloned()
+    }
+
+    /// Whether data file `id` exists.
+    pub fn contains(&self, id: u32) -> bool {
+        self.files.contains_key(&id)
+    }
+
+    /// The file new batches go to (0 before the first batch).
+    pub fn current(&self) -> u32 {
+        self.current
+    }
+
+    /// Bytes of batches appended since open.
+    pub fn appended(&self) -> u64 {
+        self.appended
+    }
+
+    /// Sequence number of the last batch appended or recovered (0 if none).
+    pub fn last_seq(&self) -> u64 {
+        self.next_seq - 1
+    }
+
+    /// Blocks put into file `id`.
+    pub fn written_blocks(&self, id: u32) -> u64 {
+        self.files.get(&id).map_or(0, |st| st.written_blocks)
+    }
+
+    /// Sealed files (those garbage collection may choose) with their written blocks.
+    pub fn sealed(&self) -> impl Iterator<Item = (u32, u64)> + '_ {
+        self.files
+            .iter()
+            .filter(|(id, st)| st.sealed && **id != self.current)
+            .map(|(id, st)| (*id, st.written_blocks))
+    }
+
+    /// Every file with its written blocks.
+    pub fn written(&self) -> Vec<(u32, u64)> {
+        self.files.iter().map(|(id, st)| (*id, st.written_blocks)).collect()
+    }
+
+    /// Every file as reported to tools; `live` gives the live blocks of a file.
+    pub fn infos(&self, live: impl Fn(u32) -> u64) -> Result<Vec<DataFileInfo>> {
+        self.files
+            .iter()
+            .map(|(&id, st)| {
+                Ok(DataFileInfo {
+                    id,
+                    bytes: st.f.len()?,
+                    written_blocks: st.written_blocks,
+                    live_blocks: live(id),
+                    sealed: st.sealed,
+                })
+            })
+            .collect()
+    }
+
+    /// Forgets data file `id` without deleting it (read-only inspection of a file an interrupted collection left).
+    pub fn forget(&mut self, id: u32) {
+        self.files.remove(&id);
+    }
+
+    /// Deletes data file `id`. The caller syncs the directory. REQUIRES: nothing durable references it.
+    pub fn remove(&mut self, id: u32) -> Result<()> {
+        if id == self.current {
+            return Err(Error::InvalidArgument(format!("data file {id} is the current file")));
+        }
+        if self.files.remove(&id).is_some() {
+            self.fs.remove_file(&vfs::join(&self.dir, &data_file_name(id)))?;
+        }
+        Ok(())
     }
 
     fn file(&self, id: u32) -> Result<&Arc<dyn File>> {
-        self.files.get(&id).ok_or_else(|| Error::Corruption(format!("index names missing data file {id}")))
+        self.files
+            .get(&id)
+            .map(|st| &st.f)
+            .ok_or_else(|| Error::Corruption(format!("index names missing data file {id}")))
     }
 }
 
+fn put_blocks(ops: &[BatchOp]) -> u64 {
+    ops.iter().map(|op| if let BatchOp::Put { blocks, .. } = op { *blocks } else { 0 }).sum()
+}
+
+/// Reads, verifies and decompresses the unit at `loc` from its data file `f`.
+pub fn read_unit_from(f: &dyn File, loc: &Location) -> Result<Vec<u8>> {
+    let mut b = vec![0u8; loc.unit_bytes() as usize];
+    f.read_exact_at(&mut b, loc.unit_offset).map_err(|e| {
+        if e.kind() == std::io::ErrorKind::UnexpectedEof {
+            Error::Corruption(format!("unit at {}:{} runs past the file", loc.file, loc.unit_offset))
+        } else {
+            Error::Io(e)
+        }
+    })?;
+    decode_unit(&b, loc.unit_blocks as usize * BLOCK_SIZE)
+}
+
 /// Reads the batch at `pos` of a file of `len` bytes: `None` when it is not a complete valid batch.
-fn read_batch(f: &dyn File, pos: u64, len: u64) -> Result<Option<(BatchHeader, Vec<BatchOp>, u64)>> {
+pub fn read_batch(f: &dyn File, pos: u64, len: u64) -> Result<Option<(BatchHeader, Vec<BatchOp>, u64)>> {
     if len - pos < BATCH_HEADER_LEN as u64 {
         return Ok(None);
     }

@@ -204,6 +204,210 @@ impl BatchHeader {
     }
 }
 
+/// Magic of a data-file footer ("RDBF").
+pub const FOOTER_MAGIC: u32 = 0x4642_4452;
+/// Length of a data-file footer.
+pub const FOOTER_LEN: usize = 48;
+
+/// The footer a data file gets when it is sealed: what recovery needs to know about the file without scanning
+/// its batches.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Footer {
+    /// Bytes of batches in front of the footer (the footer's own offset).
+    pub data_len: u64,
+    /// Sequence number of the file's first batch (0 when it has none).
+    pub first_seq: u64,
+    /// Sequence number of the file's last batch (0 when it has none).
+    pub last_seq: u64,
+    /// Blocks put into the file by its batches (the denominator of its live ratio).
+    pub written_blocks: u64,
+    /// Number of batches.
+    pub batches: u32,
+}
+
+impl Footer {
+    /// Encodes the 48-byte footer.
+    pub fn encode(&self) -> [u8; FOOTER_LEN] {
+        let mut b = [0u8; FOOTER_LEN];
+        b[0..4].copy_from_slice(&FOOTER_MAGIC.to_le_bytes());
+        b[4..6].copy_from_slice(&1u16.to_le_bytes());
+        b[8..16].copy_from_slice(&self.data_len.to_le_bytes());
+        b[16..24].copy_from_slice(&self.first_seq.to_le_bytes());
+        b[24..32].copy_from_slice(&self.last_seq.to_le_bytes());
+        b[32..40].copy_from_slice(&self.written_blocks.to_le_bytes());
+        b[40..44].copy_from_slice(&self.batches.to_le_bytes());
+        let c = crc(&[&b[..44]]);
+        b[44..48].copy_from_slice(&c.to_le_bytes());
+        b
+    }
+
+    /// Decodes the last `FOOTER_LEN` bytes of a file of `file_len` bytes: `None` when they are not a valid footer
+    /// of exactly this file (an unsealed file ends in a batch).
+    pub fn decode(b: &[u8], file_len: u64) -> Option<Footer> {
+        if b.len() != FOOTER_LEN
+            || u32_at(b, 0) != FOOTER_MAGIC
+            || b[4..6] != 1u16.to_le_bytes()
+            || b[6..8] != [0, 0]
+            || crc(&[&b[..44]]) != u32_at(b, 44)
+        {
+            return None;
+        }
+        let f = Footer {
+            data_len: u64_at(b, 8),
+            first_seq: u64_at(b, 16),
+            last_seq: u64_at(b, 24),
+            written_blocks: u64_at(b, 32),
+            batches: u32_at(b, 40),
+        };
+        (f.data_len.checked_add(FOOTER_LEN as u64) == Some(file_len) && f.first_seq <= f.last_seq)
+            .then_some(f)
+    }
+}
+
+/// Magic of an index checkpoint.
+pub const CHECKPOINT_MAGIC: &[u8; 8] = b"RDBCKPT1";
+/// Fixed part of a checkpoint.
+pub const CHECKPOINT_HEADER_LEN: usize = 48;
+/// Bytes of one data-file entry of a checkpoint.
+pub const CHECKPOINT_FILE_LEN: usize = 16;
+/// Bytes of one index piece of a checkpoint.
+pub const CHECKPOINT_PIECE_LEN: usize = 40;
+
+/// One live index piece: blocks `first..first+blocks` start at `loc`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Piece {
+    /// First block.
+    pub first: u64,
+    /// Block count (> 0).
+    pub blocks: u64,
+    /// Where the first block lives.
+    pub loc: crate::Location,
+}
+
+/// An index checkpoint: the exact index after batch `batch_seq`, so recovery replays only later batches.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Checkpoint {
+    /// Every batch with a sequence number <= this is reflected; later ones are replayed.
+    pub batch_seq: u64,
+    /// Every journal record with a sequence number <= this is in a batch <= `batch_seq`.
+    pub journal_seq: u64,
+    /// The data file batches were appended to when the checkpoint was taken. A data file with a smaller number
+    /// that is not in `files` is left over from an interrupted garbage collection and is removed.
+    pub current_file: u32,
+    /// The data files the index may reference, with the blocks put into each.
+    pub files: Vec<(u32, u64)>,
+    /// The live pieces in block order.
+    pub pieces: Vec<Piece>,
+}
+
+impl Checkpoint {
+    /// Bytes of the encoded checkpoint.
+    pub fn encode_len(&self) -> usize {
+        CHECKPOINT_HEADER_LEN
+            + self.files.len() * CHECKPOINT_FILE_LEN
+            + self.pieces.len() * CHECKPOINT_PIECE_LEN
+            + 4
+    }
+
+    /// Encodes the checkpoint file; the trailing CRC32C covers every byte before it.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut b = Vec::with_capacity(self.encode_len());
+        b.extend_from_slice(CHECKPOINT_MAGIC);
+        b.extend_from_slice(&1u32.to_le_bytes());
+        b.extend_from_slice(&0u32.to_le_bytes());
+        b.extend_from_slice(&self.batch_seq.to_le_bytes());
+        b.extend_from_slice(&self.journal_seq.to_le_bytes());
+        b.extend_from_slice(&self.current_file.to_le_bytes());
+        b.extend_from_slice(&(self.files.len() as u32).to_le_bytes());
+        b.extend_from_slice(&(self.pieces.len() as u64).to_le_bytes());
+        for &(id, written) in &self.files {
+            b.extend_from_slice(&id.to_le_bytes());
+            b.extend_from_slice(&0u32.to_le_bytes());
+            b.extend_from_slice(&written.to_le_bytes());
+        }
+        for p in &self.pieces {
+            b.extend_from_slice(&p.first.to_le_bytes());
+            b.extend_from_slice(&p.blocks.to_le_bytes());
+            b.extend_from_slice(&p.loc.file.to_le_bytes());
+            b.extend_from_slice(&p.loc.stored_len.to_le_bytes());
+            b.extend_from_slice(&p.loc.unit_offset.to_le_bytes());
+            b.extend_from_slice(&p.loc.unit_blocks.to_le_bytes());
+            b.extend_from_slice(&p.loc.block_in_unit.to_le_bytes());
+        }
+        let c = crc(&[&b]);
+        b.extend_from_slice(&c.to_le_bytes());
+        b
+    }
+
+    /// Decodes a checkpoint file, checking its CRC, lengths, and that pieces are in block order, disjoint, within
+    /// their units and name listed files.
+    pub fn decode(b: &[u8]) -> Result<Checkpoint> {
+        let bad = |m: &str| Err(Error::Corruption(format!("index checkpoint: {m}")));
+        if b.len() < CHECKPOINT_HEADER_LEN + 4 || &b[..8] != CHECKPOINT_MAGIC {
+            return bad("bad length or magic");
+        }
+        let body = &b[..b.len() - 4];
+        if crc(&[body]) != u32_at(b, b.len() - 4) {
+            return bad("checksum mismatch");
+        }
+        if u32_at(b, 8) != 1 || u32_at(b, 12) != 0 {
+            return bad("unknown version or flags");
+        }
+        let nfiles = u32_at(b, 36) as usize;
+        let npieces = u64_at(b, 40);
+        let want = (CHECKPOINT_HEADER_LEN as u64)
+            .checked_add(nfiles as u64 * CHECKPOINT_FILE_LEN as u64)
+            .and_then(|x| x.checked_add(npieces.checked_mul(CHECKPOINT_PIECE_LEN as u64)?));
+        if want != Some(body.len() as u64) {
+            return bad("counts do not match the length");
+        }
+        let mut files = Vec::with_capacity(nfiles);
+        let mut at = CHECKPOINT_HEADER_LEN;
+        for _ in 0..nfiles {
+            let id = u32_at(b, at);
+            if files.last().is_some_and(|&(p, _)| p >= id) || id == 0 || id == u32::MAX {
+                return bad("file list out of order");
+            }
+            files.push((id, u64_at(b, at + 8)));
+            at += CHECKPOINT_FILE_LEN;
+        }
+        let mut pieces = Vec::with_capacity(npieces as usize);
+        let mut next_free = 0u64;
+        for _ in 0..npieces {
+            let p = Piece {
+                first: u64_at(b, at),
+                blocks: u64_at(b, at + 8),
+                loc: crate::Location {
+                    file: u32_at(b, at + 16),
+                    stored_len: u32_at(b, at + 20),
+                    unit_offset: u64_at(b, at + 24),
+                    unit_blocks: u32_at(b, at + 32),
+                    block_in_unit: u32_at(b, at + 36),
+                },
+            };
+            at += CHECKPOINT_PIECE_LEN;
+            if p.blocks == 0 || p.first < next_free || p.first.checked_add(p.blocks).is_none() {
+                return bad("pieces overlap or are out of order");
+            }
+            if u64::from(p.loc.block_in_unit) + p.blocks > u64::from(p.loc.unit_blocks) {
+                return bad("piece runs past its unit");
+            }
+            if files.binary_search_by_key(&p.loc.file, |&(id, _)| id).is_err() {
+                return bad("piece names an unlisted data file");
+            }
+            next_free = p.first + p.blocks;
+            pieces.push(p);
+        }
+        Ok(Checkpoint {
+            batch_seq: u64_at(b, 16),
+            journal_seq: u64_at(b, 24),
+            current_file: u32_at(b, 32),
+            files,
+            pieces,
+        })
+    }
+}
+
 /// Encodes a compression unit from `raw` (whole blocks): LZ4 when it shrinks the data, else stored raw.
 pub fn encode_unit(raw: &[u8], out: &mut Vec<u8>) {
     let compressed = lz4_flex::block::compress(raw);
@@ -261,6 +465,39 @@ mod tests {
             bad[i] ^= 1;
             assert!(matches!(decode_unit(&bad, raw.len()), Err(Error::Corruption(_))), "flip at {i}");
         }
+    }
+
+    #[test]
+    fn footer_and_checkpoint_round_trip_and_reject_damage() {
+        let f = Footer { data_len: 4000, first_seq: 3, last_seq: 9, written_blocks: 77, batches: 7 };
+        let b = f.encode();
+        assert_eq!(Footer::decode(&b, 4048), Some(f));
+        assert_eq!(Footer::decode(&b, 4049), None);
+        for i in 0..FOOTER_LEN {
+            let mut bad = b;
+            bad[i] ^= 4;
+            assert_eq!(Footer::decode(&bad, 4048), None, "flip at {i}");
+        }
+        let loc =
+            crate::Location { file: 2, unit_offset: 80, stored_len: 100, unit_blocks: 8, block_in_unit: 1 };
+        let c = Checkpoint {
+            batch_seq: 12,
+            journal_seq: 40,
+            current_file: 3,
+            files: vec![(2, 50), (3, 9)],
+            pieces: vec![
+                Piece { first: 5, blocks: 3, loc },
+                Piece { first: 8, blocks: 7, loc: crate::Location { block_in_unit: 0, file: 3, ..loc } },
+            ],
+        };
+        let e = c.encode();
+        assert_eq!(Checkpoint::decode(&e).unwrap(), c);
+        for i in [0, 9, 17, 40, 50, 70, e.len() - 1] {
+            let mut bad = e.clone();
+            bad[i] ^= 1;
+            assert!(matches!(Checkpoint::decode(&bad), Err(Error::Corruption(_))), "flip at {i}");
+        }
+        assert!(Checkpoint::decode(&e[..e.len() - 5]).is_err());
     }
 
     #[test]

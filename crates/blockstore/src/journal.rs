@@ -39,11 +39,14 @@ pub struct Journal {
     file: Arc<dyn File>,
     len: u64,
     synced_len: u64,
+    records: u64,
+    appended: u64,
 }
 
 impl Journal {
-    /// Opens `file`, returns the valid records (seq, op) in order, and cuts off a torn tail durably.
-    pub fn open(file: Arc<dyn File>) -> Result<(Journal, Vec<(u64, JournalOp)>)> {
+    /// Opens `file`, returns the valid records (seq, op) in order, and cuts off a torn tail durably (unless
+    /// `read_only`).
+    pub fn open(file: Arc<dyn File>, read_only: bool) -> Result<(Journal, Vec<(u64, JournalOp)>)> {
         let total = file.len()?;
         let mut bytes =
             vec![0u8; usize::try_from(total).map_err(|_| std::io::Error::other("journal too big"))?];
@@ -54,11 +57,12 @@ impl Journal {
             out.push((seq, op));
             at = next;
         }
-        if at as u64 != total {
+        if at as u64 != total && !read_only {
             file.set_len(at as u64)?;
             file.sync_data()?;
         }
-        Ok((Journal { file, len: at as u64, synced_len: at as u64 }, out))
+        let records = out.len() as u64;
+        Ok((Journal { file, len: at as u64, synced_len: at as u64, records, appended: 0 }, out))
     }
 
     /// Appends a record (not yet durable).
@@ -66,6 +70,8 @@ impl Journal {
         let rec = encode_record(seq, op);
         self.file.write_all_at(&rec, self.len)?;
         self.len += rec.len() as u64;
+        self.records += 1;
+        self.appended += rec.len() as u64;
         Ok(())
     }
 
@@ -83,8 +89,19 @@ impl Journal {
     pub fn reset(&mut self) -> Result<()> {
         self.file.set_len(0)?;
         self.len = 0;
+        self.records = 0;
         self.synced_len = u64::MAX; // the truncation itself is not durable yet
         Ok(())
+    }
+
+    /// Bytes appended since open.
+    pub fn appended(&self) -> u64 {
+        self.appended
+    }
+
+    /// Records in the journal (including ones already in a data file that replay will skip).
+    pub fn records(&self) -> u64 {
+        self.records
     }
 
     /// Bytes of records in the journal.

@@ -6,10 +6,11 @@
 //! - [`Store`]: a directory of volumes. [`Volume`]: one virtual disk; implements [`nbd::BlockDevice`].
 
 mod cache;
-mod datafile;
+pub mod datafile;
 mod device;
 mod error;
 pub mod format;
+mod gc;
 mod journal;
 mod location;
 mod options;
@@ -18,10 +19,13 @@ mod store;
 mod volume;
 
 pub use cache::{Cw, SegmentCache};
+pub use datafile::DataFileInfo;
 pub use error::{Error, Result};
+pub use format::{Checkpoint, Footer, Piece};
+pub use gc::GcReport;
 pub use journal::{JournalOp, decode_record, encode_record};
 pub use location::Location;
 pub use options::{BLOCK_SIZE, Options};
 pub use stats::Stats;
 pub use store::{Store, validate_volume_name};
-pub use volume::{Volume, VolumeInfo};
+pub use volume::{CHECKPOINT_FILE, Volume, VolumeInfo};

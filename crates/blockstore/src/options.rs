@@ -14,8 +14,18 @@ pub struct Options {
     /// The cache is also flushed once the journal holds this many bytes (overwrites of cached blocks grow the
     /// journal but not the cache). Default 4 × `segment_cache_bytes`; must be >= `segment_cache_bytes`.
     pub journal_flush_bytes: u64,
-    /// A data file is sealed and a new one started once it reaches this size. Default 64 MiB.
+    /// A data file is sealed and a new one started once it reaches this size. Default 64 MiB; at least 64 KiB.
     pub data_file_bytes: u64,
+    /// An index checkpoint is written after a segment-cache flush once this many bytes of batches were appended
+    /// since the last one (or four times the last checkpoint's size, if larger, so checkpointing stays a bounded
+    /// fraction of the write traffic). Recovery replays only the batches after the checkpoint. Default 64 MiB;
+    /// at least 4 KiB.
+    pub checkpoint_bytes: u64,
+    /// Garbage collection: a sealed data file whose live blocks are at most this percentage of the blocks written
+    /// into it is a candidate; after a segment-cache flush that leaves a candidate, the emptiest candidates are
+    /// collected (their live ranges relocated, then the files deleted). 0 disables automatic collection
+    /// (`Volume::collect_garbage` still runs it). Default 50; at most 100.
+    pub gc_live_percent: u32,
     /// Longest compression unit in blocks: a CW longer than this is cut into several units. Default 256 (1 MiB).
     pub max_unit_blocks: u32,
     /// Options of the RASK index of each volume (the paper's defaults).
@@ -28,6 +38,8 @@ impl Default for Options {
             segment_cache_bytes: 512 << 10,
             journal_flush_bytes: 4 * (512 << 10),
             data_file_bytes: 64 << 20,
+            checkpoint_bytes: 64 << 20,
+            gc_live_percent: 50,
             max_unit_blocks: 256,
             index: rask::Options::default(),
         }
@@ -47,8 +59,14 @@ impl Options {
         if self.journal_flush_bytes < self.segment_cache_bytes as u64 {
             return bad("journal_flush_bytes must be >= segment_cache_bytes".into());
         }
-        if self.data_file_bytes < 1 << 20 {
-            return bad(format!("data_file_bytes {} is below 1 MiB", self.data_file_bytes));
+        if self.data_file_bytes < 64 << 10 {
+            return bad(format!("data_file_bytes {} is below 64 KiB", self.data_file_bytes));
+        }
+        if self.checkpoint_bytes < BLOCK_SIZE as u64 {
+            return bad(format!("checkpoint_bytes {} is below 4 KiB", self.checkpoint_bytes));
+        }
+        if self.gc_live_percent > 100 {
+            return bad(format!("gc_live_percent {} is above 100", self.gc_live_percent));
         }
         if !(4..=4096).contains(&self.max_unit_blocks) {
             return bad(format!("max_unit_blocks {} is outside 4..=4096", self.max_unit_blocks));

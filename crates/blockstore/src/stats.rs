@@ -25,4 +25,22 @@ pub struct Stats {
     pub recovered_batches: u64,
     /// Journal records replayed at open.
     pub recovered_journal_records: u64,
+    /// Bytes appended to the journal (records of writes and deletes).
+    pub journal_bytes_written: u64,
+    /// Bytes appended to data files (batches of flushes and of garbage collection, and footers excluded).
+    pub data_bytes_written: u64,
+    /// Index pieces loaded from the checkpoint at open.
+    pub recovered_checkpoint_pieces: u64,
+    /// Index checkpoints written.
+    pub checkpoints: u64,
+    /// Garbage-collection rounds that relocated or removed something.
+    pub gc_runs: u64,
+    /// Data files removed by garbage collection.
+    pub gc_files_removed: u64,
+    /// Bytes of data files removed by garbage collection.
+    pub gc_bytes_removed: u64,
+    /// Blocks relocated by garbage collection (its write cost).
+    pub gc_blocks_relocated: u64,
+    /// Blocks garbage collection read but did not relocate because a newer write or delete replaced them first.
+    pub gc_blocks_superseded: u64,
 }

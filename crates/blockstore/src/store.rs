@@ -65,6 +65,22 @@ impl Store {
         Ok(v)
     }
 
+    /// Opens volume `name` for inspection without changing any file (recovery runs in memory; writes fail).
+    /// REQUIRES: no other process has the volume open for writing.
+    pub fn volume_read_only(&self, name: &str) -> Result<Arc<Volume>> {
+        validate_volume_name(name)?;
+        Ok(Arc::new(Volume::open_read_only(self.fs.clone(), &self.dir, name, self.opts.clone())?))
+    }
+
+    /// Opens an existing store directory for inspection: unlike [`open`](Self::open) it never creates it.
+    pub fn open_existing(fs: Arc<dyn Fs>, dir: &Path, opts: Options) -> Result<Store> {
+        opts.validate()?;
+        if !fs.exists(dir)? {
+            return Err(Error::InvalidArgument(format!("no store directory {}", dir.display())));
+        }
+        Ok(Store { fs, dir: dir.to_path_buf(), opts, open: Mutex::new(BTreeMap::new()) })
+    }
+
     /// Names of the volumes in the store, sorted.
     pub fn list(&self) -> Result<Vec<String>> {
         let mut out = Vec::new();

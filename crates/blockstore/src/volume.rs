@@ -9,15 +9,20 @@
 //! Read path: the index gives the unit of every mapped piece; each unit touched is read and decompressed once per
 //! request; unmapped blocks read as zeros; cached blocks are overlaid last because they are newer than the index.
 //!
-//! Recovery: data-file batches are replayed into a fresh index in sequence order, then the journal records newer
-//! than the last batch's `journal_seq` are replayed into the cache. The result is the exact index and cache the
-//! volume had after its last durable record.
+//! Live accounting: every index update first looks up what it is about to override (an index lookup, never a
+//! data-file read) and subtracts those blocks from their files' live counts; `live[file]` is always the number of
+//! blocks the index maps to `file` (checked under `invariants`). Garbage collection (`gc.rs`) uses it to pick the
+//! emptiest sealed files.
+//!
+//! Recovery: the index checkpoint (if any) is loaded, the data-file batches after it are replayed in sequence
+//! order, then the journal records newer than the last batch's `journal_seq` are replayed into the cache. The
+//! result is the exact index and cache the volume had after its last durable record.
 //!
 //! Every operation holds the volume mutex, so the volume is linearizable and a FLUSH on one NBD connection covers
 //! writes acknowledged on every other. After a failed write-path I/O the volume is poisoned: memory may be ahead
 //! of the files, so it refuses further writes and flushes until reopened.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -25,8 +30,8 @@ use rask::{BlockRange, Rask};
 use vfs::{Fs, OpenMode};
 
 use crate::cache::SegmentCache;
-use crate::datafile::DataFiles;
-use crate::format::{BatchOp, VolumeMeta};
+use crate::datafile::{DataFileInfo, DataFiles};
+use crate::format::{BatchOp, Checkpoint, Piece, VolumeMeta};
 use crate::journal::{Journal, JournalOp};
 use crate::location::Location;
 use crate::stats::Stats;
@@ -37,18 +42,33 @@ use crate::{BLOCK_SIZE, Error, Options, Result};
 pub struct Volume {
     name: String,
     size: u64,
-    state: Mutex<State>,
+    pub(crate) state: Mutex<State>,
+    /// Serialises garbage-collection rounds (which drop `state` while they read).
+    pub(crate) gc_lock: Mutex<()>,
 }
 
-struct State {
-    opts: Options,
+pub(crate) struct State {
+    pub(crate) fs: Arc<dyn Fs>,
+    pub(crate) dir: PathBuf,
+    pub(crate) opts: Options,
     journal: Journal,
     cache: SegmentCache,
-    index: Rask<Location>,
-    data: DataFiles,
+    pub(crate) index: Rask<Location>,
+    pub(crate) data: DataFiles,
+    /// Blocks the index maps to each data file (absent: none).
+    pub(crate) live: BTreeMap<u32, u64>,
     next_journal_seq: u64,
-    poisoned: Option<String>,
-    stats: Stats,
+    /// The `journal_seq` of the newest batch or checkpoint: what a batch that takes nothing from the journal
+    /// (a relocation) must carry.
+    pub(crate) batch_journal_seq: u64,
+    /// Bytes of batches appended since the last checkpoint, and the size of that checkpoint.
+    bytes_since_checkpoint: u64,
+    last_checkpoint_bytes: u64,
+    checkpoint_seq: u64,
+    /// A flush left a garbage-collection candidate; the next write runs a round after releasing the lock.
+    pub(crate) gc_due: bool,
+    pub(crate) poisoned: Option<String>,
+    pub(crate) stats: Stats,
 }
 
 impl std::fmt::Debug for State {
@@ -69,6 +89,10 @@ pub struct VolumeInfo {
     pub name: String,
     /// Size in bytes.
     pub size: u64,
+    /// Records in the journal.
+    pub journal_records: u64,
+    /// Leaves of the index.
+    pub index_leaves: usize,
     /// Live mapping pieces in the index.
     pub index_pieces: usize,
     /// Entries stored in the index (including superseded ones not yet collected).
@@ -79,11 +103,16 @@ pub struct VolumeInfo {
     pub cache_bytes: usize,
     /// Bytes in the journal.
     pub journal_bytes: u64,
-    /// Data files and their sizes.
-    pub data_files: Vec<(u32, u64)>,
+    /// Data files with their sizes, written and live blocks.
+    pub data_files: Vec<DataFileInfo>,
+    /// Sequence number of the last batch in the index checkpoint (0: none).
+    pub checkpoint_seq: u64,
     /// Counters.
     pub stats: Stats,
 }
+
+/// The index checkpoint's file name in a volume directory.
+pub const CHECKPOINT_FILE: &str = "checkpoint";
 
 pub(crate) fn volume_dir(store: &Path, name: &str) -> PathBuf {
     vfs::join(store, name)
@@ -112,6 +141,22 @@ impl Volume {
 
     /// Opens and recovers volume `name`.
     pub(crate) fn open(fs: Arc<dyn Fs>, store: &Path, name: &str, opts: Options) -> Result<Volume> {
+        Volume::open_mode(fs, store, name, opts, false)
+    }
+
+    /// Opens volume `name` for inspection: recovery runs in memory only (no torn tail is cut, no file removed)
+    /// and every write or flush fails.
+    pub(crate) fn open_read_only(fs: Arc<dyn Fs>, store: &Path, name: &str, opts: Options) -> Result<Volume> {
+        Volume::open_mode(fs, store, name, opts, true)
+    }
+
+    fn open_mode(
+        fs: Arc<dyn Fs>,
+        store: &Path,
+        name: &str,
+        opts: Options,
+        read_only: bool,
+    ) -> Result<Volume> {
         opts.validate()?;
         let dir = volume_dir(store, name);
         let meta_path = vfs::join(&dir, "meta");
@@ -127,17 +172,69 @@ impl Volume {
         }
         let blocks = meta.size / BLOCK_SIZE as u64;
         let mut index = Rask::new(opts.index.clone()).map_err(|e| Error::InvalidArgument(e.to_string()))?;
-        let (data, batches) = DataFiles::open(fs.clone(), &dir)?;
-        let mut last_journal_seq = 0;
         let mut stats = Stats::default();
+        let ckpt_path = vfs::join(&dir, CHECKPOINT_FILE);
+        let ckpt = if fs.exists(&ckpt_path)? {
+            Some(Checkpoint::decode(&vfs::read_all(fs.as_ref(), &ckpt_path)?)?)
+        } else {
+            None
+        };
+        let after = ckpt.as_ref().map_or(0, |c| c.batch_seq);
+        let (mut data, batches) = DataFiles::open(fs.clone(), &dir, after, read_only)?;
+        let mut last_journal_seq = 0;
+        let mut checkpoint_len = 0;
+        if let Some(c) = &ckpt {
+            // Files older than the checkpoint's current file that it does not list were being deleted by a
+            // garbage collection when the volume went down: nothing references them any more.
+            let mut removed = false;
+            for (id, _) in data.written() {
+                if id < c.current_file && c.files.binary_search_by_key(&id, |&(f, _)| f).is_err() {
+                    if read_only {
+                        data.forget(id);
+                    } else {
+                        data.remove(id)?;
+                        removed = true;
+                    }
+                }
+            }
+            if removed {
+                fs.sync_dir(&dir)?;
+            }
+            for p in &c.pieces {
+                check_blocks(p.first, p.blocks, blocks)?;
+                if !data.contains(p.loc.file) {
+                    return Err(Error::Corruption(format!(
+                        "index checkpoint references missing data file {}",
+                        p.loc.file
+                    )));
+                }
+                index.put(block_range(p.first, p.blocks), p.loc);
+            }
+            stats.recovered_checkpoint_pieces = c.pieces.len() as u64;
+            last_journal_seq = c.journal_seq;
+            checkpoint_len = c.encode_len() as u64;
+        }
         for b in &batches {
-            last_journal_seq = b.header.journal_seq;
+            last_journal_seq = last_journal_seq.max(b.header.journal_seq);
             for op in &b.ops {
-                apply_batch_op(&mut index, b.file, op, blocks)?;
+                apply_batch_op(&mut index, None, b.file, op, blocks)?;
             }
             stats.recovered_batches += 1;
         }
-        let (journal, records) = Journal::open(fs.open(&vfs::join(&dir, "journal"), OpenMode::ReadWrite)?)?;
+        let mut live: BTreeMap<u32, u64> = BTreeMap::new();
+        for (r, loc) in index.iter() {
+            *live.entry(loc.file).or_default() += r.len();
+        }
+        for (&id, &n) in &live {
+            if n > data.written_blocks(id) {
+                return Err(Error::Corruption(format!(
+                    "the index maps {n} blocks to data file {id}, which holds {}",
+                    data.written_blocks(id)
+                )));
+            }
+        }
+        let jmode = if read_only { OpenMode::ReadOnly } else { OpenMode::ReadWrite };
+        let (journal, records) = Journal::open(fs.open(&vfs::join(&dir, "journal"), jmode)?, read_only)?;
         let mut cache = SegmentCache::default();
         let mut next_journal_seq = last_journal_seq + 1;
         for (seq, op) in records {
@@ -152,14 +249,40 @@ impl Volume {
                 JournalOp::Delete { first, blocks: n } => {
                     check_blocks(first, u64::from(n), blocks)?;
                     cache.delete(first, u64::from(n));
-                    index.delete(block_range(first, u64::from(n)));
+                    index_delete(&mut index, &mut live, block_range(first, u64::from(n)));
                 }
             }
             stats.recovered_journal_records += 1;
             next_journal_seq = seq + 1;
         }
-        let state = State { opts, journal, cache, index, data, next_journal_seq, poisoned: None, stats };
-        Ok(Volume { name: name.to_string(), size: meta.size, state: Mutex::new(state) })
+        let state = State {
+            fs,
+            dir,
+            opts,
+            journal,
+            cache,
+            index,
+            data,
+            live,
+            next_journal_seq,
+            batch_journal_seq: last_journal_seq,
+            bytes_since_checkpoint: 0,
+            last_checkpoint_bytes: checkpoint_len,
+            checkpoint_seq: after,
+            gc_due: false,
+            poisoned: read_only.then(|| "opened read-only for inspection".to_string()),
+            stats,
+        };
+        let mut state = state;
+        state.gc_due = !read_only
+            && state.opts.gc_live_percent > 0
+            && state.gc_candidates(state.opts.gc_live_percent).next().is_some();
+        Ok(Volume {
+            name: name.to_string(),
+            size: meta.size,
+            state: Mutex::new(state),
+            gc_lock: Mutex::new(()),
+        })
     }
 
     /// The volume's name.
@@ -172,7 +295,7 @@ impl Volume {
         self.size
     }
 
-    fn lock(&self) -> MutexGuard<'_, State> {
+    pub(crate) fn lock(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
@@ -220,7 +343,13 @@ impl Volume {
             whole[skip..skip + data.len()].copy_from_slice(data);
             s.write_blocks(first, whole, fua)
         };
-        s.poison_on_err(r)
+        let r = s.poison_on_err(r);
+        let gc = r.is_ok() && s.gc_due;
+        drop(s);
+        if gc {
+            self.background_gc();
+        }
+        r
     }
 
     /// Makes `offset..offset+len` read as zeros: whole blocks become a range delete in the index (no data is
@@ -230,7 +359,13 @@ impl Volume {
         let mut s = self.lock();
         s.usable()?;
         let r = s.zero(offset, len, fua);
-        s.poison_on_err(r)
+        let r = s.poison_on_err(r);
+        let gc = r.is_ok() && s.gc_due;
+        drop(s);
+        if gc {
+            self.background_gc();
+        }
+        r
     }
 
     /// Makes every write that returned before this call durable.
@@ -250,9 +385,79 @@ impl Volume {
         s.poison_on_err(r)
     }
 
+    /// Writes an index checkpoint now (after moving the segment cache to a data file), so a reopen replays no
+    /// batch.
+    pub fn checkpoint(&self) -> Result<()> {
+        let mut s = self.lock();
+        s.usable()?;
+        let r = s.flush_cache().and_then(|()| s.checkpoint(&[]));
+        s.poison_on_err(r)
+    }
+
+    /// The allocation status of bytes `offset..offset+len` for NBD's `base:allocation`: extents `(length, flags)`
+    /// where flags are `HOLE | ZERO` for blocks that are neither in the segment cache nor mapped by the index
+    /// (never written, trimmed or zeroed) and 0 for data. A partial block counts as its whole block.
+    pub fn allocation(&self, offset: u64, len: u64) -> Result<Vec<(u64, bool)>> {
+        self.check(offset, len)?;
+        if len == 0 {
+            return Ok(Vec::new());
+        }
+        let s = self.lock();
+        let (first, n) = span(offset, len);
+        let end = first + n;
+        // Mapped block intervals from the index and the cache, merged in block order.
+        let mut mapped: Vec<(u64, u64)> = Vec::new();
+        s.index.get_with(block_range(first, n), |r, _| mapped.push((r.first(), r.last() + 1)));
+        mapped.extend(s.cache.range(first, end).map(|(b, _)| (b, b + 1)));
+        mapped.sort_unstable();
+        let bs = BLOCK_SIZE as u64;
+        let mut out: Vec<(u64, bool)> = Vec::new();
+        let mut push = |from: u64, to: u64, data: bool| {
+            let a = (from * bs).max(offset);
+            let b = (to * bs).min(offset + len);
+            if b > a {
+                match out.last_mut() {
+                    Some((l, d)) if *d == data => *l += b - a,
+                    _ => out.push((b - a, data)),
+                }
+            }
+        };
+        let mut at = first;
+        for (a, b) in mapped {
+            if b <= at {
+                continue;
+            }
+            if a > at {
+                push(at, a, false);
+            }
+            push(a.max(at), b, true);
+            at = b;
+        }
+        if at < end {
+            push(at, end, false);
+        }
+        Ok(out)
+    }
+
+    /// Reads and verifies every compression unit the index references (checksums, lengths, LZ4 streams).
+    /// Returns the number of units checked; the first bad one is an error.
+    pub fn verify(&self) -> Result<u64> {
+        let s = self.lock();
+        let mut seen = std::collections::HashSet::new();
+        for (r, loc) in s.index.iter() {
+            if seen.insert((loc.file, loc.unit_offset)) {
+                let unit = s.data.read_unit(&loc)?;
+                if (u64::from(loc.block_in_unit) + r.len()) * BLOCK_SIZE as u64 > unit.len() as u64 {
+                    return Err(Error::Corruption(format!("index piece {r:?} runs past its unit")));
+                }
+            }
+        }
+        Ok(seen.len() as u64)
+    }
+
     /// The current counters.
     pub fn stats(&self) -> Stats {
-        self.lock().stats
+        self.lock().current_stats()
     }
 
     /// A summary for tools.
@@ -261,31 +466,56 @@ impl Volume {
         Ok(VolumeInfo {
             name: self.name.clone(),
             size: self.size,
+            journal_records: s.journal.records(),
+            index_leaves: s.index.leaf_count(),
             index_pieces: s.index.len(),
             index_entries: s.index.entry_count(),
             index_memory: s.index.memory_usage(),
             cache_bytes: s.cache.bytes(),
             journal_bytes: s.journal.len(),
-            data_files: s.data.sizes()?,
-            stats: s.stats,
+            data_files: s.data.infos(|id| s.live.get(&id).copied().unwrap_or(0))?,
+            checkpoint_seq: s.checkpoint_seq(),
+            stats: s.current_stats(),
         })
     }
 
-    /// Checks the index's structural invariants (tests).
+    /// Checks the index's structural invariants and the live accounting against the index (tests).
     pub fn check_invariants(&self) -> std::result::Result<(), String> {
-        self.lock().index.check_invariants()
+        let s = self.lock();
+        s.index.check_invariants()?;
+        let mut live: BTreeMap<u32, u64> = BTreeMap::new();
+        for (r, loc) in s.index.iter() {
+            if !s.data.contains(loc.file) {
+                return Err(format!("index maps {r:?} to missing data file {}", loc.file));
+            }
+            *live.entry(loc.file).or_default() += r.len();
+        }
+        let mut counted = s.live.clone();
+        counted.retain(|_, n| *n > 0);
+        if counted != live {
+            return Err(format!("live accounting {counted:?} but the index maps {live:?}"));
+        }
+        for (&id, &n) in &live {
+            if n > s.data.written_blocks(id) {
+                return Err(format!(
+                    "data file {id}: {n} live blocks of {} written",
+                    s.data.written_blocks(id)
+                ));
+            }
+        }
+        Ok(())
     }
 }
 
 impl State {
-    fn usable(&self) -> Result<()> {
+    pub(crate) fn usable(&self) -> Result<()> {
         match &self.poisoned {
             Some(m) => Err(Error::Poisoned(m.clone())),
             None => Ok(()),
         }
     }
 
-    fn poison_on_err<T>(&mut self, r: Result<T>) -> Result<T> {
+    pub(crate) fn poison_on_err<T>(&mut self, r: Result<T>) -> Result<T> {
         if let Err(e) = &r
             && matches!(e, Error::Io(_) | Error::Corruption(_))
         {
@@ -369,7 +599,7 @@ impl State {
             self.journal.append(seq, &JournalOp::Delete { first: b, blocks: n as u32 })?;
             self.next_journal_seq += 1;
             self.cache.delete(b, n);
-            self.index.delete(block_range(b, n));
+            index_delete(&mut self.index, &mut self.live, block_range(b, n));
             b += n;
         }
         self.stats.deletes += 1;
@@ -398,45 +628,162 @@ impl State {
         Ok(())
     }
 
-    fn flush_cache(&mut self) -> Result<()> {
+    pub(crate) fn flush_cache(&mut self) -> Result<()> {
         if self.cache.is_empty() {
             return Ok(());
         }
         let cws = self.cache.compact(u64::from(self.opts.max_unit_blocks));
         let journal_seq = self.next_journal_seq - 1;
+        let before = self.data_bytes();
         let (file, ops) =
             self.data.append_batch(journal_seq, self.cache.deletes(), &cws, self.opts.data_file_bytes)?;
+        self.batch_journal_seq = journal_seq;
         for op in &ops {
             if let BatchOp::Put { .. } = op {
-                apply_batch_op(&mut self.index, file, op, u64::MAX)?;
+                apply_batch_op(&mut self.index, Some(&mut self.live), file, op, u64::MAX)?;
             }
         }
         self.stats.cache_flushes += 1;
         self.stats.cws_written += cws.len() as u64;
         self.stats.writes_compacted += self.cache.writes();
         self.cache.clear();
-        self.journal.reset()
+        self.journal.reset()?;
+        self.after_batch(before)
+    }
+
+    /// Bookkeeping after a batch: checkpoint when enough was appended since the last one; note GC candidates.
+    /// REQUIRES: the segment cache is empty (so the index is exactly the batches' state).
+    pub(crate) fn after_batch(&mut self, bytes_before: u64) -> Result<()> {
+        self.bytes_since_checkpoint += self.data_bytes().saturating_sub(bytes_before);
+        if self.bytes_since_checkpoint >= self.opts.checkpoint_bytes.max(4 * self.last_checkpoint_bytes) {
+            self.checkpoint(&[])?;
+        }
+        let pct = self.opts.gc_live_percent;
+        self.gc_due = pct > 0 && self.gc_candidates(pct).next().is_some();
+        Ok(())
+    }
+
+    fn current_stats(&self) -> Stats {
+        Stats {
+            journal_bytes_written: self.journal.appended(),
+            data_bytes_written: self.data.appended(),
+            ..self.stats
+        }
+    }
+
+    /// Counts the batch bytes appended since `before` (a `DataFiles::appended` reading) towards the next
+    /// checkpoint.
+    pub(crate) fn add_appended(&mut self, before: u64) {
+        self.bytes_since_checkpoint += self.data.appended().saturating_sub(before);
+    }
+
+    /// Whether the segment cache holds block `b` (then it is newer than the index).
+    pub(crate) fn cache_holds(&self, b: u64) -> bool {
+        self.cache.get(b).is_some()
+    }
+
+    /// Bytes of batches appended since the volume was opened.
+    fn data_bytes(&self) -> u64 {
+        self.data.appended()
+    }
+
+    /// Writes the index checkpoint durably (write-temp, sync, rename, sync dir). Files in `dropping` (garbage
+    /// collection victims the index no longer references) are left out of its file list.
+    /// REQUIRES: the segment cache is empty, so the index holds exactly the effect of the batches so far.
+    pub(crate) fn checkpoint(&mut self, dropping: &[u32]) -> Result<()> {
+        debug_assert!(self.cache.is_empty());
+        let pieces: Vec<Piece> =
+            self.index.iter().map(|(r, loc)| Piece { first: r.first(), blocks: r.len(), loc }).collect();
+        let files = self.data.written().into_iter().filter(|(id, _)| !dropping.contains(id)).collect();
+        let c = Checkpoint {
+            batch_seq: self.data.last_seq(),
+            journal_seq: self.batch_journal_seq,
+            current_file: self.data.current(),
+            files,
+            pieces,
+        };
+        let bytes = c.encode();
+        vfs::write_atomic(self.fs.as_ref(), &vfs::join(&self.dir, CHECKPOINT_FILE), &bytes)?;
+        self.last_checkpoint_bytes = bytes.len() as u64;
+        self.bytes_since_checkpoint = 0;
+        self.checkpoint_seq = c.batch_seq;
+        self.stats.checkpoints += 1;
+        Ok(())
+    }
+
+    fn checkpoint_seq(&self) -> u64 {
+        self.checkpoint_seq
+    }
+
+    /// Sealed data files whose live blocks are at most `pct` % of their written blocks, emptiest first.
+    pub(crate) fn gc_candidates(&self, pct: u32) -> impl Iterator<Item = (u32, u64, u64)> + '_ {
+        let mut c: Vec<(u32, u64, u64)> = self
+            .data
+            .sealed()
+            .map(|(id, written)| (id, self.live.get(&id).copied().unwrap_or(0), written))
+            .filter(|&(_, live, written)| u128::from(live) * 100 <= u128::from(written) * u128::from(pct))
+            .collect();
+        // Emptiest first: compare live/written ratios by cross-multiplying.
+        c.sort_by(|a, b| (u128::from(a.1) * u128::from(b.2)).cmp(&(u128::from(b.1) * u128::from(a.2))));
+        c.into_iter()
     }
 }
 
-fn apply_batch_op(index: &mut Rask<Location>, file: u32, op: &BatchOp, volume_blocks: u64) -> Result<()> {
+/// Unmaps `range` in the index, keeping `live` in step. The lookup first learns which pieces the delete covers.
+pub(crate) fn index_delete(index: &mut Rask<Location>, live: &mut BTreeMap<u32, u64>, range: BlockRange) {
+    unaccount(index, live, range);
+    index.delete(range);
+}
+
+/// Maps `range` to `loc`, keeping `live` in step.
+pub(crate) fn index_put(
+    index: &mut Rask<Location>,
+    live: &mut BTreeMap<u32, u64>,
+    range: BlockRange,
+    loc: Location,
+) {
+    unaccount(index, live, range);
+    index.put(range, loc);
+    *live.entry(loc.file).or_default() += range.len();
+}
+
+fn unaccount(index: &Rask<Location>, live: &mut BTreeMap<u32, u64>, range: BlockRange) {
+    index.get_with(range, |r, loc| {
+        if let Some(n) = live.get_mut(&loc.file) {
+            *n = n.saturating_sub(r.len());
+        }
+    });
+}
+
+/// Applies one batch op to the index; with `live`, keeps the accounting in step (recovery recomputes it instead).
+pub(crate) fn apply_batch_op(
+    index: &mut Rask<Location>,
+    live: Option<&mut BTreeMap<u32, u64>>,
+    file: u32,
+    op: &BatchOp,
+    volume_blocks: u64,
+) -> Result<()> {
     match *op {
         BatchOp::Put { first, blocks, unit_offset, stored_len, unit_blocks, block_in_unit } => {
             check_blocks(first, blocks, volume_blocks)?;
-            index.put(
-                block_range(first, blocks),
-                Location { file, unit_offset, stored_len, unit_blocks, block_in_unit },
-            );
+            let loc = Location { file, unit_offset, stored_len, unit_blocks, block_in_unit };
+            match live {
+                Some(live) => index_put(index, live, block_range(first, blocks), loc),
+                None => index.put(block_range(first, blocks), loc),
+            }
         }
         BatchOp::Delete { first, blocks } => {
             check_blocks(first, blocks, volume_blocks)?;
-            index.delete(block_range(first, blocks));
+            match live {
+                Some(live) => index_delete(index, live, block_range(first, blocks)),
+                None => index.delete(block_range(first, blocks)),
+            }
         }
     }
     Ok(())
 }
 
-fn check_blocks(first: u64, n: u64, volume_blocks: u64) -> Result<()> {
+pub(crate) fn check_blocks(first: u64, n: u64, volume_blocks: u64) -> Result<()> {
     match first.checked_add(n) {
         Some(end) if n > 0 && end <= volume_blocks => Ok(()),
         _ => Err(Error::Corruption(format!(
@@ -446,7 +793,7 @@ fn check_blocks(first: u64, n: u64, volume_blocks: u64) -> Result<()> {
 }
 
 /// REQUIRES: `n > 0` and `first + n` does not overflow (checked by callers).
-fn block_range(first: u64, n: u64) -> BlockRange {
+pub(crate) fn block_range(first: u64, n: u64) -> BlockRange {
     BlockRange::with_len(first, n).unwrap_or(BlockRange::block(first))
 }
 

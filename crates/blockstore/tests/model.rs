@@ -33,7 +33,10 @@ fn small_opts() -> Options {
     Options {
         segment_cache_bytes: 8 * BLOCK_SIZE,
         journal_flush_bytes: 32 * BLOCK_SIZE as u64,
-        data_file_bytes: 1 << 20,
+        // Small files and frequent checkpoints, so sealing, footers, checkpoints and collection all happen.
+        data_file_bytes: 64 << 10,
+        checkpoint_bytes: 48 << 10,
+        gc_live_percent: 60,
         ..Options::default()
     }
 }
@@ -175,8 +178,19 @@ fn run_crash_model(seed: u64, steps: usize) {
                     failed = true;
                 }
             }
-        } else if roll < 70 {
+        } else if roll < 68 {
             if v.flush_cache().is_err() {
+                assert!(armed);
+                failed = true;
+            }
+        } else if roll < 71 {
+            let pct = [30, 80, 100][rng.random_range(0..3)];
+            if let Err(e) = v.collect_garbage(pct) {
+                assert!(armed, "seed {seed} step {step}: gc failed without a crash point: {e}");
+                failed = true;
+            }
+        } else if roll < 72 {
+            if v.checkpoint().is_err() {
                 assert!(armed);
                 failed = true;
             }
@@ -186,6 +200,7 @@ fn run_crash_model(seed: u64, steps: usize) {
             }
         } else if roll < 88 && !armed {
             fs.set_op_budget(rng.random_range(0..40));
+            v.check_invariants().unwrap_or_else(|e| panic!("seed {seed} step {step}: {e}"));
             armed = true;
         } else if roll < 92 {
             failed = true; // a power cut between operations

@@ -208,3 +208,58 @@ fn qemu_img_bench_reads_and_writes() {
     }
     assert_eq!(r.stats().error_replies, 0);
 }
+
+/// `nbdinfo --map` (base:allocation) sees written ranges as data and never-written, discarded and zeroed ranges
+/// as holes, answered from the index.
+#[test]
+fn nbdinfo_map_shows_holes_from_the_index() {
+    let Some(qemu_io) = tool("qemu-io", "qemu-utils") else { return };
+    let Some(nbdinfo) = tool("nbdinfo", "libnbd-bin") else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let r = serve(dir.path(), "vol", Some(16 << 20));
+    let uri = r.uri("disk");
+    let cmds =
+        ["write -P 0x5a 1M 1M", "write -P 0x6b 4M 64k", "discard 1536k 256k", "write -z 4M 32k", "flush"];
+    let mut cmd = Command::new(&qemu_io);
+    cmd.args(["-f", "raw"]);
+    for c in cmds {
+        cmd.args(["-c", c]);
+    }
+    ok(&run(cmd.arg(&uri)), "qemu-io");
+    let text = ok(&run(Command::new(&nbdinfo).arg("--map").arg(&uri)), "nbdinfo --map");
+    // Lines: "offset length type description"; collect (offset, length, is_hole).
+    let mut extents = Vec::new();
+    for line in text.lines() {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        if f.len() >= 3
+            && let (Ok(off), Ok(len), Ok(ty)) =
+                (f[0].parse::<u64>(), f[1].parse::<u64>(), f[2].parse::<u32>())
+        {
+            extents.push((off, len, ty & 1 == 1));
+        }
+    }
+    let k = 1u64 << 10;
+    let m = 1u64 << 20;
+    let want = vec![
+        (0, m, true),
+        (m, 512 * k, false),
+        (1536 * k, 256 * k, true),
+        (1792 * k, 256 * k, false),
+        (2 * m, 2 * m, true),
+        (4 * m, 32 * k, true),
+        (4 * m + 32 * k, 32 * k, false),
+        (4 * m + 64 * k, 12 * m - 64 * k, true),
+    ];
+    // Merge neighbours with equal status (the hole at 4M+32k joins the one before it).
+    let merge = |v: Vec<(u64, u64, bool)>| {
+        let mut out: Vec<(u64, u64, bool)> = Vec::new();
+        for (o, l, h) in v {
+            match out.last_mut() {
+                Some(last) if last.2 == h && last.0 + last.1 == o => last.1 += l,
+                _ => out.push((o, l, h)),
+            }
+        }
+        out
+    };
+    assert_eq!(merge(extents), merge(want), "nbdinfo --map said:\n{text}");
+}

@@ -7,6 +7,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 mod bench_cmd;
+mod blockstore_inspect;
 mod flexdb;
 mod flexfile;
 mod inspect;

@@ -102,6 +102,15 @@ fn serve_creates_a_volume_that_survives_a_killed_server() {
         assert_eq!(size, 2 << 20);
     } // killed with SIGKILL: the socket file stays behind
     assert!(sock.exists());
+    // Read-only inspection of the store the killed server left: the FUA write is in the journal.
+    let out = Command::new(env!("CARGO_BIN_EXE_rangedb"))
+        .args(["inspect", "blockstore", store_s, "--action", "check"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(text.contains("volume default: 2097152 bytes"), "{text}");
+    assert!(text.contains("1 record(s)") && text.contains("check:"), "{text}");
     let _server = serve(&["--dir", store_s], &sock);
     let (size, data) = session(&sock, None, 21);
     assert_eq!(size, 2 << 20);

@@ -2,6 +2,7 @@
 
 use crate::Experiment;
 
+mod blockstore;
 mod bptree;
 mod flexfile;
 mod flextree;
@@ -24,6 +25,7 @@ pub fn all() -> Vec<&'static dyn Experiment> {
         &gloran_index::GloranIndex,
         &gloran::Gloran,
         &nbd::Nbd,
+        &blockstore::BlockStoreBench,
     ]
 }
 

@@ -28,7 +28,7 @@ use crate::{Ctx, Experiment, Report, Result};
 /// The `nbd` experiment.
 pub struct Nbd;
 
-const WORKLOADS: [(&str, &str, &str); 4] = [
+pub(super) const WORKLOADS: [(&str, &str, &str); 4] = [
     ("seq-write-128k", "write", "128k"),
     ("rand-read-4k", "randread", "4k"),
     ("rand-write-4k", "randwrite", "4k"),
@@ -142,7 +142,7 @@ fn run_all(
 }
 
 #[allow(clippy::too_many_arguments)]
-fn measure(
+pub(super) fn measure(
     fio: &Path,
     dir: &Path,
     uri: &str,
@@ -194,10 +194,10 @@ fn measure(
 }
 
 /// A qemu-nbd child process, killed when stopped or dropped.
-struct QemuNbd(Option<Child>);
+pub(super) struct QemuNbd(Option<Child>);
 
 impl QemuNbd {
-    fn start(bin: &Path, format: &str, img: &Path, sock: &Path) -> Result<Self> {
+    pub(super) fn start(bin: &Path, format: &str, img: &Path, sock: &Path) -> Result<Self> {
         let child = Command::new(bin)
             .args(["-f", format, "-t", "-e", "4", "--cache=writeback", "-k"])
             .arg(sock)
@@ -217,7 +217,7 @@ impl QemuNbd {
         Ok(me)
     }
 
-    fn stop(&mut self) {
+    pub(super) fn stop(&mut self) {
         if let Some(mut c) = self.0.take() {
             let _ = c.kill();
             let _ = c.wait();
@@ -231,7 +231,7 @@ impl Drop for QemuNbd {
     }
 }
 
-fn which(name: &str) -> Option<PathBuf> {
+pub(super) fn which(name: &str) -> Option<PathBuf> {
     let path = std::env::var_os("PATH")?;
     std::env::split_paths(&path).map(|d| d.join(name)).find(|p| p.is_file())
 }
