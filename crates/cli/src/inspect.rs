@@ -1,6 +1,7 @@
 //! `rangedb inspect`: dump, layout, check and scan of the LSM engine's files (our `ldb` / `sst_dump`).
 //!
-//! `rangedb inspect wal FILE`, `sst FILE`, `manifest FILE`, `db DIR`, each with `--action dump|layout|check|scan`.
+//! `rangedb inspect wal FILE`, `sst FILE`, `manifest FILE`, `db DIR`, each with `--action dump|layout|check|scan`;
+//! `rangedb inspect flexdb DIR` is FlexDB's (in `flexdb.rs`).
 //! `check` verifies every checksum, key ordering and reference and exits non-zero on the first problem.
 
 use std::path::{Path, PathBuf};
@@ -16,7 +17,7 @@ type Res<T> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
 /// Arguments of `rangedb inspect`.
 #[derive(Debug, clap::Args)]
 pub struct InspectArgs {
-    /// What PATH is: `wal`, `sst`, `manifest` or `db` (a database directory).
+    /// What PATH is: `wal`, `sst`, `manifest`, `db` (an LSM database directory) or `flexdb` (a FlexDB store).
     kind: String,
     /// The file or directory.
     path: PathBuf,
@@ -253,7 +254,8 @@ pub fn run(a: InspectArgs) -> Res<ExitCode> {
         "manifest" => manifest(&a.path, &a.action)?,
         "sst" => sst(&a.path, &a.action)?,
         "db" => db(&a.path, &a.action)?,
-        other => return Err(format!("unknown kind {other} (wal, sst, manifest, db)").into()),
+        "flexdb" => return crate::flexdb::inspect_store(&a.path, &a.action),
+        other => return Err(format!("unknown kind {other} (wal, sst, manifest, db, flexdb)").into()),
     }
     Ok(ExitCode::SUCCESS)
 }

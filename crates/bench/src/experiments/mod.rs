@@ -3,6 +3,7 @@
 use crate::Experiment;
 
 mod bptree;
+mod flexdb;
 mod flexfile;
 mod flextree;
 mod gloran_index;
@@ -20,6 +21,7 @@ pub fn all() -> Vec<&'static dyn Experiment> {
         &flextree::FlexTreeBench,
         &flexfile::FlexFileBench,
         &lsm::Lsm,
+        &flexdb::FlexDbBench,
         &gloran_index::GloranIndex,
         &nbd::Nbd,
     ]
