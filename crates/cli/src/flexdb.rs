@@ -35,6 +35,9 @@ pub struct FlexdbOpts {
     /// flexdb: distance between anchors read when the index is rebuilt at open.
     #[arg(long)]
     rebuild_interval: Option<u64>,
+    /// flexdb: threads reading anchor keys when the index is rebuilt at open.
+    #[arg(long)]
+    rebuild_threads: Option<usize>,
 }
 
 impl FlexdbOpts {
@@ -47,6 +50,7 @@ impl FlexdbOpts {
             interval_max_bytes: self.interval_max_bytes.unwrap_or(d.interval_max_bytes),
             cache_bytes: self.cache_bytes.unwrap_or(d.cache_bytes),
             rebuild_interval: self.rebuild_interval.unwrap_or(d.rebuild_interval),
+            rebuild_threads: self.rebuild_threads.unwrap_or(d.rebuild_threads),
             ..d
         }
     }
@@ -77,7 +81,6 @@ enum FlexdbCmd {
 
 /// Runs `rangedb flexdb`.
 pub fn run(args: FlexdbArgs) -> Result<ExitCode, bench::Error> {
-    let fs: Arc<dyn vfs::Fs> = Arc::new(vfs::OsFs::new());
     match args.cmd {
         FlexdbCmd::Exec { dir, create, sync, opts } => {
             let mut engine = open_engine(&dir, create, &opts).map_err(|e| e.to_string())?;
@@ -87,24 +90,109 @@ pub fn run(args: FlexdbArgs) -> Result<ExitCode, bench::Error> {
             engine.close().map_err(|e| e.to_string())?;
             Ok(ExitCode::SUCCESS)
         }
-        FlexdbCmd::Inspect { dir } => inspect(fs, &dir),
+        FlexdbCmd::Inspect { dir } => inspect_store(&dir, "check"),
     }
 }
 
-fn inspect(fs: Arc<dyn vfs::Fs>, dir: &Path) -> Result<ExitCode, bench::Error> {
-    let db = Db::open(fs, dir, Options::default())?;
-    let r = db.check(true);
-    println!("{}", stats_json(&db));
-    match r {
-        Ok(()) => {
-            println!("check: ok");
+/// `rangedb inspect flexdb DIR --action A` and `rangedb flexdb inspect DIR` (action `check`).
+///
+/// - `dump`: the files of the store and every logged batch, read without opening the store (nothing changes).
+/// - `layout`: opens the store (replaying its logs into the table) and lists the sparse index: one line per
+///   interval with its index key, file offset and size.
+/// - `check`: opens the store, checks the index against the table and reads and verifies every interval; prints
+///   the counters as JSON and `check: ok`, or `check: KIND message` and fails.
+/// - `scan`: opens the store and prints every live pair in key order.
+pub fn inspect_store(dir: &Path, action: &str) -> Result<ExitCode, bench::Error> {
+    let fs: Arc<dyn vfs::Fs> = Arc::new(vfs::OsFs::new());
+    if !fs.exists(&dir.join(flexdb::table::TABLE_DIR).join(flexfile::flexfile::TREE_FILE))? {
+        return Err(format!("{} holds no FlexDB store", dir.display()).into());
+    }
+    match action {
+        "dump" => {
+            let mut names = fs.list_dir(dir)?;
+            names.sort();
+            let mut logs = Vec::new();
+            for n in &names {
+                let p = dir.join(n);
+                if let Some(num) = flexdb::wal::parse_name(n) {
+                    logs.push((num, p.clone()));
+                }
+                match fs.open(&p, vfs::OpenMode::ReadOnly) {
+                    Ok(f) => println!("{n:<24} {}", f.len()?),
+                    Err(_) => println!("{n:<24} (directory)"),
+                }
+            }
+            logs.sort();
+            for (i, (num, p)) in logs.iter().enumerate() {
+                let newest = i + 1 == logs.len();
+                let r = flexdb::wal::read_log(fs.as_ref(), p, newest)?;
+                println!("log {num}: {} batches, {} bytes of torn tail", r.batches.len(), r.dropped_bytes);
+                for b in r.batches {
+                    println!("  batch of {}", b.len());
+                    for op in b {
+                        match op {
+                            Op::Put(k, v) => println!("    put {} {}", show(&k), show(&v)),
+                            Op::Delete(k) => println!("    del {}", show(&k)),
+                            Op::DeleteRange(a, z) => println!("    delrange {} {}", show(&a), show(&z)),
+                        }
+                    }
+                }
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        "layout" => {
+            let db = Db::open(fs, dir, Options::default())?;
+            let l = db.layout()?;
+            println!("{} intervals, {} table bytes", l.len(), db.stats().table_size);
+            for (k, off, size) in l {
+                println!("{off:>14} {size:>10} {}", show(&k));
+            }
             db.close()?;
             Ok(ExitCode::SUCCESS)
         }
-        Err(e) => {
-            println!("check: {} {e}", e.kind_name());
-            Ok(ExitCode::FAILURE)
+        "check" => {
+            let db = Db::open(fs, dir, Options::default())?;
+            let r = db.check(true);
+            println!("{}", stats_json(&db));
+            match r {
+                Ok(()) => {
+                    println!("check: ok");
+                    db.close()?;
+                    Ok(ExitCode::SUCCESS)
+                }
+                Err(e) => {
+                    println!("check: {} {e}", e.kind_name());
+                    Ok(ExitCode::FAILURE)
+                }
+            }
         }
+        "scan" => {
+            let db = Db::open(fs, dir, Options::default())?;
+            let mut n = 0u64;
+            for r in db.iter(b"", None, false) {
+                let (k, v) = r?;
+                println!("{} {}", show(&k), show(&v));
+                n += 1;
+            }
+            println!("{n} pairs");
+            db.close()?;
+            Ok(ExitCode::SUCCESS)
+        }
+        other => Err(format!("unknown action {other} (dump, layout, check, scan)").into()),
+    }
+}
+
+/// A key or value as text when it is printable, else `0x` and hex (the kv shell's convention).
+fn show(b: &[u8]) -> String {
+    let plain = !b.is_empty() && b.iter().all(|c| c.is_ascii_graphic()) && !b.starts_with(b"0x");
+    if plain {
+        String::from_utf8_lossy(b).into_owned()
+    } else {
+        let mut s = String::from("0x");
+        for c in b {
+            s.push_str(&format!("{c:02x}"));
+        }
+        s
     }
 }
 

@@ -1,7 +1,8 @@
 //! `rangedb inspect`: dump, layout, check and scan of the LSM engine's files (our `ldb` / `sst_dump`).
 //!
-//! `rangedb inspect wal FILE`, `sst FILE`, `manifest FILE`, `db DIR` (and `blockstore DIR`, in
-//! `blockstore_inspect.rs`), each with `--action dump|layout|check|scan`.
+//! `rangedb inspect wal FILE`, `sst FILE`, `manifest FILE`, `db DIR`, each with `--action dump|layout|check|scan`;
+//! `rangedb inspect blockstore DIR` is the block store's (in `blockstore_inspect.rs`), `rangedb inspect flexdb DIR`
+//! FlexDB's (in `flexdb.rs`).
 //! `check` verifies every checksum, key ordering and reference and exits non-zero on the first problem.
 
 use std::path::{Path, PathBuf};
@@ -17,8 +18,8 @@ type Res<T> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
 /// Arguments of `rangedb inspect`.
 #[derive(Debug, clap::Args)]
 pub struct InspectArgs {
-    /// What PATH is: `wal`, `sst`, `manifest`, `db` (a database directory) or `blockstore` (a block-store
-    /// directory).
+    /// What PATH is: `wal`, `sst`, `manifest`, `db` (an LSM database directory), `blockstore` (a block-store
+    /// directory) or `flexdb` (a FlexDB store).
     kind: String,
     /// The file or directory.
     path: PathBuf,
@@ -256,7 +257,8 @@ pub fn run(a: InspectArgs) -> Res<ExitCode> {
         "sst" => sst(&a.path, &a.action)?,
         "db" => db(&a.path, &a.action)?,
         "blockstore" => crate::blockstore_inspect::run(&a.path, &a.action)?,
-        other => return Err(format!("unknown kind {other} (wal, sst, manifest, db, blockstore)").into()),
+        "flexdb" => return crate::flexdb::inspect_store(&a.path, &a.action),
+        other => return Err(format!("unknown kind {other} (wal, sst, manifest, db, blockstore, flexdb)").into()),
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -37,6 +37,12 @@ use crate::record::{MAX_KEY_LEN, MAX_VALUE_LEN};
 use crate::table::Table;
 use crate::wal::{self, Op, WalWriter};
 
+/// A key and its value.
+pub type Pair = (Vec<u8>, Vec<u8>);
+
+/// One interval of the sparse index, as [`Db::layout`] lists it: index key, file offset, size in bytes.
+pub type IntervalInfo = (Box<[u8]>, u64, u64);
+
 /// Counters of a store, readable through [`Db::stats`].
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Stats {
@@ -302,8 +308,11 @@ impl Db {
     /// Live pairs with `start <= key < end` (`end = None`: unbounded) in key order, at most `limit`; reversed
     /// (largest first) when `reverse`.
     ///
-    /// The memtables are overlaid on the committed records of the range; a forward scan with a limit reads
-    /// intervals only until it has `limit` live keys past every memtable tombstone it has met.
+    /// Three sorted sources are merged, newest first: the active memtable, the immutable memtable and the
+    /// committed records. Each is read only up to a cap (at first `limit` entries); a source that hit its cap is
+    /// known only up to its last key, so the merge stops at the earliest such horizon. When tombstones or a horizon
+    /// leave fewer than `limit` pairs, the scan is repeated with a larger cap: the common case reads `limit`
+    /// entries per source and no more.
     pub fn scan(
         &self,
         start: &[u8],
@@ -311,58 +320,121 @@ impl Db {
         limit: usize,
         reverse: bool,
     ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
-        use std::collections::BTreeMap;
+        if limit == 0 || end.is_some_and(|e| e <= start) {
+            return Ok(Vec::new());
+        }
+        let mut cap = limit;
+        loop {
+            let (out, truncated) = self.scan_capped(start, end, limit, reverse, cap)?;
+            if out.len() >= limit || !truncated {
+                return Ok(out);
+            }
+            cap = cap.saturating_mul(4);
+        }
+    }
+
+    /// One pass of [`Db::scan`] reading at most `cap` entries per source; also says whether any source was cut.
+    fn scan_capped(
+        &self,
+        start: &[u8],
+        end: Option<&[u8]>,
+        limit: usize,
+        reverse: bool,
+        cap: usize,
+    ) -> Result<(Vec<Pair>, bool)> {
+        use std::cmp::Ordering as O;
         use std::ops::Bound;
         let inner = &self.inner;
-        let hi = end.map_or(Bound::Unbounded, Bound::Excluded);
-        let bounds = (Bound::Included(start), hi);
-        // Snapshot the memtables' view of the range first (newest wins), then the table.
-        let mut over: BTreeMap<Vec<u8>, MemValue> = BTreeMap::new();
-        let imm = {
-            let m = inner.mem.read();
-            for (k, v) in m.active.range::<[u8], _>(bounds) {
-                over.insert(k.as_bytes().to_vec(), v.clone());
+        let bounds = (Bound::Included(start), end.map_or(Bound::Unbounded, Bound::Excluded));
+        // `a` comes before `b` in scan order.
+        let order = |a: &[u8], b: &[u8]| if reverse { b.cmp(a) } else { a.cmp(b) };
+        let mut horizon: Option<Vec<u8>> = None;
+        let cut = |last: Option<&[u8]>, n: usize, horizon: &mut Option<Vec<u8>>| {
+            if n >= cap
+                && let Some(l) = last
+                && horizon.as_deref().is_none_or(|h| order(l, h) == O::Less)
+            {
+                *horizon = Some(l.to_vec());
             }
-            m.imm.as_ref().map(|(t, _)| t.clone())
+            n >= cap
         };
-        if let Some(t) = imm {
-            for (k, v) in t.range::<[u8], _>(bounds) {
-                over.entry(k.as_bytes().to_vec()).or_insert_with(|| v.clone());
+        let take = |it: &mut dyn Iterator<Item = (&ByteKey, &MemValue)>| -> Vec<(Vec<u8>, MemValue)> {
+            it.take(cap).map(|(k, v)| (k.as_bytes().to_vec(), v.clone())).collect()
+        };
+        let (act, imm) = {
+            let m = inner.mem.read();
+            let mut r = m.active.range::<[u8], _>(bounds);
+            let act = if reverse { take(&mut r.rev()) } else { take(&mut r) };
+            (act, m.imm.as_ref().map(|(t, _)| t.clone()))
+        };
+        let imm = match imm {
+            Some(t) => {
+                let mut r = t.range::<[u8], _>(bounds);
+                if reverse { take(&mut r.rev()) } else { take(&mut r) }
             }
-        }
-        let want = limit.saturating_add(over.len());
+            None => Vec::new(),
+        };
         let mut recs = Vec::new();
         if reverse {
-            inner.table.scan_rev(start, end, want, &mut recs)?;
+            inner.table.scan_rev(start, end, cap, &mut recs)?;
         } else {
-            inner.table.scan(start, end, want, &mut recs)?;
+            inner.table.scan(start, end, cap, &mut recs)?;
         }
-        // When the table stopped at the limit, committed keys beyond the last one read are unknown: memtable keys
-        // beyond it must not be reported ahead of them.
-        let horizon = if recs.len() >= want { recs.last().map(|r| r.0.clone()) } else { None };
-        let mut merged: BTreeMap<Vec<u8>, Vec<u8>> =
-            recs.into_iter().map(|(k, v)| (k.into_vec(), v.into_vec())).collect();
-        for (k, v) in over {
-            if let Some(h) = &horizon
-                && (if reverse { *k < **h } else { *k > **h })
-            {
-                continue;
-            }
-            match v {
-                MemValue::Put(v) => {
-                    merged.insert(k, v.into_vec());
-                }
-                MemValue::Delete => {
-                    merged.remove(&k);
+        let mut truncated = cut(act.last().map(|e| &e.0[..]), act.len(), &mut horizon);
+        truncated |= cut(imm.last().map(|e| &e.0[..]), imm.len(), &mut horizon);
+        truncated |= cut(recs.last().map(|r| &r.0[..]), recs.len(), &mut horizon);
+        // The memtables' view, newest wins.
+        let mut mem: Vec<(Vec<u8>, MemValue)> = Vec::with_capacity(act.len() + imm.len());
+        let (mut a, mut b) = (act.into_iter().peekable(), imm.into_iter().peekable());
+        loop {
+            let o = match (a.peek(), b.peek()) {
+                (None, None) => break,
+                (Some(_), None) => O::Less,
+                (None, Some(_)) => O::Greater,
+                (Some(x), Some(y)) => order(&x.0, &y.0),
+            };
+            match o {
+                O::Less => mem.extend(a.next()),
+                O::Greater => mem.extend(b.next()),
+                O::Equal => {
+                    mem.extend(a.next());
+                    b.next();
                 }
             }
         }
-        let out: Vec<(Vec<u8>, Vec<u8>)> = if reverse {
-            merged.into_iter().rev().take(limit).collect()
-        } else {
-            merged.into_iter().take(limit).collect()
-        };
-        Ok(out)
+        let mut out = Vec::with_capacity(limit.min(mem.len() + recs.len()));
+        let (mut m, mut t) = (mem.into_iter().peekable(), recs.into_iter().peekable());
+        while out.len() < limit {
+            let o = match (m.peek(), t.peek()) {
+                (None, None) => break,
+                (Some(_), None) => O::Less,
+                (None, Some(_)) => O::Greater,
+                (Some(x), Some(y)) => order(&x.0, &y.0),
+            };
+            let (k, v) = match o {
+                O::Greater => match t.next() {
+                    Some(r) => (r.0.into_vec(), Some(r.1.into_vec())),
+                    None => break,
+                },
+                _ => {
+                    if o == O::Equal {
+                        t.next();
+                    }
+                    match m.next() {
+                        Some((k, MemValue::Put(v))) => (k, Some(v.into_vec())),
+                        Some((k, MemValue::Delete)) => (k, None),
+                        None => break,
+                    }
+                }
+            };
+            if horizon.as_deref().is_some_and(|h| order(&k, h) == O::Greater) {
+                break;
+            }
+            if let Some(v) = v {
+                out.push((k, v));
+            }
+        }
+        Ok((out, truncated))
     }
 
     /// An iterator over live pairs with `start <= key < end` (`end = None`: unbounded), forward or reverse. It
@@ -427,6 +499,13 @@ impl Db {
             rebuild_anchors: r(&t.rebuild_anchors),
             table_size: i.table.size(),
         }
+    }
+
+    /// The sparse index after every pending commit: (index key, file offset, size in bytes) per interval, in key
+    /// order. For inspection tools.
+    pub fn layout(&self) -> Result<Vec<IntervalInfo>> {
+        self.inner.wait_idle()?;
+        Ok(self.inner.table.layout())
     }
 
     /// Checks the sparse index against the table file; `deep` reads and verifies every interval.

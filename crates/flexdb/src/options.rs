@@ -23,6 +23,8 @@ pub struct Options {
     /// Distance between interval anchors read when the index is rebuilt at open (§5.4). Default 4 KiB (the
     /// paper's smallest setting; larger values open faster and split intervals on first use).
     pub rebuild_interval: u64,
+    /// Threads reading anchor keys when the index is rebuilt at open (§5.4: in parallel). Default 4.
+    pub rebuild_threads: usize,
     /// Options of the table FlexFile.
     pub flexfile: flexfile::Options,
 }
@@ -38,6 +40,7 @@ impl Default for Options {
             cache_partitions: 1024,
             commit_lock_bytes: 4 << 20,
             rebuild_interval: 4 << 10,
+            rebuild_threads: 4,
             flexfile: flexfile::Options::default(),
         }
     }
@@ -56,6 +59,7 @@ impl Options {
             cache_partitions: 4,
             commit_lock_bytes: 2 << 10,
             rebuild_interval: 256,
+            rebuild_threads: 3,
             flexfile: flexfile::Options::tiny(),
         }
     }
@@ -68,9 +72,13 @@ impl Options {
         if self.interval_max_keys < 2 || self.interval_max_bytes < 64 {
             return Err(Error::invalid("intervals must allow at least 2 keys and 64 bytes"));
         }
-        if self.cache_partitions == 0 || self.commit_lock_bytes == 0 || self.rebuild_interval == 0 {
+        if self.cache_partitions == 0
+            || self.commit_lock_bytes == 0
+            || self.rebuild_interval == 0
+            || self.rebuild_threads == 0
+        {
             return Err(Error::invalid(
-                "cache_partitions, commit_lock_bytes and rebuild_interval must be positive",
+                "cache_partitions, commit_lock_bytes, rebuild_interval and rebuild_threads must be positive",
             ));
         }
         self.flexfile.validate()?;

@@ -13,16 +13,17 @@
 //! tagged extents at least `rebuild_interval` apart and reads one key at each with `read_extent`.
 //!
 //! Concurrency (§5.2): the index sits behind a reader-writer lock; readers take it shared, the committer takes it
-//! exclusive and releases it every `commit_lock_bytes` of committed data, settling deferred shifts first. The
-//! FlexFile itself is behind a mutex because its reads need `&mut` (they may touch its segment buffer); the
-//! lock order is index, then file.
+//! exclusive and releases it every `commit_lock_bytes` of committed data (every shift is applied at once, so the
+//! index is consistent whenever the lock is free). The FlexFile sits behind its own reader-writer lock: cache
+//! misses read it shared through `FlexFile::read_at`, so they run in parallel; the committer and syncs take it
+//! exclusively. The lock order is index, then file.
 
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use flexfile::FlexFile;
-use parking_lot::{Mutex, RwLock};
+use parking_lot::RwLock;
 
 use crate::cache::{IntervalCache, IntervalData};
 use crate::error::{Error, Result};
@@ -55,7 +56,7 @@ pub struct TableStats {
 
 /// The table. See the module comment.
 pub struct Table {
-    file: Mutex<FlexFile>,
+    file: RwLock<FlexFile>,
     index: RwLock<SparseIndex>,
     cache: IntervalCache,
     max_keys: usize,
@@ -73,7 +74,7 @@ impl Table {
     /// Opens (or, with `create`, creates) the table in `dir/table` and rebuilds its index.
     pub fn open(fs: Arc<dyn vfs::Fs>, dir: &Path, opts: &Options, create: bool) -> Result<Table> {
         let tdir = dir.join(TABLE_DIR);
-        let mut file = if fs.exists(&tdir.join(flexfile::flexfile::TREE_FILE))? {
+        let file = if fs.exists(&tdir.join(flexfile::flexfile::TREE_FILE))? {
             FlexFile::open(fs, &tdir, opts.flexfile.clone())?
         } else if create {
             FlexFile::create(fs, &tdir, opts.flexfile.clone())?
@@ -81,9 +82,9 @@ impl Table {
             return Err(Error::invalid(format!("{} holds no FlexDB store", dir.display())));
         };
         let stats = TableStats::default();
-        let index = Self::rebuild(&mut file, opts.rebuild_interval, &stats)?;
+        let index = Self::rebuild(&file, opts.rebuild_interval, opts.rebuild_threads, &stats)?;
         Ok(Table {
-            file: Mutex::new(file),
+            file: RwLock::new(file),
             index: RwLock::new(index),
             cache: IntervalCache::new(opts.cache_bytes, opts.cache_partitions),
             max_keys: opts.interval_max_keys,
@@ -93,8 +94,9 @@ impl Table {
         })
     }
 
-    /// Rebuilds the sparse index from tagged anchors (§5.4).
-    fn rebuild(file: &mut FlexFile, step: u64, stats: &TableStats) -> Result<SparseIndex> {
+    /// Rebuilds the sparse index from tagged anchors (§5.4): the anchors at least `step` bytes apart are found in
+    /// the in-memory FlexTree, and their keys are read by `threads` threads at once (shared reads).
+    fn rebuild(file: &FlexFile, step: u64, threads: usize, stats: &TableStats) -> Result<SparseIndex> {
         let mut offs = Vec::new();
         let mut next = step;
         file.tree().for_each_extent(|off, e| {
@@ -103,9 +105,23 @@ impl Table {
                 next = off + step;
             }
         })?;
+        let per = offs.len().div_ceil(threads.max(1)).max(1);
+        let keys: Vec<Result<Vec<Box<[u8]>>>> = std::thread::scope(|s| {
+            let handles: Vec<_> = offs
+                .chunks(per)
+                .map(|part| s.spawn(move || part.iter().map(|&o| Self::read_key_at(file, o)).collect()))
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| h.join().unwrap_or_else(|_| Err(Error::invalid("index rebuild thread panicked"))))
+                .collect()
+        });
         let mut anchors: Vec<(Box<[u8]>, u64)> = vec![(Box::new([]), 0)];
-        for off in offs {
-            anchors.push((Self::read_key_at(file, off)?, off));
+        let mut it = offs.iter();
+        for part in keys {
+            for k in part? {
+                anchors.push((k, *it.next().ok_or_else(|| Error::invalid("anchor count mismatch"))?));
+            }
         }
         stats.rebuild_anchors.store(anchors.len() as u64, Ordering::Relaxed);
         let idx = SparseIndex::from_anchors(anchors, file.size())?;
@@ -114,14 +130,13 @@ impl Table {
         Ok(idx)
     }
 
-    /// The key of the record starting at `off` (an anchor).
-    fn read_key_at(file: &mut FlexFile, off: u64) -> Result<Box<[u8]>> {
-        let (start, head) = file.read_extent(off, 64)?;
-        if start != off {
-            return Err(Error::corruption("table", format!("anchor at {off} is not an extent start")));
-        }
+    /// The key of the record starting at `off`. REQUIRES: `off` is the start of an extent (an anchor found in the
+    /// tree), so the read is the paper's `read_extent` at that anchor.
+    fn read_key_at(file: &FlexFile, off: u64) -> Result<Box<[u8]>> {
+        let mut head = vec![0u8; 64.min(file.size().saturating_sub(off)) as usize];
+        file.read_at(off, &mut head)?;
         let (klen, _, h) = record::decode_header(&head)?
-            .ok_or_else(|| Error::corruption("table", "truncated anchor record"))?;
+            .ok_or_else(|| Error::corruption("table", format!("truncated anchor record at {off}")))?;
         if head.len() >= h + klen {
             return Ok(head[h..h + klen].into());
         }
@@ -129,7 +144,7 @@ impl Table {
             return Err(Error::corruption("table", "anchor key runs past the end of the file"));
         }
         let mut key = vec![0u8; klen];
-        file.read(off + h as u64, &mut key)?;
+        file.read_at(off + h as u64, &mut key)?;
         Ok(key.into())
     }
 
@@ -141,7 +156,7 @@ impl Table {
         }
         let size = usize::try_from(iv.size).map_err(|_| Error::corruption("index", "interval too large"))?;
         let mut buf = vec![0u8; size];
-        self.file.lock().read(idx.offset(p), &mut buf)?;
+        self.file.read().read_at(idx.offset(p), &mut buf)?;
         let recs = record::decode_all(&buf)?;
         if let Some(first) = recs.first()
             && first.0 < iv.key
@@ -209,12 +224,25 @@ impl Table {
 
     /// Makes every committed change durable.
     pub fn sync(&self) -> Result<()> {
-        Ok(self.file.lock().sync()?)
+        Ok(self.file.write().sync()?)
     }
 
     /// Closes the FlexFile cleanly (a checkpoint).
     pub fn close(self) -> Result<()> {
         Ok(self.file.into_inner().close()?)
+    }
+
+    /// Every interval as (index key, file offset, size in bytes), in key order.
+    pub fn layout(&self) -> Vec<crate::db::IntervalInfo> {
+        let idx = self.index.read();
+        let mut out = Vec::with_capacity(idx.len());
+        let mut p = Some(idx.first());
+        while let Some(q) = p {
+            let iv = idx.get(q);
+            out.push((iv.key.clone(), idx.offset(q), iv.size));
+            p = idx.next(q);
+        }
+        out
     }
 
     /// Intervals in the index.
@@ -224,7 +252,7 @@ impl Table {
 
     /// Bytes in the table file.
     pub fn size(&self) -> u64 {
-        self.file.lock().size()
+        self.file.read().size()
     }
 
     /// Cache hit and miss counts.
@@ -234,13 +262,13 @@ impl Table {
 
     /// The FlexFile's own counters.
     pub fn file_stats(&self) -> flexfile::Stats {
-        self.file.lock().stats()
+        self.file.read().stats()
     }
 
     /// Whole-structure check of the index against the file; with `deep`, every interval is read and decoded.
     pub fn check(&self, deep: bool) -> Result<()> {
         let idx = self.index.read();
-        let size = self.file.lock().size();
+        let size = self.file.read().size();
         idx.check(size)?;
         if deep {
             let mut p = Some(idx.first());
@@ -280,16 +308,14 @@ impl Table {
             }
             since += self.apply_group(&mut idx, p, &group)?;
             if since >= self.lock_bytes {
-                idx.settle();
                 drop(idx);
                 self.stats.lock_releases.fetch_add(1, Ordering::Relaxed);
                 idx = self.index.write();
                 since = 0;
             }
         }
-        idx.settle();
         #[cfg(feature = "invariants")]
-        idx.check(self.file.lock().size())?;
+        idx.check(self.file.read().size())?;
         Ok(())
     }
 
@@ -297,7 +323,7 @@ impl Table {
     fn apply_group(&self, idx: &mut SparseIndex, p: Pos, group: &[(&[u8], &MemValue)]) -> Result<u64> {
         let mut recs: Vec<Rec> = self.load(idx, p)?.to_vec();
         let base = idx.offset(p);
-        let mut file = self.file.lock();
+        let mut file = self.file.write();
         let (mut i, mut cur, mut delta, mut written, mut removed) = (0usize, 0u64, 0i64, 0u64, false);
         let mut buf = Vec::new();
         for &(k, v) in group {
@@ -449,7 +475,7 @@ impl Table {
         if b <= a {
             return Ok(());
         }
-        let mut file = self.file.lock();
+        let mut file = self.file.write();
         file.collapse(a, b - a)?;
         self.stats.collapsed_bytes.fetch_add(b - a, Ordering::Relaxed);
         if ps == pe {
@@ -512,7 +538,6 @@ impl Table {
                 self.cache.put(sid, s_keep.into());
             }
         }
-        idx.settle();
         #[cfg(feature = "invariants")]
         idx.check(file.size())?;
         Ok(())

@@ -208,3 +208,31 @@ fn readers_run_concurrently_with_writes_and_commits() {
     db.check(true).unwrap();
     assert!(db.stats().commit_lock_releases > 0);
 }
+
+/// Regression: a limited scan whose first `limit` memtable entries are all tombstones over committed keys must
+/// look further (the scan reads each source only up to a cap and retries with a larger one), forward and reverse.
+#[test]
+fn limited_scan_skips_more_tombstones_than_its_limit() {
+    let fs: Arc<dyn vfs::Fs> = Arc::new(vfs::MemFs::new());
+    let w = WriteOptions::default();
+    let opts = Options { memtable_bytes: 1 << 20, ..Options::tiny() };
+    let db = Db::open(fs, Path::new("d"), opts).unwrap();
+    for i in 0..200u32 {
+        db.put(format!("k{i:04}").as_bytes(), b"v", w).unwrap();
+    }
+    db.flush().unwrap();
+    for i in 0..190u32 {
+        db.delete(format!("k{i:04}").as_bytes(), w).unwrap();
+    }
+    db.put(b"k0500", b"new", w).unwrap();
+    let got: Vec<Vec<u8>> = db.scan(b"", None, 3, false).unwrap().into_iter().map(|p| p.0).collect();
+    assert_eq!(got, vec![b"k0190".to_vec(), b"k0191".to_vec(), b"k0192".to_vec()]);
+    let got: Vec<Vec<u8>> = db.scan(b"", Some(b"k0195"), 3, true).unwrap().into_iter().map(|p| p.0).collect();
+    assert_eq!(got, vec![b"k0194".to_vec(), b"k0193".to_vec(), b"k0192".to_vec()]);
+    let all = db.scan(b"k0100", None, usize::MAX, false).unwrap();
+    assert_eq!(all.len(), 11);
+    assert_eq!(all.last().unwrap(), &(b"k0500".to_vec(), b"new".to_vec()));
+    // Reverse from the top: 0500 first, then the committed survivors.
+    let got: Vec<Vec<u8>> = db.scan(b"", None, 2, true).unwrap().into_iter().map(|p| p.0).collect();
+    assert_eq!(got, vec![b"k0500".to_vec(), b"k0199".to_vec()]);
+}

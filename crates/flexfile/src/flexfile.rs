@@ -470,6 +470,26 @@ impl FlexFile {
         Ok(())
     }
 
+    /// [`FlexFile::read`] through a shared reference, so readers can run concurrently (behind a reader-writer
+    /// lock, with writers taking it exclusively). Same bytes and the same checksum verification; checksum tables
+    /// not yet cached are read from the file for this call only.
+    pub fn read_at(&self, off: u64, buf: &mut [u8]) -> Result<()> {
+        if self.poisoned {
+            return Err(Error::Poisoned);
+        }
+        let mut at = 0usize;
+        for p in self.tree.query(off, buf.len() as u64)? {
+            let dst = &mut buf[at..at + p.len as usize];
+            if p.addr == HOLE {
+                dst.fill(0);
+            } else {
+                self.data.read_shared(p.addr, dst)?;
+            }
+            at += p.len as usize;
+        }
+        Ok(())
+    }
+
     /// Reads up to `max` bytes from the start of the extent containing `off` (§5.4). Returns the extent's logical
     /// offset (`<= off`) and the bytes read.
     pub fn read_extent(&mut self, off: u64, max: usize) -> Result<(u64, Vec<u8>)> {

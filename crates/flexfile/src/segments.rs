@@ -436,4 +436,77 @@ impl Segments {
         }
         Ok(())
     }
+
+    /// [`Segments::read`] through a shared reference, for concurrent readers: the checksum entries come from the
+    /// cached table when there is one, else straight from the file without caching them. Reading the file is
+    /// exact there: every entry still owed to the file (deferred until a sync) belongs to a segment that was open,
+    /// and a closed open segment's table stays cached. REQUIRES: the range lies in one segment.
+    pub fn read_shared(&self, addr: u64, buf: &mut [u8]) -> Result<()> {
+        if buf.is_empty() {
+            return Ok(());
+        }
+        let (bs, seg) = (self.bs, self.seg);
+        let (s, off) = (addr / seg, addr % seg);
+        let end = off + buf.len() as u64;
+        if end > self.cap {
+            return Err(corrupt(format!("extent at {addr} runs past its segment's data area")));
+        }
+        if let Some(o) = self.open.as_ref().filter(|o| o.id == s) {
+            if end > o.fill as u64 {
+                return Err(corrupt(format!("extent at {addr} maps unwritten bytes of the open segment")));
+            }
+            buf.copy_from_slice(&o.buf[off as usize..end as usize]);
+            return Ok(());
+        }
+        let (b0, b1) = (off / bs, (end - 1) / bs);
+        let (ta, tb) = ((b0 * 8) as usize, ((b1 + 1) * 8) as usize);
+        let t = match self.tables.get(&s) {
+            Some(t) => t[ta..tb].to_vec(),
+            None => {
+                let mut t = vec![0u8; tb - ta];
+                let at = s * seg + self.table_off + ta as u64;
+                let flen = self.file.len()?;
+                if at < flen {
+                    let n = (t.len() as u64).min(flen - at) as usize;
+                    self.file.read_exact_at(&mut t[..n], at)?;
+                }
+                t
+            }
+        };
+        let entry = |b: u64| {
+            let i = ((b - b0) * 8) as usize;
+            (
+                u32::from_le_bytes([t[i], t[i + 1], t[i + 2], t[i + 3]]),
+                u16::from_le_bytes([t[i + 4], t[i + 5]]) as u64,
+            )
+        };
+        let rend = b1 * bs + entry(b1).1;
+        if rend < end {
+            return Err(corrupt(format!(
+                "extent at {addr} maps bytes its segment's checksum table never covered"
+            )));
+        }
+        let rstart = b0 * bs;
+        let mut raw = vec![0u8; (rend - rstart) as usize];
+        self.file.read_exact_at(&mut raw, s * seg + rstart).map_err(|e| {
+            if e.kind() == std::io::ErrorKind::UnexpectedEof {
+                corrupt(format!("segment {s} is shorter than its checksum table says"))
+            } else {
+                Error::from(e)
+            }
+        })?;
+        for b in b0..=b1 {
+            let (crc, fill) = entry(b);
+            if fill > bs || (b < b1 && fill != bs) {
+                return Err(corrupt(format!("segment {s} block {b}: bad fill {fill}")));
+            }
+            let a = ((b - b0) * bs) as usize;
+            if crc_block(s * seg + b * bs, &raw[a..a + fill as usize]) != crc {
+                return Err(corrupt(format!("segment {s} block {b}: checksum mismatch")));
+            }
+        }
+        let a = (off - rstart) as usize;
+        buf.copy_from_slice(&raw[a..a + buf.len()]);
+        Ok(())
+    }
 }

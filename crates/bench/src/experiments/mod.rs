@@ -4,6 +4,7 @@ use crate::Experiment;
 
 mod blockstore;
 mod bptree;
+mod flexdb;
 mod flexfile;
 mod flextree;
 mod gloran;
@@ -22,6 +23,7 @@ pub fn all() -> Vec<&'static dyn Experiment> {
         &flextree::FlexTreeBench,
         &flexfile::FlexFileBench,
         &lsm::Lsm,
+        &flexdb::FlexDbBench,
         &gloran_index::GloranIndex,
         &gloran::Gloran,
         &nbd::Nbd,

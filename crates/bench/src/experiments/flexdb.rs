@@ -1,0 +1,639 @@
+//! `rangedb bench flexdb`: FlexDB against RocksDB (Debian's 7.8) and our leveled LSM engine (`lsm-local`), the
+//! experiments of the FlexFile paper's §6.3, scaled down.
+//!
+//! All three stores get the same memtable budget (two memtables: the active one and one being committed or
+//! flushed) and the same user-space cache budget (FlexDB's interval cache, the LSM engines' block caches, one
+//! fifth of the dataset as in the paper's 8 GB cache for 40 GB of data). RocksDB follows its tuning guide's
+//! "total ordered database, flash storage" configuration with the sizes scaled to the memtable; the LSM engine
+//! gets the same shape. FlexDB uses the paper's evaluation setting of at most 8 keys per interval. Every
+//! configuration is printed as a note. No store syncs per write (the paper's setting).
+//!
+//! Workloads:
+//! - `write-{seq,zipf,comp}-{zippydb,udb,sys}`: an empty store receives `dataset` bytes of puts (Table 3's key and
+//!   value sizes) from `threads` threads, keys sequential (one contiguous range per thread), YCSB-Zipfian
+//!   (θ = 0.99, scattered) or Zipfian-composite (the first three decimal digits Zipfian, the rest uniform);
+//!   Zipfian writes overwrite. Metrics: throughput of the puts, `bytes_written` (what the engine wrote: logs,
+//!   tables, FlexFile data, log and tree, after a flush and until compactions finish), `io_write_bytes` (the
+//!   kernel's count of bytes this process sent to storage, `/proc/self/io`, the same span) and
+//!   `write_amplification` (`bytes_written` over the user bytes).
+//! - `get-{seq,zipf,comp}` and `scan50-zipf`: the UDB dataset loaded in key order, then Zipfian updates of half of
+//!   it (the paper's randomised layout), settled; then point lookups and 50-record scans.
+//! - `recovery`: that store closed and reopened; time of the open (WAL replay and, for FlexDB, the sparse index
+//!   rebuilt from anchors every `rebuild_interval` bytes: 4 KiB, and 256 KiB as `flexdb-rebuild-256k`). The page
+//!   cache is warm (clearing it needs root).
+//! - `ycsb-a` .. `ycsb-f`: the UDB dataset loaded in key order, then YCSB A–F in order on the same store (E scans
+//!   50 records, as in the paper).
+//!
+//! Settings: `--set dataset_mib=N threads=N reads=N scans=N ycsb_ops=N` (defaults scale with --quick).
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Instant;
+
+use serde_json::json;
+use workloads::{
+    Distribution, KeyEncoding, KeyOrder, KeySampler, KvSizes, Op, Preset, SizeDistribution, Workload,
+};
+
+use crate::measure::time_ops_parallel;
+use crate::{Ctx, Experiment, Report, Result};
+
+/// The `flexdb` experiment.
+pub struct FlexDbBench;
+
+/// The budgets every store gets.
+#[derive(Debug, Clone, Copy)]
+struct Config {
+    /// One memtable's size.
+    memtable: usize,
+    /// User-space cache.
+    cache: usize,
+}
+
+/// The operations the experiment needs from a store.
+trait Kv: Send + Sync {
+    fn put(&self, k: &[u8], v: &[u8]);
+    fn get(&self, k: &[u8]) -> bool;
+    /// Seeks to the first key `>= k` and reads up to `n` records; returns how many were read.
+    fn scan(&self, k: &[u8], n: usize) -> usize;
+    /// Flushes the memtables and waits until no background work is pending.
+    fn settle(&self);
+    /// Bytes the engine has written to its files since it was opened.
+    fn bytes_written(&self) -> u64;
+    /// Closes the store cleanly.
+    fn close(self: Box<Self>) -> Result<()>;
+}
+
+struct Flex(flexdb::Db);
+
+impl Kv for Flex {
+    fn put(&self, k: &[u8], v: &[u8]) {
+        let _ = self.0.put(k, v, flexdb::WriteOptions::default());
+    }
+    fn get(&self, k: &[u8]) -> bool {
+        matches!(self.0.get(k), Ok(Some(_)))
+    }
+    fn scan(&self, k: &[u8], n: usize) -> usize {
+        match self.0.scan(k, None, n, false) {
+            Ok(v) => {
+                std::hint::black_box(&v);
+                v.len()
+            }
+            Err(_) => 0,
+        }
+    }
+    fn settle(&self) {
+        let _ = self.0.flush();
+    }
+    fn bytes_written(&self) -> u64 {
+        let s = self.0.stats();
+        s.wal_bytes + s.table_bytes_written
+    }
+    fn close(self: Box<Self>) -> Result<()> {
+        Ok(self.0.close()?)
+    }
+}
+
+struct Lsm(lsm::Db);
+
+impl Kv for Lsm {
+    fn put(&self, k: &[u8], v: &[u8]) {
+        let _ = self.0.put(&lsm::WriteOptions::default(), k, v);
+    }
+    fn get(&self, k: &[u8]) -> bool {
+        matches!(self.0.get(k), Ok(Some(_)))
+    }
+    fn scan(&self, k: &[u8], n: usize) -> usize {
+        let Ok(mut it) = self.0.iter(&lsm::ReadOptions::default()) else { return 0 };
+        it.seek(k);
+        let mut c = 0;
+        while it.valid() && c < n {
+            std::hint::black_box((it.key(), it.value()));
+            c += 1;
+            it.next();
+        }
+        c
+    }
+    fn settle(&self) {
+        let _ = self.0.flush();
+        let _ = self.0.wait_for_compactions();
+    }
+    fn bytes_written(&self) -> u64 {
+        let s = self.0.stats();
+        s.wal_bytes + s.bytes_flushed + s.compact_write_bytes
+    }
+    fn close(self: Box<Self>) -> Result<()> {
+        drop(self);
+        Ok(())
+    }
+}
+
+struct Rocks {
+    db: rocksdb::DB,
+    opts: rocksdb::Options,
+}
+
+impl Rocks {
+    fn counter(&self, name: &str) -> u64 {
+        let stats = self.opts.get_statistics().unwrap_or_default();
+        stats
+            .lines()
+            .find(|l| l.starts_with(name) && l[name.len()..].starts_with(" COUNT"))
+            .and_then(|l| l.rsplit(':').next())
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or(0)
+    }
+}
+
+impl Kv for Rocks {
+    fn put(&self, k: &[u8], v: &[u8]) {
+        let _ = self.db.put(k, v);
+    }
+    fn get(&self, k: &[u8]) -> bool {
+        matches!(self.db.get_pinned(k), Ok(Some(_)))
+    }
+    fn scan(&self, k: &[u8], n: usize) -> usize {
+        let mut it = self.db.raw_iterator();
+        it.seek(k);
+        let mut c = 0;
+        while it.valid() && c < n {
+            std::hint::black_box((it.key(), it.value()));
+            c += 1;
+            it.next();
+        }
+        c
+    }
+    fn settle(&self) {
+        let _ = self.db.flush();
+        loop {
+            let p = |n: &str| self.db.property_int_value(n).ok().flatten().unwrap_or(0);
+            if p("rocksdb.compaction-pending") == 0 && p("rocksdb.num-running-compactions") == 0 {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    }
+    fn bytes_written(&self) -> u64 {
+        self.counter("rocksdb.wal.bytes")
+            + self.counter("rocksdb.flush.write.bytes")
+            + self.counter("rocksdb.compact.write.bytes")
+    }
+    fn close(self: Box<Self>) -> Result<()> {
+        drop(self);
+        Ok(())
+    }
+}
+
+fn flex_options(c: Config, rebuild_interval: u64) -> flexdb::Options {
+    flexdb::Options {
+        create_if_missing: true,
+        memtable_bytes: c.memtable,
+        // The paper's evaluation setting (§6.3); the store's default is 16.
+        interval_max_keys: 8,
+        cache_bytes: c.cache,
+        rebuild_interval,
+        ..flexdb::Options::default()
+    }
+}
+
+fn open_flex_with(dir: &Path, c: Config, rebuild_interval: u64) -> Result<Box<dyn Kv>> {
+    let fs: Arc<dyn vfs::Fs> = Arc::new(vfs::OsFs::new());
+    Ok(Box::new(Flex(flexdb::Db::open(fs, dir, flex_options(c, rebuild_interval))?)))
+}
+
+fn open_flex(dir: &Path, c: Config) -> Result<Box<dyn Kv>> {
+    open_flex_with(dir, c, 4 << 10)
+}
+
+fn describe_flex(c: Config) -> String {
+    let o = flex_options(c, 4 << 10);
+    format!(
+        "flexdb: memtable_bytes={} (x2: active + committing) interval_max_keys={} interval_max_bytes={} \
+         cache_bytes={} cache_partitions={} commit_lock_bytes={} rebuild_interval={} flexfile segment_size={} \
+         sync=false",
+        o.memtable_bytes,
+        o.interval_max_keys,
+        o.interval_max_bytes,
+        o.cache_bytes,
+        o.cache_partitions,
+        o.commit_lock_bytes,
+        o.rebuild_interval,
+        o.flexfile.segment_size
+    )
+}
+
+/// The tuning guide's flash shape scaled to the memtable: L1 = 8 memtables, files = 1 memtable, multiplier 8,
+/// L0 triggers 8/17/24.
+fn lsm_options(c: Config) -> lsm::Options {
+    lsm::Options {
+        create_if_missing: true,
+        write_buffer_size: c.memtable,
+        max_write_buffer_number: 2,
+        level0_file_num_compaction_trigger: 8,
+        level0_slowdown_writes_trigger: 17,
+        level0_stop_writes_trigger: 24,
+        max_bytes_for_level_base: 8 * c.memtable as u64,
+        max_bytes_for_level_multiplier: 8,
+        target_file_size_base: c.memtable as u64,
+        block_cache_size: c.cache,
+        ..lsm::Options::default()
+    }
+}
+
+fn open_lsm(dir: &Path, c: Config) -> Result<Box<dyn Kv>> {
+    let fs: Arc<dyn vfs::Fs> = Arc::new(vfs::OsFs::new());
+    Ok(Box::new(Lsm(lsm::Db::open(fs, dir, lsm_options(c)).map_err(|e| e.to_string())?)))
+}
+
+fn describe_lsm(c: Config) -> String {
+    format!("lsm-local: {:?}", lsm_options(c))
+}
+
+fn open_rocks(dir: &Path, c: Config) -> Result<Box<dyn Kv>> {
+    let mut o = rocksdb::Options::default();
+    o.create_if_missing(true);
+    o.set_compaction_style(rocksdb::DBCompactionStyle::Level);
+    o.set_write_buffer_size(c.memtable);
+    o.set_max_write_buffer_number(2);
+    o.set_target_file_size_base(c.memtable as u64);
+    o.set_max_background_jobs(4);
+    o.set_level_zero_file_num_compaction_trigger(8);
+    o.set_level_zero_slowdown_writes_trigger(17);
+    o.set_level_zero_stop_writes_trigger(24);
+    o.set_num_levels(4);
+    o.set_max_bytes_for_level_base(8 * c.memtable as u64);
+    o.set_max_bytes_for_level_multiplier(8.0);
+    o.set_compression_type(rocksdb::DBCompressionType::None);
+    o.enable_statistics();
+    let mut t = rocksdb::BlockBasedOptions::default();
+    t.set_block_size(4096);
+    t.set_bloom_filter(10.0, false);
+    t.set_block_cache(&rocksdb::Cache::new_lru_cache(c.cache));
+    o.set_block_based_table_factory(&t);
+    let db = rocksdb::DB::open(&o, dir)?;
+    Ok(Box::new(Rocks { db, opts: o }))
+}
+
+fn describe_rocks(c: Config) -> String {
+    format!(
+        "rocksdb 7.8 (tuning guide, total ordered database on flash, sizes scaled to the memtable): level \
+         compaction, write_buffer_size={} max_write_buffer_number=2 (guide: 3; 2 matches FlexDB's memtables) \
+         target_file_size_base={} max_background_jobs=4 l0 triggers 8/17/24 num_levels=4 \
+         max_bytes_for_level_base={} multiplier=8 block_size=4096 bloom=10 full filter block_cache={} \
+         compression=none sync=false",
+        c.memtable,
+        c.memtable,
+        8 * c.memtable,
+        c.cache
+    )
+}
+
+type Opener = fn(&Path, Config) -> Result<Box<dyn Kv>>;
+
+/// Bytes this process has sent to storage so far (`write_bytes - cancelled_write_bytes` of `/proc/self/io`), or
+/// 0 where the kernel does not say.
+fn io_written() -> u64 {
+    let Ok(s) = std::fs::read_to_string("/proc/self/io") else { return 0 };
+    let field = |name: &str| -> u64 {
+        s.lines().find_map(|l| l.strip_prefix(name).and_then(|r| r.trim().parse().ok())).unwrap_or(0)
+    };
+    field("write_bytes:").saturating_sub(field("cancelled_write_bytes:"))
+}
+
+/// A dataset: Table 3's fixed key and value sizes, keys encoded in key-number order.
+#[derive(Clone)]
+struct Data {
+    name: &'static str,
+    enc: KeyEncoding,
+    klen: usize,
+    vlen: usize,
+    n: u64,
+}
+
+impl Data {
+    fn new(name: &'static str, sizes: KvSizes, bytes: u64) -> Data {
+        let (klen, vlen) = (sizes.key.max() as usize, sizes.value.max() as usize);
+        Data {
+            name,
+            enc: KeyEncoding::fixed_str(klen),
+            klen,
+            vlen,
+            n: (bytes / (klen + vlen) as u64).max(1000),
+        }
+    }
+    fn key(&self, i: u64, out: &mut Vec<u8>) {
+        out.clear();
+        self.enc.encode_into(KeyOrder::Ordered.key(i), out);
+    }
+    fn value(&self, i: u64, version: u64, out: &mut Vec<u8>) {
+        out.resize(self.vlen, 0);
+        workloads::fill_value(i, version, out);
+    }
+    fn user_bytes(&self, ops: u64) -> u64 {
+        ops * (self.klen + self.vlen) as u64
+    }
+}
+
+#[derive(Clone, Copy)]
+enum Dist {
+    Seq,
+    Zipf,
+    Comp,
+}
+
+impl Dist {
+    fn name(self) -> &'static str {
+        match self {
+            Dist::Seq => "seq",
+            Dist::Zipf => "zipf",
+            Dist::Comp => "comp",
+        }
+    }
+    fn distribution(self) -> Distribution {
+        match self {
+            Dist::Seq => Distribution::Sequential,
+            Dist::Zipf => Distribution::YCSB_ZIPFIAN,
+            Dist::Comp => Distribution::ZIPFIAN_COMPOSITE,
+        }
+    }
+}
+
+/// Per-thread key streams: `per` keys each; sequential streams cover one contiguous range per thread.
+fn key_streams(d: Dist, n: u64, threads: usize, per: u64, seed: u64) -> Result<Vec<Vec<u64>>> {
+    (0..threads)
+        .map(|t| -> Result<Vec<u64>> {
+            Ok(match d {
+                Dist::Seq => {
+                    let lo = n * t as u64 / threads as u64;
+                    (0..per).map(|i| (lo + i) % n).collect()
+                }
+                _ => KeySampler::new(d.distribution(), n, seed ^ ((t as u64 + 1) * 0x9E37_79B9))
+                    .map_err(|e| e.to_string())?
+                    .take(per as usize)
+                    .collect(),
+            })
+        })
+        .collect()
+}
+
+/// Puts `streams[t]` from thread `t`; returns the throughput metrics of the puts.
+fn put_streams(db: &dyn Kv, data: &Data, streams: &[Vec<u64>], version: u64) -> Vec<(&'static str, f64)> {
+    let per = streams.iter().map(Vec::len).min().unwrap_or(0) as u64;
+    let s = time_ops_parallel(streams.len(), per, |t, i| {
+        thread_local! {
+            static BUF: std::cell::RefCell<(Vec<u8>, Vec<u8>)> = const { std::cell::RefCell::new((Vec::new(), Vec::new())) };
+        }
+        let k = streams[t][i as usize];
+        BUF.with_borrow_mut(|(kb, vb)| {
+            data.key(k, kb);
+            data.value(k, version + i, vb);
+            db.put(kb, vb);
+        });
+    });
+    s.metrics()
+}
+
+fn ycsb_ops(data: &Data, preset: Preset, ops: u64, seed: u64) -> Result<Vec<Op>> {
+    let mut w = Workload::preset(preset);
+    w.record_count = data.n;
+    w.operation_count = ops;
+    w.value_size = SizeDistribution::Fixed(data.vlen as u32);
+    w.key_order = KeyOrder::Ordered;
+    w.scan_length = SizeDistribution::Fixed(50);
+    w.seed = seed;
+    Ok(w.run().map_err(|e| e.to_string())?.collect())
+}
+
+fn run_ycsb(db: &dyn Kv, data: &Data, ops: &[Op], threads: usize) -> Vec<(&'static str, f64)> {
+    let per = ops.len() as u64 / threads as u64;
+    let s = time_ops_parallel(threads, per, |t, i| {
+        thread_local! {
+            static BUF: std::cell::RefCell<(Vec<u8>, Vec<u8>)> = const { std::cell::RefCell::new((Vec::new(), Vec::new())) };
+        }
+        let op = ops[(i as usize) * threads + t];
+        BUF.with_borrow_mut(|(kb, vb)| match op {
+            Op::Insert { key, .. } | Op::Update { key, .. } => {
+                data.key(key, kb);
+                data.value(key, i + 1, vb);
+                db.put(kb, vb);
+            }
+            Op::Read { key } => {
+                data.key(key, kb);
+                std::hint::black_box(db.get(kb));
+            }
+            Op::Scan { start, len } | Op::MapRange { start, len } => {
+                data.key(start, kb);
+                std::hint::black_box(db.scan(kb, len as usize));
+            }
+            Op::ReadModifyWrite { key, .. } => {
+                data.key(key, kb);
+                std::hint::black_box(db.get(kb));
+                data.value(key, i + 2, vb);
+                db.put(kb, vb);
+            }
+            Op::Delete { .. } | Op::DeleteRange { .. } => {}
+        });
+    });
+    s.metrics()
+}
+
+/// Loads `data` in key order from one thread (the paper's sequential load).
+fn load(db: &dyn Kv, data: &Data) {
+    let (mut k, mut v) = (Vec::new(), Vec::new());
+    for i in 0..data.n {
+        data.key(i, &mut k);
+        data.value(i, 0, &mut v);
+        db.put(&k, &v);
+    }
+}
+
+impl Experiment for FlexDbBench {
+    fn name(&self) -> &'static str {
+        "flexdb"
+    }
+
+    fn about(&self) -> &'static str {
+        "flexdb vs rocksdb and lsm-local (FlexFile paper §6.3): sequential/Zipfian/Zipfian-composite writes of the \
+         ZippyDB/UDB/SYS datasets with bytes written, GET and SCAN(50) after Zipfian updates, recovery time, YCSB \
+         A-F; --set dataset_mib=N threads=N reads=N scans=N ycsb_ops=N"
+    }
+
+    fn run(&self, ctx: &Ctx) -> Result<Report> {
+        let dataset_mib: u64 = ctx.setting("dataset_mib", ctx.scale(32, 2048))?;
+        let threads: usize = ctx.setting("threads", ctx.threads.iter().copied().max().unwrap_or(1).max(1))?;
+        let reads: u64 = ctx.setting("reads", ctx.scale(200_000, 4_000_000))?;
+        let scans: u64 = ctx.setting("scans", ctx.scale(50_000, 1_000_000))?;
+        let ycsb_n: u64 = ctx.setting("ycsb_ops", ctx.scale(200_000, 4_000_000))?;
+        let bytes = dataset_mib << 20;
+        // The paper's ratios: cache = dataset / 5; a 256 MB memtable for 40 GB, but at least 4 MiB here so that
+        // a quick run still commits dozens of memtables.
+        let cfg = Config { memtable: ((bytes / 160) as usize).max(4 << 20), cache: (bytes / 5) as usize };
+        let datasets = [
+            Data::new("zippydb", KvSizes::ZIPPYDB, bytes),
+            Data::new("udb", KvSizes::UDB, bytes),
+            Data::new("sys", KvSizes::SYS, bytes),
+        ];
+        let udb = datasets[1].clone();
+        let dists = [Dist::Seq, Dist::Zipf, Dist::Comp];
+        let mut report = Report::new(self.name(), ctx.quick);
+        report.note(describe_flex(cfg));
+        report.note(describe_rocks(cfg));
+        report.note(describe_lsm(cfg));
+        for d in &datasets {
+            for dist in dists {
+                report.workload(
+                    &format!("write-{}-{}", dist.name(), d.name),
+                    json!({"keys": d.n, "key_bytes": d.klen, "value_bytes": d.vlen, "puts": d.n,
+                           "distribution": dist.distribution().name(), "threads": threads,
+                           "memtable_bytes": cfg.memtable, "cache_bytes": cfg.cache}),
+                );
+            }
+        }
+        let rparams = json!({"keys": udb.n, "key_bytes": udb.klen, "value_bytes": udb.vlen,
+                             "zipfian_updates_before": udb.n / 2, "threads": threads});
+        for w in ["get-seq", "get-zipf", "get-comp"] {
+            report.workload(w, json!({"reads": reads, "setup": rparams}));
+        }
+        report.workload("scan50-zipf", json!({"scans": scans, "scan_length": 50, "setup": rparams}));
+        report.workload(
+            "recovery",
+            json!({"setup": rparams, "page_cache": "warm", "flexdb_rebuild_interval": 4096,
+                   "flexdb-rebuild-256k_rebuild_interval": 262_144}),
+        );
+        for p in ["a", "b", "c", "d", "e", "f"] {
+            report.workload(
+                &format!("ycsb-{p}"),
+                json!({"records": udb.n, "operations": ycsb_n, "key_bytes": udb.klen, "value_bytes": udb.vlen,
+                       "load": "key order", "scan_length": 50, "threads": threads}),
+            );
+        }
+        let systems: [(&str, Opener); 3] =
+            [("flexdb", open_flex), ("rocksdb", open_rocks), ("lsm-local", open_lsm)];
+        for (name, open) in systems {
+            let dir = ctx.scratch.join(format!("flexdb-bench-{name}"));
+            let _ = std::fs::remove_dir_all(&dir);
+            // Writes.
+            for d in &datasets {
+                for dist in dists {
+                    let per = d.n / threads as u64;
+                    let streams = key_streams(dist, d.n, threads, per, ctx.seed)?;
+                    let db = open(&dir, cfg)?;
+                    let io0 = io_written();
+                    let mut m = put_streams(&*db, d, &streams, 1);
+                    let t = Instant::now();
+                    db.settle();
+                    let settle = t.elapsed().as_secs_f64();
+                    let written = db.bytes_written();
+                    let io = io_written().saturating_sub(io0);
+                    let user = d.user_bytes(per * threads as u64);
+                    m.extend([
+                        ("bytes_written", written as f64),
+                        ("io_write_bytes", io as f64),
+                        ("write_amplification", written as f64 / user.max(1) as f64),
+                        ("settle_secs", settle),
+                    ]);
+                    report.row(&format!("write-{}-{}", dist.name(), d.name), name, m);
+                    db.close()?;
+                    let _ = std::fs::remove_dir_all(&dir);
+                }
+            }
+            // Reads after Zipfian updates.
+            {
+                let db = open(&dir, cfg)?;
+                load(&*db, &udb);
+                let per = udb.n / 2 / threads as u64;
+                let streams = key_streams(Dist::Zipf, udb.n, threads, per, ctx.seed ^ 7)?;
+                put_streams(&*db, &udb, &streams, 1 << 32);
+                db.settle();
+                for dist in dists {
+                    let streams = key_streams(dist, udb.n, threads, reads / threads as u64, ctx.seed ^ 11)?;
+                    let per = reads / threads as u64;
+                    let s = time_ops_parallel(threads, per, |t, i| {
+                        let mut k = Vec::with_capacity(udb.klen);
+                        udb.key(streams[t][i as usize], &mut k);
+                        std::hint::black_box(db.get(&k));
+                    });
+                    report.row(&format!("get-{}", dist.name()), name, s.metrics());
+                }
+                let streams = key_streams(Dist::Zipf, udb.n, threads, scans / threads as u64, ctx.seed ^ 13)?;
+                let s = time_ops_parallel(threads, scans / threads as u64, |t, i| {
+                    let mut k = Vec::with_capacity(udb.klen);
+                    udb.key(streams[t][i as usize], &mut k);
+                    std::hint::black_box(db.scan(&k, 50));
+                });
+                report.row("scan50-zipf", name, s.metrics());
+                db.close()?;
+            }
+            // Recovery.
+            let t = Instant::now();
+            let db = open(&dir, cfg)?;
+            let secs = t.elapsed().as_secs_f64();
+            report.row("recovery", name, [("open_secs", secs)]);
+            db.close()?;
+            if name == "flexdb" {
+                let t = Instant::now();
+                let db = open_flex_with(&dir, cfg, 256 << 10)?;
+                let secs = t.elapsed().as_secs_f64();
+                report.row("recovery", "flexdb-rebuild-256k", [("open_secs", secs)]);
+                db.close()?;
+            }
+            let _ = std::fs::remove_dir_all(&dir);
+            // YCSB A-F on one store, in order.
+            let db = open(&dir, cfg)?;
+            load(&*db, &udb);
+            db.settle();
+            let mut data = udb.clone();
+            for (i, p) in
+                [Preset::A, Preset::B, Preset::C, Preset::D, Preset::E, Preset::F].into_iter().enumerate()
+            {
+                let ops = ycsb_ops(&data, p, ycsb_n, ctx.seed + i as u64)?;
+                let m = run_ycsb(&*db, &data, &ops, threads);
+                data.n += ops.iter().filter(|o| matches!(o, Op::Insert { .. })).count() as u64;
+                report.row(&format!("ycsb-{}", p.name().to_ascii_lowercase()), name, m);
+            }
+            db.close()?;
+            let _ = std::fs::remove_dir_all(&dir);
+        }
+        // Ratios against lsm-local (ours too, so the report's automatic ratios skip it).
+        let mut lines = Vec::new();
+        for r in report.results.iter().filter(|r| r.system == "flexdb") {
+            for m in ["ops_per_sec", "bytes_written"] {
+                if let (Some(a), Some(b)) = (r.metrics.get(m), report.get(&r.workload, "lsm-local", m))
+                    && b != 0.0
+                {
+                    lines.push(format!("{}: flexdb/lsm-local {m} = {:.2}", r.workload, a / b));
+                }
+            }
+        }
+        for l in lines {
+            report.note(l);
+        }
+        Ok(report)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn datasets_have_table_3_sizes() {
+        let d = Data::new("udb", KvSizes::UDB, 1 << 20);
+        let (mut k, mut v) = (Vec::new(), Vec::new());
+        d.key(5, &mut k);
+        d.value(5, 0, &mut v);
+        assert_eq!((k.len(), v.len()), (27, 127));
+        let mut k2 = Vec::new();
+        d.key(6, &mut k2);
+        assert!(k < k2, "keys are encoded in key-number order");
+        assert_eq!(d.n, (1 << 20) / 154);
+    }
+
+    #[test]
+    fn sequential_streams_partition_the_key_space() {
+        let s = key_streams(Dist::Seq, 100, 4, 25, 1).unwrap();
+        let mut all: Vec<u64> = s.concat();
+        all.sort_unstable();
+        assert_eq!(all, (0..100).collect::<Vec<_>>());
+    }
+}
