@@ -37,6 +37,9 @@ use crate::tombstones::Fragments;
 use crate::version::{NUM_LEVELS, Obsolete, Version, VersionSet};
 use crate::wal::{LogReader, LogWriter};
 
+#[path = "range_reduce/mod.rs"]
+pub(crate) mod range_reduce;
+
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
@@ -93,6 +96,7 @@ pub(crate) struct Inner {
     counters: Counters,
     rd: RangeDelCounters,
     obsolete: Obsolete,
+    rr: range_reduce::Shared,
 }
 
 /// An open database. Dropping it closes it (waits for the background thread; unflushed memtables stay in the
@@ -265,8 +269,10 @@ impl Db {
             counters: Counters::default(),
             rd: RangeDelCounters::default(),
             obsolete,
+            rr: range_reduce::Shared::default(),
             opts,
         });
+        inner.rr.set_owner(&inner);
         inner.counters.bytes_flushed.fetch_add(bytes_flushed, Ordering::Relaxed);
         inner.delete_unreferenced_files()?;
         let bg_inner = inner.clone();
@@ -753,7 +759,7 @@ impl Inner {
             }
             let due = !self.opts.disable_auto_compactions
                 && compaction::scores(&s.current, &self.opts).iter().any(|&x| x >= 1.0);
-            if s.imm.is_empty() && !due {
+            if s.imm.is_empty() && !due && !self.rr.has_work() {
                 return Ok(());
             }
             if s.shutting_down {
@@ -775,7 +781,8 @@ impl Inner {
                     let due = s.bg_error.is_none()
                         && (!s.imm.is_empty()
                             || (!self.opts.disable_auto_compactions
-                                && compaction::scores(&s.current, &self.opts).iter().any(|&x| x >= 1.0)));
+                                && compaction::scores(&s.current, &self.opts).iter().any(|&x| x >= 1.0))
+                            || self.rr.has_work());
                     if due {
                         break;
                     }
@@ -805,6 +812,9 @@ impl Inner {
         let imm = lock(&self.state).imm.first().cloned();
         if let Some(m) = imm {
             return self.flush_memtable(&m);
+        }
+        if let Some(r) = self.range_reduce_step() {
+            return r;
         }
         if self.opts.disable_auto_compactions {
             return Ok(());
@@ -1092,6 +1102,7 @@ impl Inner {
             }
             children.push(Box::new(crate::version::LevelIter::new(files, self.table_cache.clone())));
         }
+        let children = self.range_reduce_children(children, 1 + imm.len(), &v, opts);
         let tombstones = self.opts.range_delete_strategy.iterator_tombstones(frags, snapshot);
         Ok(DbIter::new(
             MergingIter::new(children),
@@ -1142,6 +1153,7 @@ impl Inner {
             immutable_memtables: imms as u64,
             table_range_tombstones: v.levels.iter().flatten().map(|f| f.info.num_range_dels).sum(),
             last_sequence: self.last_seq.load(Ordering::Acquire),
+            range_reduce: self.range_reduce_stats(&v),
         }
     }
 

@@ -107,6 +107,8 @@ pub struct Stats {
     pub table_range_tombstones: u64,
     /// The last sequence number.
     pub last_sequence: u64,
+    /// RangeReduce: query-driven compactions, range-query reads, compaction debt.
+    pub range_reduce: crate::RangeReduceStats,
 }
 
 impl Stats {
@@ -162,6 +164,7 @@ impl Stats {
             s.push_str(&format!("\"{k}\":{v},"));
         }
         s.push_str(&format!("\"write_amplification\":{:.4},", self.write_amplification()));
+        s.push_str(&format!("\"range_reduce\":{},", self.range_reduce.to_json()));
         s.push_str(&format!("\"levels\":[{}]}}", levels.join(",")));
         s
     }

@@ -400,6 +400,25 @@ impl Table {
         Ok(None)
     }
 
+    /// How many data blocks may hold user keys in `[lo, hi)`, and how many there are, from the in-memory index
+    /// alone (block `b` spans `(last key of b-1, last key of b]`). RangeReduce's overlap estimate.
+    pub fn blocks_in_range(&self, lo: &[u8], hi: &[u8]) -> (u64, u64) {
+        let mut it = BlockIter::new(self.index.clone(), ikey::cmp);
+        it.seek_to_first();
+        let (mut meeting, mut total) = (0u64, 0u64);
+        let mut prev_at_or_past_hi = false;
+        while it.valid() {
+            let last = ikey::user_key(it.key());
+            total += 1;
+            if last >= lo && !prev_at_or_past_hi {
+                meeting += 1;
+            }
+            prev_at_or_past_hi = last >= hi;
+            it.next();
+        }
+        (meeting, total)
+    }
+
     /// A cursor over the point entries.
     pub fn iter(self: &Arc<Self>) -> TableIter {
         TableIter {
