@@ -9,6 +9,7 @@ mod gloran_index;
 mod lsm;
 mod machine;
 mod nbd;
+mod rangereduce;
 mod rask;
 
 /// All experiments, in the order `rangedb bench all` runs them.
@@ -20,6 +21,7 @@ pub fn all() -> Vec<&'static dyn Experiment> {
         &flextree::FlexTreeBench,
         &flexfile::FlexFileBench,
         &lsm::Lsm,
+        &rangereduce::RangeReduceBench,
         &gloran_index::GloranIndex,
         &nbd::Nbd,
     ]
