@@ -401,22 +401,20 @@ impl Table {
     }
 
     /// How many data blocks may hold user keys in `[lo, hi)`, and how many there are, from the in-memory index
-    /// alone (block `b` spans `(last key of b-1, last key of b]`). RangeReduce's overlap estimate.
+    /// alone (block `b` spans `(last key of b-1, last key of b]`): a seek plus one step per block in range.
+    /// RangeReduce's overlap estimate.
     pub fn blocks_in_range(&self, lo: &[u8], hi: &[u8]) -> (u64, u64) {
         let mut it = BlockIter::new(self.index.clone(), ikey::cmp);
-        it.seek_to_first();
-        let (mut meeting, mut total) = (0u64, 0u64);
-        let mut prev_at_or_past_hi = false;
+        it.seek(&ikey::make(lo, ikey::MAX_SEQ, ikey::SEEK_KIND));
+        let mut meeting = 0u64;
         while it.valid() {
-            let last = ikey::user_key(it.key());
-            total += 1;
-            if last >= lo && !prev_at_or_past_hi {
-                meeting += 1;
+            meeting += 1;
+            if ikey::user_key(it.key()) >= hi {
+                break;
             }
-            prev_at_or_past_hi = last >= hi;
             it.next();
         }
-        (meeting, total)
+        (meeting, self.props.num_data_blocks.max(meeting))
     }
 
     /// A cursor over the point entries.

@@ -7,7 +7,8 @@
 //! `[lower, upper)`. If any of these sets changed, a flush or compaction moved data into, out of or through the
 //! range below the shallowest chosen level, and installing the run could put older versions above newer ones:
 //! the rewrite is aborted (outputs deleted, nothing installed; the query already returned). Changes above the
-//! shallowest chosen level only bring newer data, which stays above the run, and are fine. After writing, the
+//! shallowest chosen level only bring newer data, which stays above the run, and are fine; so do new L0 files
+//! (flushes) when L0 is chosen, so there only the claimed files must remain. After writing, the
 //! resulting levels must still be disjoint (a concurrent trivial move may have put a file where a combined head
 //! and tail would go): otherwise abort too.
 //!
@@ -170,7 +171,10 @@ impl Inner {
             let mut want = want.clone();
             now.sort_unstable();
             want.sort_unstable();
-            if now != want {
+            // New L0 files are flushes: newer than everything collected, and they stay above the run. Every
+            // other change below the shallowest chosen level conflicts.
+            let conflict = if *l == 0 { !want.iter().all(|n| now.binary_search(n).is_ok()) } else { now != want };
+            if conflict {
                 add(&c.rewrites_aborted, 1);
                 return Ok(());
             }
