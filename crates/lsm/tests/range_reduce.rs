@@ -171,6 +171,30 @@ fn conflicting_compaction_aborts_the_rewrite_not_the_query() {
     check(&db, None, &m, "after the aborted rewrite");
 }
 
+/// Regression: a flush landing in L0 between the query and its rewrite is allowed (it is newer than everything
+/// collected), but the rewrite once deleted every L0 file meeting the range at install time, including the new
+/// one it never read, and lost its in-range entries. Only the files the query read may be claimed.
+#[test]
+fn regression_flush_between_query_and_rewrite_keeps_the_new_l0_file() {
+    let fs: Arc<dyn vfs::Fs> = Arc::new(vfs::MemFs::new());
+    let o = Options { disable_auto_compactions: true, ..opts(RangeReduceMode::BlindMergeOnScan) };
+    let db = open(&fs, &o);
+    let mut m = Model::new();
+    load(&db, &mut m, 2000);
+    db.compact_range(None, None).unwrap();
+    overwrite(&db, &mut m, 500, 1500, 2, "v1");
+    let ro = ReadOptions { lower_bound: Some(k(400)), upper_bound: Some(k(1600)), ..Default::default() };
+    let mut it = db.iter(&ro).unwrap();
+    it.seek_to_first();
+    assert_eq!(it.collect_forward(usize::MAX).unwrap(), model_range(&m, &k(400), &k(1600)));
+    overwrite(&db, &mut m, 600, 700, 1, "v2");
+    drop(it);
+    db.wait_for_compactions().unwrap();
+    let st = db.stats().range_reduce;
+    assert_eq!((st.rewrites, st.rewrites_aborted), (1, 0), "{st:?}");
+    check(&db, None, &m, "new L0 data after the rewrite");
+}
+
 #[test]
 fn partial_scans_and_slo_bound_do_not_rewrite() {
     let fs: Arc<dyn vfs::Fs> = Arc::new(vfs::MemFs::new());

@@ -31,6 +31,7 @@ use crate::edit::{FileInfo, VersionEdit};
 use crate::error::Result;
 use crate::ikey;
 use crate::iter::{InternalIter, MergingIter};
+use crate::output_cut::OutputCut;
 use crate::table::TableIter;
 use crate::tombstones::{Fragments, Tombstone};
 use crate::version::{FileMeta, NUM_LEVELS, Version};
@@ -173,17 +174,22 @@ impl Inner {
             want.sort_unstable();
             // New L0 files are flushes: newer than everything collected, and they stay above the run. Every
             // other change below the shallowest chosen level conflicts.
-            let conflict = if *l == 0 { !want.iter().all(|n| now.binary_search(n).is_ok()) } else { now != want };
+            let conflict =
+                if *l == 0 { !want.iter().all(|n| now.binary_search(n).is_ok()) } else { now != want };
             if conflict {
                 add(&c.rewrites_aborted, 1);
                 return Ok(());
             }
         }
         let Some(&target) = plan.levels.last() else { return Ok(()) };
+        // The claimed files are the ones the query read (new L0 flushes were not collected and stay).
         let claimed: Vec<(usize, Arc<FileMeta>)> = plan
-            .levels
+            .meeting
             .iter()
-            .flat_map(|&l| v.levels[l].iter().filter(|f| meets(f, lo, hi)).map(move |f| (l, f.clone())))
+            .filter(|(l, _)| plan.levels.contains(l))
+            .flat_map(|(l, nums)| {
+                v.levels[*l].iter().filter(|f| nums.contains(&f.number())).map(move |f| (*l, f.clone()))
+            })
             .collect();
         let mut created: Vec<FileInfo> = Vec::new();
         let read = Arc::new(AtomicU64::new(0));
@@ -307,7 +313,7 @@ impl Inner {
                 dir: &self.dir,
                 new_number: &mut next,
                 table: table_options(&self.opts),
-                target_size,
+                cut: OutputCut::at_target(target_size),
             };
             let tombs = Fragments::new(&tombs);
             let out = compaction::write_outputs(
