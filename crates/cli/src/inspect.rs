@@ -258,7 +258,9 @@ pub fn run(a: InspectArgs) -> Res<ExitCode> {
         "db" => db(&a.path, &a.action)?,
         "blockstore" => crate::blockstore_inspect::run(&a.path, &a.action)?,
         "flexdb" => return crate::flexdb::inspect_store(&a.path, &a.action),
-        other => return Err(format!("unknown kind {other} (wal, sst, manifest, db, blockstore, flexdb)").into()),
+        other => {
+            return Err(format!("unknown kind {other} (wal, sst, manifest, db, blockstore, flexdb)").into());
+        }
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -38,6 +38,9 @@ use crate::tombstones::Fragments;
 use crate::version::{NUM_LEVELS, Obsolete, Version, VersionSet};
 use crate::wal::{LogReader, LogWriter};
 
+#[path = "range_reduce/mod.rs"]
+pub(crate) mod range_reduce;
+
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
@@ -97,6 +100,7 @@ pub(crate) struct Inner {
     /// The range-delete strategy serving this database (`Options::range_delete_strategy` or the per-database
     /// instance its `open` built).
     range_deletes: Arc<dyn rangedel::RangeDeleteStrategy>,
+    rr: range_reduce::Shared,
 }
 
 /// An open database. Dropping it closes it (waits for the background thread; unflushed memtables stay in the
@@ -272,9 +276,11 @@ impl Db {
             counters: Counters::default(),
             rd: RangeDelCounters::default(),
             obsolete,
+            rr: range_reduce::Shared::default(),
             opts,
             range_deletes,
         });
+        inner.rr.set_owner(&inner);
         inner.counters.bytes_flushed.fetch_add(bytes_flushed, Ordering::Relaxed);
         inner.delete_unreferenced_files()?;
         inner.range_deletes.state_recorded()?;
@@ -834,7 +840,7 @@ impl Inner {
             }
             let due = !self.opts.disable_auto_compactions
                 && compaction::scores(&s.current, &self.opts).iter().any(|&x| x >= 1.0);
-            if s.imm.is_empty() && !due {
+            if s.imm.is_empty() && !due && !self.rr.has_work() {
                 return Ok(());
             }
             if s.shutting_down {
@@ -857,7 +863,8 @@ impl Inner {
                         && (!s.imm.is_empty()
                             || self.range_deletes.maintenance_due()
                             || (!self.opts.disable_auto_compactions
-                                && compaction::scores(&s.current, &self.opts).iter().any(|&x| x >= 1.0)));
+                                && compaction::scores(&s.current, &self.opts).iter().any(|&x| x >= 1.0))
+                            || self.rr.has_work());
                     if due {
                         break;
                     }
@@ -890,6 +897,9 @@ impl Inner {
         let imm = lock(&self.state).imm.first().cloned();
         if let Some(m) = imm {
             return self.flush_memtable(&m);
+        }
+        if let Some(r) = self.range_reduce_step() {
+            return r;
         }
         if self.opts.disable_auto_compactions {
             return Ok(());
@@ -1208,6 +1218,7 @@ impl Inner {
             }
             children.push(Box::new(crate::version::LevelIter::new(files, self.table_cache.clone())));
         }
+        let children = self.range_reduce_children(children, 1 + imm.len(), &v, opts);
         let tombstones = self.range_deletes.iterator_tombstones(frags, snapshot);
         let global = self.range_deletes.cover(lo.unwrap_or_default(), hi, snapshot)?;
         let mut it = DbIter::new(
@@ -1262,6 +1273,7 @@ impl Inner {
             table_range_tombstones: v.levels.iter().flatten().map(|f| f.info.num_range_dels).sum(),
             last_sequence: self.last_seq.load(Ordering::Acquire),
             range_delete_global: self.range_deletes.global_stats(),
+            range_reduce: self.range_reduce_stats(&v),
         }
     }
 

@@ -49,6 +49,10 @@ pub mod version;
 pub mod wal;
 
 pub use batch::WriteBatch;
+pub use db::range_reduce::{
+    LevelEstimate, RangeReduceMode, RangeReduceOptions, RangeReduceStats, SelectParams, compaction_debt,
+    decision_matrix, estimate_partial, select_levels,
+};
 pub use db::{Db, FileEntry, Snapshot};
 pub use db_iter::DbIter;
 pub use error::{Error, Result};

@@ -63,6 +63,8 @@ pub struct Options {
     pub disable_auto_compactions: bool,
     /// How range deletes are stored and consulted (default: RocksDB-style local tombstones).
     pub range_delete_strategy: Arc<dyn RangeDeleteStrategy>,
+    /// Query-driven compaction (default: Bounded-Merge with rho = 1/T and Level-Renaming; docs/rangereduce.md).
+    pub range_reduce: crate::RangeReduceOptions,
 }
 
 impl std::fmt::Debug for Options {
@@ -84,6 +86,7 @@ impl std::fmt::Debug for Options {
             .field("compaction_pri", &self.compaction_pri)
             .field("block_cache_size", &self.block_cache_size)
             .field("range_delete_strategy", &self.range_delete_strategy.name())
+            .field("range_reduce", &self.range_reduce)
             .finish_non_exhaustive()
     }
 }
@@ -116,6 +119,7 @@ impl Default for Options {
             compaction_pri: CompactionPri::MinOverlappingRatio,
             disable_auto_compactions: false,
             range_delete_strategy: Arc::new(LocalTombstones),
+            range_reduce: crate::RangeReduceOptions::default(),
         }
     }
 }
@@ -165,6 +169,7 @@ impl Options {
         if self.bloom_bits_per_key > 64 {
             return bad("bloom_bits_per_key must be at most 64");
         }
+        self.range_reduce.validate()?;
         Ok(())
     }
 }

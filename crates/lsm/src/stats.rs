@@ -110,6 +110,8 @@ pub struct Stats {
     /// The global range-delete index's statistics (`range_delete = global`; `None` for local tombstones):
     /// estimator checks/positives/false positives, DR-tree nodes read, index bytes, GC work.
     pub range_delete_global: Option<gloran::Stats>,
+    /// RangeReduce: query-driven compactions, range-query reads, compaction debt.
+    pub range_reduce: crate::RangeReduceStats,
 }
 
 impl Stats {
@@ -165,6 +167,7 @@ impl Stats {
             s.push_str(&format!("\"{k}\":{v},"));
         }
         s.push_str(&format!("\"write_amplification\":{:.4},", self.write_amplification()));
+        s.push_str(&format!("\"range_reduce\":{},", self.range_reduce.to_json()));
         s.push_str(&format!("\"levels\":[{}]}}", levels.join(",")));
         s
     }

@@ -400,6 +400,23 @@ impl Table {
         Ok(None)
     }
 
+    /// How many data blocks may hold user keys in `[lo, hi)`, and how many there are, from the in-memory index
+    /// alone (block `b` spans `(last key of b-1, last key of b]`): a seek plus one step per block in range.
+    /// RangeReduce's overlap estimate.
+    pub fn blocks_in_range(&self, lo: &[u8], hi: &[u8]) -> (u64, u64) {
+        let mut it = BlockIter::new(self.index.clone(), ikey::cmp);
+        it.seek(&ikey::make(lo, ikey::MAX_SEQ, ikey::SEEK_KIND));
+        let mut meeting = 0u64;
+        while it.valid() {
+            meeting += 1;
+            if ikey::user_key(it.key()) >= hi {
+                break;
+            }
+            it.next();
+        }
+        (meeting, self.props.num_data_blocks.max(meeting))
+    }
+
     /// A cursor over the point entries.
     pub fn iter(self: &Arc<Self>) -> TableIter {
         TableIter {

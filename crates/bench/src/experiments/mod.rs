@@ -12,6 +12,7 @@ mod gloran_index;
 mod lsm;
 mod machine;
 mod nbd;
+mod rangereduce;
 mod rask;
 
 /// All experiments, in the order `rangedb bench all` runs them.
@@ -24,6 +25,7 @@ pub fn all() -> Vec<&'static dyn Experiment> {
         &flexfile::FlexFileBench,
         &lsm::Lsm,
         &flexdb::FlexDbBench,
+        &rangereduce::RangeReduceBench,
         &gloran_index::GloranIndex,
         &gloran::Gloran,
         &nbd::Nbd,

@@ -1,0 +1,524 @@
+//! `rangedb bench rangereduce`: RangeReduce's evaluation (§V) scaled to this machine. Systems: `lsm-rangereduce`
+//! (Bounded-Merge, rho = 1/T, Level-Renaming), `lsm-local` (the same engine with RangeReduce off), the ablations
+//! `lsm-mos-blind` (Blind Merge-on-Scan) and `lsm-mos-filesize` (File-Size-Aware Merge-on-Scan), and `rocksdb`
+//! (Debian's 7.8) with the same buffer, size ratio, file size, block size, Bloom bits, cache and no compression.
+//!
+//! Entries are 128 bytes (16-byte keys, 112-byte values), the buffer is 4 MiB and T = 6, as in the paper; the
+//! data size is scaled down (quick: 200K keys = 25.6 MB). Workloads:
+//! - `uniform`: ingest unique keys in random order, then updates interleaved with range queries of selectivity
+//!   0.1, 0.01, 0.001, 0.0001 and 0.00005 (cycled), at uniformly random positions;
+//! - `overlapping`: as `uniform` (selectivity 0.05), every 100 consecutive queries identical;
+//! - `long-short`: after ingest and updates, one long query (s = 0.25) then many short ones (s = 0.0001) inside it;
+//! - `ycsb-e`: preload (unique keys plus as many updates), then 95 % short scans (s = 0.00005) and 5 % updates;
+//! - `size-ratio-T` (T = 2, 4, 6, 8, 10): `uniform` at s = 0.01 for `lsm-rangereduce` and `lsm-local`.
+//!
+//! Metrics per run, measured after the workload once automatic compactions and queued rewrites are done: mean and
+//! P99 range-query latency, bytes read per query (our engines: key + value bytes of every internal entry the
+//! query's sources delivered), compaction debt (the paper's §III-B formula from the level sizes, for every system;
+//! RocksDB's estimate-pending-compaction-bytes as `pending_compaction_bytes`), space amplification (stored entries
+//! over live keys), total data movement (flush writes, compaction reads and writes, query-driven compaction reads
+//! and writes, query reads), and throughput of the interleaved phase in five windows.
+//!
+//! Settings: `--set n=KEYS updates=N queries=N shorts=N ycsb_ops=N`.
+
+use std::path::Path;
+use std::time::Instant;
+
+use rand::rngs::SmallRng;
+use rand::seq::SliceRandom;
+use rand::{Rng, SeedableRng};
+use serde_json::json;
+
+use crate::measure::Latencies;
+use crate::{Ctx, Experiment, Report, Result};
+
+/// The `rangereduce` experiment.
+pub struct RangeReduceBench;
+
+const VALUE_LEN: usize = 112;
+const BUFFER: usize = 4 << 20;
+/// Target file size. The paper's files are buffer-sized (4 MiB) in a 1 GB store; with the store scaled down to
+/// tens of MB, 1 MiB files keep the half-file threshold in the paper's proportion to the queries' sizes.
+const FILE: u64 = 1 << 20;
+
+fn key(i: u64) -> [u8; 16] {
+    let mut k = [0u8; 16];
+    k[..4].copy_from_slice(b"user");
+    k[4..].copy_from_slice(format!("{i:012}").as_bytes());
+    k
+}
+
+fn value(i: u64) -> [u8; VALUE_LEN] {
+    let mut v = [b'a'; VALUE_LEN];
+    let s = format!("{i:016x}");
+    v[..16].copy_from_slice(s.as_bytes());
+    v
+}
+
+/// End-of-run measurements.
+#[derive(Debug, Default, Clone, Copy)]
+struct End {
+    debt_paper: f64,
+    debt_pending: f64,
+    space_amp: f64,
+    data_movement: f64,
+    rq_bytes_read: f64,
+    rq_compactions: f64,
+    rq_compaction_write: f64,
+    level_renames: f64,
+}
+
+trait Sys {
+    fn put(&self, k: &[u8], v: &[u8]);
+    /// Reads every live entry of `[lo, hi)`; returns how many.
+    fn range(&self, lo: &[u8], hi: &[u8]) -> u64;
+    fn settle(&self);
+    fn end(&self, t: u64) -> End;
+}
+
+struct Ours(lsm::Db);
+
+impl Sys for Ours {
+    fn put(&self, k: &[u8], v: &[u8]) {
+        let _ = self.0.put(&lsm::WriteOptions::default(), k, v);
+    }
+    fn range(&self, lo: &[u8], hi: &[u8]) -> u64 {
+        let ro = lsm::ReadOptions {
+            lower_bound: Some(lo.to_vec()),
+            upper_bound: Some(hi.to_vec()),
+            ..Default::default()
+        };
+        let Ok(mut it) = self.0.iter(&ro) else { return 0 };
+        it.seek_to_first();
+        let mut n = 0;
+        while it.valid() {
+            std::hint::black_box(it.value());
+            n += 1;
+            it.next();
+        }
+        n
+    }
+    fn settle(&self) {
+        let _ = self.0.flush();
+        let _ = self.0.wait_for_compactions();
+    }
+    fn end(&self, _t: u64) -> End {
+        let s = self.0.stats();
+        let sa = self.0.space_amplification().map(|a| a.ratio()).unwrap_or(0.0);
+        let r = &s.range_reduce;
+        End {
+            debt_paper: r.compaction_debt_bytes as f64,
+            debt_pending: s.pending_compaction_bytes as f64,
+            space_amp: sa,
+            data_movement: s.data_movement_bytes() as f64,
+            rq_bytes_read: r.range_query_bytes_read as f64 / r.range_queries.max(1) as f64,
+            rq_compactions: r.rewrites as f64,
+            rq_compaction_write: r.rewrite_write_bytes as f64,
+            level_renames: r.level_renames as f64,
+        }
+    }
+}
+
+struct Rocks {
+    db: rocksdb::DB,
+    opts: rocksdb::Options,
+}
+
+impl Sys for Rocks {
+    fn put(&self, k: &[u8], v: &[u8]) {
+        let _ = self.db.put(k, v);
+    }
+    fn range(&self, lo: &[u8], hi: &[u8]) -> u64 {
+        let mut ro = rocksdb::ReadOptions::default();
+        ro.set_iterate_upper_bound(hi.to_vec());
+        let mut it = self.db.raw_iterator_opt(ro);
+        it.seek(lo);
+        let mut n = 0;
+        while it.valid() {
+            std::hint::black_box(it.value());
+            n += 1;
+            it.next();
+        }
+        n
+    }
+    fn settle(&self) {
+        let _ = self.db.flush();
+        loop {
+            let p = |n: &str| self.db.property_int_value(n).ok().flatten().unwrap_or(0);
+            if p("rocksdb.compaction-pending") == 0 && p("rocksdb.num-running-compactions") == 0 {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    }
+    fn end(&self, t: u64) -> End {
+        let stats = self.opts.get_statistics().unwrap_or_default();
+        let counter = |name: &str| -> f64 {
+            stats
+                .lines()
+                .find(|l| l.starts_with(name) && l[name.len()..].starts_with(" COUNT"))
+                .and_then(|l| l.rsplit(':').next())
+                .and_then(|v| v.trim().parse().ok())
+                .unwrap_or(0.0)
+        };
+        let files = self.db.live_files().unwrap_or_default();
+        let mut level_bytes = [0u64; 8];
+        let mut entries = 0u64;
+        for f in &files {
+            level_bytes[(f.level.max(0) as usize).min(7)] += f.size as u64;
+            entries += f.num_entries;
+        }
+        let debt_paper = match (0..8).rev().find(|&l| level_bytes[l] > 0) {
+            Some(last) => (0..last).map(|i| level_bytes[i] * t * (last - i + 1) as u64).sum::<u64>() as f64,
+            None => 0.0,
+        };
+        let mut live = 0u64;
+        let mut it = self.db.raw_iterator();
+        it.seek_to_first();
+        while it.valid() {
+            live += 1;
+            it.next();
+        }
+        let debt_pending = self
+            .db
+            .property_int_value("rocksdb.estimate-pending-compaction-bytes")
+            .ok()
+            .flatten()
+            .unwrap_or(0);
+        End {
+            debt_paper,
+            debt_pending: debt_pending as f64,
+            space_amp: entries as f64 / live.max(1) as f64,
+            // RocksDB exposes the iterator's returned bytes, not every internal entry: a lower bound on query reads.
+            data_movement: counter("rocksdb.flush.write.bytes")
+                + counter("rocksdb.compact.read.bytes")
+                + counter("rocksdb.compact.write.bytes")
+                + counter("rocksdb.db.iter.bytes.read"),
+            ..End::default()
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Cfg {
+    t: u64,
+    mode: Option<lsm::RangeReduceMode>,
+    renaming: bool,
+}
+
+fn open(name: &str, dir: &Path, t: u64) -> Result<Box<dyn Sys>> {
+    let cfg = match name {
+        "lsm-rangereduce" => Cfg { t, mode: Some(lsm::RangeReduceMode::BoundedMerge), renaming: true },
+        "lsm-local" => Cfg { t, mode: Some(lsm::RangeReduceMode::Off), renaming: false },
+        "lsm-mos-blind" => Cfg { t, mode: Some(lsm::RangeReduceMode::BlindMergeOnScan), renaming: false },
+        "lsm-mos-filesize" => {
+            Cfg { t, mode: Some(lsm::RangeReduceMode::FileSizeAwareMergeOnScan), renaming: false }
+        }
+        _ => Cfg { t, mode: None, renaming: false },
+    };
+    let level_base = BUFFER as u64 * 4;
+    match cfg.mode {
+        Some(mode) => {
+            let mut o = lsm::Options {
+                create_if_missing: true,
+                write_buffer_size: BUFFER,
+                max_bytes_for_level_base: level_base,
+                max_bytes_for_level_multiplier: cfg.t,
+                target_file_size_base: FILE,
+                ..lsm::Options::default()
+            };
+            o.range_reduce.mode = mode;
+            o.range_reduce.level_renaming = cfg.renaming;
+            let fs: std::sync::Arc<dyn vfs::Fs> = std::sync::Arc::new(vfs::OsFs::new());
+            Ok(Box::new(Ours(lsm::Db::open(fs, dir, o).map_err(|e| e.to_string())?)))
+        }
+        None => {
+            let mut o = rocksdb::Options::default();
+            o.create_if_missing(true);
+            o.set_write_buffer_size(BUFFER);
+            o.set_max_write_buffer_number(2);
+            o.set_level_zero_file_num_compaction_trigger(4);
+            o.set_max_bytes_for_level_base(level_base);
+            o.set_max_bytes_for_level_multiplier(cfg.t as f64);
+            o.set_target_file_size_base(FILE);
+            o.set_compression_type(rocksdb::DBCompressionType::None);
+            o.set_level_compaction_dynamic_level_bytes(false);
+            o.enable_statistics();
+            let mut b = rocksdb::BlockBasedOptions::default();
+            b.set_block_size(4096);
+            b.set_bloom_filter(10.0, false);
+            b.set_block_cache(&rocksdb::Cache::new_lru_cache(8 << 20));
+            o.set_block_based_table_factory(&b);
+            let db = rocksdb::DB::open(&o, dir)?;
+            Ok(Box::new(Rocks { db, opts: o }))
+        }
+    }
+}
+
+/// One interleaved run's parameters.
+#[derive(Debug, Clone)]
+struct Plan {
+    n: u64,
+    updates: u64,
+    /// Query ranges `(start key index, length)` in order, issued evenly among the updates.
+    queries: Vec<(u64, u64)>,
+}
+
+/// Ingests, interleaves updates with queries, settles, and reports.
+fn run_interleaved(report: &mut Report, w: &str, name: &str, db: &dyn Sys, p: &Plan, t: u64, seed: u64) {
+    let mut rng = SmallRng::seed_from_u64(seed);
+    let mut perm: Vec<u64> = (0..p.n).collect();
+    perm.shuffle(&mut rng);
+    for (i, &kk) in perm.iter().enumerate() {
+        db.put(&key(kk), &value(i as u64));
+    }
+    db.settle();
+    let q = p.queries.len() as u64;
+    let every = (p.updates / q.max(1)).max(1);
+    let mut lat = Latencies::new();
+    let windows = 5u64;
+    let total_ops = p.updates + q;
+    let mut window_start = Instant::now();
+    let mut window_ops = 0u64;
+    let mut tput = Vec::new();
+    let mut qi = 0usize;
+    let start = Instant::now();
+    for u in 0..p.updates.max(q) {
+        if u < p.updates {
+            let kk = rng.random_range(0..p.n);
+            db.put(&key(kk), &value(p.n + u));
+            window_ops += 1;
+        }
+        if (u + 1) % every == 0 && qi < p.queries.len() {
+            let (s, len) = p.queries[qi];
+            qi += 1;
+            let t0 = Instant::now();
+            std::hint::black_box(db.range(&key(s), &key(s + len)));
+            lat.record_duration(t0.elapsed());
+            window_ops += 1;
+        }
+        if window_ops >= total_ops / windows && tput.len() < windows as usize - 1 {
+            tput.push(window_ops as f64 / window_start.elapsed().as_secs_f64().max(1e-9));
+            window_start = Instant::now();
+            window_ops = 0;
+        }
+    }
+    while qi < p.queries.len() {
+        let (s, len) = p.queries[qi];
+        qi += 1;
+        let t0 = Instant::now();
+        std::hint::black_box(db.range(&key(s), &key(s + len)));
+        lat.record_duration(t0.elapsed());
+        window_ops += 1;
+    }
+    tput.push(window_ops as f64 / window_start.elapsed().as_secs_f64().max(1e-9));
+    let secs = start.elapsed().as_secs_f64();
+    db.settle();
+    let e = db.end(t);
+    let mut m: Vec<(String, f64)> = vec![
+        ("rq_mean_ns".into(), lat.mean()),
+        ("rq_p99_ns".into(), lat.p(0.99) as f64),
+        ("ops_per_sec".into(), total_ops as f64 / secs.max(1e-9)),
+    ];
+    for (i, x) in tput.iter().enumerate() {
+        m.push((format!("window{}_ops_per_sec", i + 1), *x));
+    }
+    push_end(&mut m, &e);
+    report.row(w, name, m.iter().map(|(k, v)| (k.as_str(), *v)));
+}
+
+fn push_end(m: &mut Vec<(String, f64)>, e: &End) {
+    m.push(("compaction_debt_bytes".into(), e.debt_paper));
+    m.push(("pending_compaction_bytes".into(), e.debt_pending));
+    m.push(("space_amp_ratio".into(), e.space_amp));
+    m.push(("data_movement_bytes".into(), e.data_movement));
+    if e.rq_bytes_read > 0.0 {
+        m.push(("rq_read_bytes".into(), e.rq_bytes_read));
+        m.push(("rq_compactions_count".into(), e.rq_compactions));
+        m.push(("rq_compaction_write_bytes".into(), e.rq_compaction_write));
+        m.push(("level_renames_count".into(), e.level_renames));
+    }
+}
+
+const SYSTEMS: [&str; 5] = ["lsm-rangereduce", "lsm-local", "lsm-mos-blind", "lsm-mos-filesize", "rocksdb"];
+
+impl Experiment for RangeReduceBench {
+    fn name(&self) -> &'static str {
+        "rangereduce"
+    }
+
+    fn about(&self) -> &'static str {
+        "RangeReduce (Bounded-Merge, Level-Renaming) vs lsm-local, Merge-on-Scan ablations and rocksdb: range-query \
+         latency, bytes read per query, compaction debt, space amplification, data movement; --set n=KEYS \
+         updates=N queries=N shorts=N ycsb_ops=N"
+    }
+
+    fn run(&self, ctx: &Ctx) -> Result<Report> {
+        let n: u64 = ctx.setting("n", ctx.scale(200_000, 1_000_000))?;
+        let updates: u64 = ctx.setting("updates", n)?;
+        let queries: u64 = ctx.setting("queries", ctx.scale(300, 1000))?;
+        let shorts: u64 = ctx.setting("shorts", ctx.scale(1000, 5000))?;
+        let ycsb_ops: u64 = ctx.setting("ycsb_ops", ctx.scale(10_000, 100_000))?;
+        let mut report = Report::new(self.name(), ctx.quick);
+        let t = 6u64;
+        let sels = [0.1, 0.01, 0.001, 0.0001, 0.00005];
+        let mut rng = SmallRng::seed_from_u64(ctx.seed ^ 0x5e1);
+        let len = |s: f64| ((n as f64 * s) as u64).max(1);
+        let pick = |s: f64, rng: &mut SmallRng| (rng.random_range(0..n - len(s)), len(s));
+        let uniform: Vec<(u64, u64)> =
+            (0..queries).map(|i| pick(sels[i as usize % sels.len()], &mut rng)).collect();
+        let mut overlapping = Vec::new();
+        let mut cur = (0, 0);
+        for i in 0..queries {
+            if i % 100 == 0 {
+                cur = pick(0.05, &mut rng);
+            }
+            overlapping.push(cur);
+        }
+        let base = json!({"keys": n, "key_bytes": 16, "value_bytes": VALUE_LEN, "buffer": BUFFER, "T": t,
+                          "updates": updates, "queries": queries, "file_size": FILE});
+        report.workload("uniform", json!({"base": base, "selectivities": sels}));
+        report.workload("overlapping", json!({"base": base, "selectivity": 0.05, "identical_run": 100}));
+        report.workload("long-short", json!({"base": base, "long": 0.25, "short": 0.0001, "shorts": shorts}));
+        report.workload(
+            "ycsb-e",
+            json!({"base": base, "ops": ycsb_ops, "scan_fraction": 0.95, "selectivity": 0.00005}),
+        );
+        for (w, qs) in [("uniform", uniform), ("overlapping", overlapping)] {
+            let p = Plan { n, updates, queries: qs };
+            for name in SYSTEMS {
+                let dir = ctx.scratch.join(format!("rr-{w}-{name}"));
+                let _ = std::fs::remove_dir_all(&dir);
+                let db = open(name, &dir, t)?;
+                run_interleaved(&mut report, w, name, &*db, &p, t, ctx.seed);
+                drop(db);
+                let _ = std::fs::remove_dir_all(&dir);
+            }
+        }
+        // One long query, then short ones inside its range.
+        let (long_start, long_len) = pick(0.25, &mut rng);
+        let short_len = len(0.0001);
+        let short_starts: Vec<u64> =
+            (0..shorts).map(|_| long_start + rng.random_range(0..long_len - short_len)).collect();
+        for name in SYSTEMS {
+            let dir = ctx.scratch.join(format!("rr-ls-{name}"));
+            let _ = std::fs::remove_dir_all(&dir);
+            let db = open(name, &dir, t)?;
+            let p = Plan { n, updates, queries: Vec::new() };
+            run_load_and_update(&*db, &p, ctx.seed);
+            let t0 = Instant::now();
+            std::hint::black_box(db.range(&key(long_start), &key(long_start + long_len)));
+            let long_ns = t0.elapsed().as_nanos() as f64;
+            db.settle();
+            let mut lat = Latencies::new();
+            for &s in &short_starts {
+                let t0 = Instant::now();
+                std::hint::black_box(db.range(&key(s), &key(s + short_len)));
+                lat.record_duration(t0.elapsed());
+            }
+            db.settle();
+            let mut m: Vec<(String, f64)> = vec![
+                ("long_rq_ns".into(), long_ns),
+                ("rq_mean_ns".into(), lat.mean()),
+                ("rq_p99_ns".into(), lat.p(0.99) as f64),
+            ];
+            push_end(&mut m, &db.end(t));
+            report.row("long-short", name, m.iter().map(|(k, v)| (k.as_str(), *v)));
+            drop(db);
+            let _ = std::fs::remove_dir_all(&dir);
+        }
+        // YCSB-E-like: short scans with a few updates.
+        for name in SYSTEMS {
+            let dir = ctx.scratch.join(format!("rr-ycsb-{name}"));
+            let _ = std::fs::remove_dir_all(&dir);
+            let db = open(name, &dir, t)?;
+            let p = Plan { n, updates, queries: Vec::new() };
+            run_load_and_update(&*db, &p, ctx.seed);
+            let mut r = SmallRng::seed_from_u64(ctx.seed ^ 0xe);
+            let slen = len(0.00005).max(10);
+            let mut lat = Latencies::new();
+            let start = Instant::now();
+            for i in 0..ycsb_ops {
+                if r.random_range(0..100) < 5 {
+                    db.put(&key(r.random_range(0..n)), &value(i));
+                } else {
+                    let s = r.random_range(0..n - slen);
+                    let t0 = Instant::now();
+                    std::hint::black_box(db.range(&key(s), &key(s + slen)));
+                    lat.record_duration(t0.elapsed());
+                }
+            }
+            let secs = start.elapsed().as_secs_f64();
+            db.settle();
+            let mut m: Vec<(String, f64)> = vec![
+                ("rq_mean_ns".into(), lat.mean()),
+                ("rq_p99_ns".into(), lat.p(0.99) as f64),
+                ("ops_per_sec".into(), ycsb_ops as f64 / secs.max(1e-9)),
+            ];
+            push_end(&mut m, &db.end(t));
+            report.row("ycsb-e", name, m.iter().map(|(k, v)| (k.as_str(), *v)));
+            drop(db);
+            let _ = std::fs::remove_dir_all(&dir);
+        }
+        // Size-ratio sweep, our two configurations.
+        let sweep_n = n / 2;
+        for tt in [2u64, 4, 6, 8, 10] {
+            let w = format!("size-ratio-{tt}");
+            report.workload(&w, json!({"keys": sweep_n, "updates": sweep_n, "queries": queries / 2, "selectivity": 0.01, "T": tt}));
+            let mut r = SmallRng::seed_from_u64(ctx.seed ^ tt);
+            let l = ((sweep_n as f64 * 0.01) as u64).max(1);
+            let qs: Vec<(u64, u64)> = (0..queries / 2).map(|_| (r.random_range(0..sweep_n - l), l)).collect();
+            let p = Plan { n: sweep_n, updates: sweep_n, queries: qs };
+            for name in ["lsm-rangereduce", "lsm-local"] {
+                let dir = ctx.scratch.join(format!("rr-{w}-{name}"));
+                let _ = std::fs::remove_dir_all(&dir);
+                let db = open(name, &dir, tt)?;
+                run_interleaved(&mut report, &w, name, &*db, &p, tt, ctx.seed);
+                drop(db);
+                let _ = std::fs::remove_dir_all(&dir);
+            }
+        }
+        // The issue's targets, against lsm-local in the same run.
+        for w in ["uniform", "overlapping", "long-short", "ycsb-e"] {
+            let ratio = |metric: &str| -> Option<f64> {
+                let a = report.get(w, "lsm-rangereduce", metric)?;
+                let b = report.get(w, "lsm-local", metric)?;
+                Some(if b == 0.0 { if a == 0.0 { 1.0 } else { f64::INFINITY } } else { a / b })
+            };
+            let mut line = format!("targets vs lsm-local on {w}:");
+            for (metric, target) in [
+                ("compaction_debt_bytes", 0.2),
+                ("space_amp_ratio", 0.85),
+                ("rq_mean_ns", 0.9),
+                ("data_movement_bytes", 1.0),
+            ] {
+                if let Some(r) = ratio(metric) {
+                    let verdict = if r <= target { "met" } else { "missed" };
+                    line.push_str(&format!(" {metric} {r:.3} (target <= {target}, {verdict});"));
+                }
+            }
+            report.note(line);
+        }
+        report.note(format!(
+            "config: 16 B keys, {VALUE_LEN} B values, buffer {BUFFER} B, file size {FILE} B, L1 {} B, T = {t}, \
+             L0 trigger 4, block 4 KiB, Bloom 10 bits, 8 MiB cache, no compression, no sync; RocksDB 7.8 the same \
+             (dynamic level bytes off)",
+            BUFFER * 4
+        ));
+        Ok(report)
+    }
+}
+
+/// Ingests `p.n` unique keys in random order and `p.updates` uniform updates, then settles.
+fn run_load_and_update(db: &dyn Sys, p: &Plan, seed: u64) {
+    let mut rng = SmallRng::seed_from_u64(seed);
+    let mut perm: Vec<u64> = (0..p.n).collect();
+    perm.shuffle(&mut rng);
+    for (i, &kk) in perm.iter().enumerate() {
+        db.put(&key(kk), &value(i as u64));
+    }
+    for u in 0..p.updates {
+        db.put(&key(rng.random_range(0..p.n)), &value(p.n + u));
+    }
+    db.settle();
+}

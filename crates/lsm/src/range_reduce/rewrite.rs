@@ -1,0 +1,419 @@
+//! The background half of a query-driven compaction: validate the claim, write the merged run at the deepest
+//! chosen level and the out-of-range heads and tails at their own levels, install one version edit. Also
+//! Level-Renaming. Runs on the background thread with the `work` lock held, so no flush or compaction runs at the
+//! same time; what it guards against is what changed between the query's decision and now.
+//!
+//! Validity. The plan recorded, for every level from the shallowest chosen one down, the files whose keys meet
+//! `[lower, upper)`. If any of these sets changed, a flush or compaction moved data into, out of or through the
+//! range below the shallowest chosen level, and installing the run could put older versions above newer ones:
+//! the rewrite is aborted (outputs deleted, nothing installed; the query already returned). Changes above the
+//! shallowest chosen level only bring newer data, which stays above the run, and are fine; so do new L0 files
+//! (flushes) when L0 is chosen, so there only the claimed files must remain. After writing, the
+//! resulting levels must still be disjoint (a concurrent trivial move may have put a file where a combined head
+//! and tail would go): otherwise abort too.
+//!
+//! Snapshots. The runs hold every version of every key in range from the chosen levels, so the merge can apply
+//! the same rule as a compaction: a version is dropped only when a newer version or a covering range tombstone is
+//! visible at the oldest live snapshot, and a point tombstone only when no deeper level can hold its key. Range
+//! tombstones of the claimed files are clipped at the range bounds: the in-range pieces are compacted like a
+//! compaction's (kept for snapshots; dropped only at the bottom) and written with the run; the out-of-range pieces
+//! stay, unchanged, with the head and tail of their file at their level. Readers of older versions keep their
+//! pinned files; any reader of the new version reads at a sequence at or above the oldest snapshot.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use super::tap::Run;
+use super::{Inner, Job, RangeReduceMode, add, lock, meets};
+use crate::compaction::{self, OutputSink, Outputs, compact_tombstones};
+use crate::db::table_options;
+use crate::edit::{FileInfo, VersionEdit};
+use crate::error::Result;
+use crate::ikey;
+use crate::iter::{InternalIter, MergingIter};
+use crate::output_cut::OutputCut;
+use crate::table::TableIter;
+use crate::tombstones::{Fragments, Tombstone};
+use crate::version::{FileMeta, NUM_LEVELS, Version};
+
+/// Which parts of a table an [`OutsideIter`] yields.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Part {
+    Head,
+    Tail,
+    Both,
+}
+
+/// The entries of one table outside `[lower, upper)`: the head (keys below `lower`), then the tail (keys at or
+/// after `upper`), reading only the blocks that hold them. Forward-only: `write_outputs` needs nothing else;
+/// backward moves leave it invalid.
+struct OutsideIter {
+    it: TableIter,
+    lower: Vec<u8>,
+    upper: Vec<u8>,
+    part: Part,
+    /// 0 head, 1 tail, 2 done.
+    phase: u8,
+    read: Arc<AtomicU64>,
+}
+
+impl OutsideIter {
+    fn jump_to_tail(&mut self) {
+        if self.part == Part::Head {
+            self.phase = 2;
+        } else {
+            self.it.seek(&ikey::make(&self.upper, ikey::MAX_SEQ, ikey::SEEK_KIND));
+            self.phase = 1;
+        }
+    }
+
+    fn settle(&mut self) {
+        if self.phase == 0 && self.it.valid() && ikey::user_key(self.it.key()) >= self.lower.as_slice() {
+            self.jump_to_tail();
+        }
+        if self.valid() {
+            self.read.fetch_add((self.it.key().len() + self.it.value().len()) as u64, Ordering::Relaxed);
+        }
+    }
+}
+
+impl InternalIter for OutsideIter {
+    fn valid(&self) -> bool {
+        self.phase < 2 && self.it.valid()
+    }
+    fn seek_to_first(&mut self) {
+        if self.part == Part::Tail {
+            self.jump_to_tail();
+        } else {
+            self.phase = 0;
+            self.it.seek_to_first();
+        }
+        self.settle();
+    }
+    fn seek_to_last(&mut self) {
+        self.phase = 2;
+    }
+    fn seek(&mut self, target: &[u8]) {
+        self.seek_to_first();
+        while self.valid() && ikey::cmp(self.it.key(), target).is_lt() {
+            self.next();
+        }
+    }
+    fn next(&mut self) {
+        self.it.next();
+        self.settle();
+    }
+    fn prev(&mut self) {
+        self.phase = 2;
+    }
+    fn key(&self) -> &[u8] {
+        self.it.key()
+    }
+    fn value(&self) -> &[u8] {
+        self.it.value()
+    }
+    fn status(&self) -> Result<()> {
+        self.it.status()
+    }
+}
+
+/// Whether the levels of `v` minus `deleted` plus `added` stay sorted and disjoint (levels >= 1).
+fn stays_disjoint(v: &Version, deleted: &[(u32, u64)], added: &[(u32, FileInfo)]) -> bool {
+    for l in 1..NUM_LEVELS {
+        if !added.iter().any(|(al, _)| *al as usize == l) {
+            continue;
+        }
+        let mut ranges: Vec<(&[u8], &[u8])> = v.levels[l]
+            .iter()
+            .filter(|f| !deleted.contains(&(l as u32, f.number())))
+            .map(|f| (f.info.smallest.as_slice(), f.info.largest.as_slice()))
+            .chain(
+                added
+                    .iter()
+                    .filter(|(al, _)| *al as usize == l)
+                    .map(|(_, f)| (f.smallest.as_slice(), f.largest.as_slice())),
+            )
+            .collect();
+        ranges.sort_by(|a, b| ikey::cmp(a.0, b.0));
+        if ranges.windows(2).any(|w| ikey::cmp(w[0].1, w[1].0).is_ge()) {
+            return false;
+        }
+    }
+    true
+}
+
+impl Inner {
+    /// Hook of `background_step` (`work` held): runs one queued rewrite, else a level renaming when due.
+    pub(in crate::db) fn range_reduce_step(&self) -> Option<Result<()>> {
+        let job = {
+            let mut q = lock(&self.rr.queue);
+            let j = q.pop_front();
+            if j.is_some() {
+                self.rr.running.store(true, Ordering::Release);
+            }
+            j
+        };
+        if let Some(job) = job {
+            let r = self.rewrite(job);
+            self.rr.running.store(false, Ordering::Release);
+            return Some(r);
+        }
+        self.rename_levels_if_due()
+    }
+
+    fn rewrite(&self, job: Job) -> Result<()> {
+        let c = &self.rr.counters;
+        let Job { plan, runs } = job;
+        let (lo, hi) = (plan.lower.as_slice(), plan.upper.as_slice());
+        let v = lock(&self.state).current.clone();
+        for (l, want) in &plan.meeting {
+            let mut now: Vec<u64> =
+                v.levels[*l].iter().filter(|f| meets(f, lo, hi)).map(|f| f.number()).collect();
+            let mut want = want.clone();
+            now.sort_unstable();
+            want.sort_unstable();
+            // New L0 files are flushes: newer than everything collected, and they stay above the run. Every
+            // other change below the shallowest chosen level conflicts.
+            let conflict =
+                if *l == 0 { !want.iter().all(|n| now.binary_search(n).is_ok()) } else { now != want };
+            if conflict {
+                add(&c.rewrites_aborted, 1);
+                return Ok(());
+            }
+        }
+        let Some(&target) = plan.levels.last() else { return Ok(()) };
+        // The claimed files are the ones the query read (new L0 flushes were not collected and stay).
+        let claimed: Vec<(usize, Arc<FileMeta>)> = plan
+            .meeting
+            .iter()
+            .filter(|(l, _)| plan.levels.contains(l))
+            .flat_map(|(l, nums)| {
+                v.levels[*l].iter().filter(|f| nums.contains(&f.number())).map(move |f| (*l, f.clone()))
+            })
+            .collect();
+        let mut created: Vec<FileInfo> = Vec::new();
+        let read = Arc::new(AtomicU64::new(0));
+        let written =
+            self.write_rewrite_outputs(&v, target, &plan.levels, &claimed, runs, lo, hi, &read, &mut created);
+        let remove_outputs = |files: &[FileInfo]| {
+            for f in files {
+                let _ = self.fs.remove_file(&self.dir.join(crate::filename::table_name(f.number)));
+            }
+        };
+        let added = match written {
+            Ok(a) => a,
+            Err(_) => {
+                // Nothing was installed: the outputs are unreferenced and the claimed files still hold the data.
+                remove_outputs(&created);
+                add(&c.rewrites_failed, 1);
+                return Ok(());
+            }
+        };
+        let mut edit = VersionEdit::default();
+        for (l, f) in &claimed {
+            edit.deleted.push((*l as u32, f.number()));
+        }
+        edit.added = added;
+        if !stays_disjoint(&v, &edit.deleted, &edit.added) {
+            remove_outputs(&created);
+            add(&c.rewrites_aborted, 1);
+            return Ok(());
+        }
+        if let Err(e) = self.fs.sync_dir(&self.dir) {
+            remove_outputs(&created);
+            add(&c.rewrites_failed, 1);
+            let _ = e;
+            return Ok(());
+        }
+        edit.last_seq = Some(self.last_seq.load(Ordering::Acquire));
+        let bytes: u64 = edit.added.iter().map(|(_, f)| f.size).sum();
+        let mut vs = lock(&self.versions);
+        // As for compactions: after a failed MANIFEST write the outputs stay (the edit may be durable anyway).
+        vs.log_and_apply(edit)?;
+        let nv = vs.current();
+        drop(vs);
+        {
+            let mut s = lock(&self.state);
+            s.pending_compaction_bytes = compaction::pending_compaction_bytes(&nv, &self.opts);
+            s.current = nv;
+        }
+        add(&c.rewrites, 1);
+        add(&c.rewrite_write_bytes, bytes);
+        add(&c.rewrite_read_bytes, read.load(Ordering::Relaxed));
+        add(&c.rewrite_files_removed, claimed.len() as u64);
+        Ok(())
+    }
+
+    /// Writes the merged run at `target` and the heads and tails of the other chosen levels; returns the files
+    /// to add. Every file created is also pushed to `created` (for cleanup on failure).
+    #[allow(clippy::too_many_arguments)]
+    fn write_rewrite_outputs(
+        &self,
+        v: &Version,
+        target: usize,
+        levels: &[usize],
+        claimed: &[(usize, Arc<FileMeta>)],
+        runs: Vec<Run>,
+        lo: &[u8],
+        hi: &[u8],
+        read: &Arc<AtomicU64>,
+        created: &mut Vec<FileInfo>,
+    ) -> Result<Vec<(u32, FileInfo)>> {
+        let smallest = self.smallest_snapshot();
+        let keep = self.opts.range_delete_strategy.keeps_local_tombstones();
+        let blind = self.opts.range_reduce.mode == RangeReduceMode::BlindMergeOnScan;
+        // Range tombstones of the claimed files, whole (per file) and clipped to the range (all files).
+        let mut file_ts: Vec<Vec<Tombstone>> = Vec::with_capacity(claimed.len());
+        let mut in_range: Vec<Tombstone> = Vec::new();
+        for (_, f) in claimed {
+            let ts = if f.info.num_range_dels > 0 {
+                self.table_cache.get(f.number(), f.info.size)?.tombstones().to_tombstones()
+            } else {
+                Vec::new()
+            };
+            in_range.extend(Fragments::new(&ts).clipped(Some(lo), Some(hi)));
+            file_ts.push(ts);
+        }
+        let covering = Fragments::new(&in_range);
+        let bottommost =
+            ((target + 1)..NUM_LEVELS).all(|l| v.levels[l].iter().all(|f| !f.overlaps(Some(lo), Some(hi))));
+        let outside = |i: usize, part: Part| -> Vec<Tombstone> {
+            let f = Fragments::new(&file_ts[i]);
+            let mut t = Vec::new();
+            if part != Part::Tail {
+                t.extend(f.clipped(None, Some(lo)));
+            }
+            if part != Part::Head {
+                t.extend(f.clipped(Some(hi), None));
+            }
+            t
+        };
+        let open = |i: usize, part: Part| -> Result<OutsideIter> {
+            let f = &claimed[i].1;
+            Ok(OutsideIter {
+                it: self.table_cache.get(f.number(), f.info.size)?.iter(),
+                lower: lo.to_vec(),
+                upper: hi.to_vec(),
+                part,
+                phase: 0,
+                read: read.clone(),
+            })
+        };
+        let mut added: Vec<(u32, FileInfo)> = Vec::new();
+        let mut write = |level: usize,
+                         input: &mut dyn InternalIter,
+                         covering: &Fragments,
+                         tombs: Vec<Tombstone>,
+                         base: &dyn Fn(&[u8]) -> bool,
+                         target_size: u64|
+         -> Result<Outputs> {
+            let mut next = || lock(&self.versions).new_file_number();
+            let mut sink = OutputSink {
+                fs: &*self.fs,
+                dir: &self.dir,
+                new_number: &mut next,
+                table: table_options(&self.opts),
+                cut: OutputCut::at_target(target_size),
+            };
+            let tombs = Fragments::new(&tombs);
+            let out = compaction::write_outputs(
+                &mut sink,
+                input,
+                smallest,
+                base,
+                covering,
+                if keep { Some(&tombs) } else { None },
+                // Entries the global range-delete index covers are kept: the index still hides them, and a
+                // later compaction (which consults it under the WAL-sync rule) drops them.
+                None,
+            );
+            // write_outputs removes its own files on error; on success record them for a later abort.
+            let out = out?;
+            for f in &out.files {
+                created.push(f.clone());
+                added.push((level as u32, f.clone()));
+            }
+            Ok(out)
+        };
+        // 1. The merged run at the target level: the collected runs plus the target level's own heads and tails.
+        let mut children: Vec<Box<dyn InternalIter>> =
+            runs.into_iter().map(|r| Box::new(r.into_iter()) as Box<dyn InternalIter>).collect();
+        let mut tombs = compact_tombstones(&covering, smallest, bottommost).to_tombstones();
+        for (i, (l, _)) in claimed.iter().enumerate() {
+            if *l == target {
+                children.push(Box::new(open(i, Part::Both)?));
+                tombs.extend(outside(i, Part::Both));
+            }
+        }
+        let base = |uk: &[u8]| -> bool {
+            ((target + 1)..NUM_LEVELS).all(|l| v.levels[l].iter().all(|f| !f.overlaps(Some(uk), Some(uk))))
+        };
+        let mut merged = MergingIter::new(children);
+        write(target, &mut merged, &covering, tombs, &base, self.opts.target_file_size_base)?;
+        // 2. Heads and tails of the shallower chosen levels, written back at their level. L0 files are separate
+        //    sorted runs: one output each. Blind Merge-on-Scan writes head and tail as two files; the file-size-
+        //    aware modes combine a level's head and tail into one file (§IV-A "Writing Fewer Small Files").
+        let none = Fragments::default();
+        let never = |_: &[u8]| false;
+        for &l in &levels[..levels.len() - 1] {
+            let idx: Vec<usize> = (0..claimed.len()).filter(|&i| claimed[i].0 == l).collect();
+            if l == 0 || blind {
+                let parts: &[Part] = if blind { &[Part::Head, Part::Tail] } else { &[Part::Both] };
+                for &i in &idx {
+                    for &part in parts {
+                        let mut it = open(i, part)?;
+                        let size = if l == 0 { u64::MAX } else { self.opts.target_file_size_base };
+                        write(l, &mut it, &none, outside(i, part), &never, size)?;
+                    }
+                }
+            } else {
+                let mut tombs = Vec::new();
+                let mut kids: Vec<Box<dyn InternalIter>> = Vec::new();
+                for &i in &idx {
+                    kids.push(Box::new(open(i, Part::Both)?));
+                    tombs.extend(outside(i, Part::Both));
+                }
+                let mut it = MergingIter::new(kids);
+                write(l, &mut it, &none, tombs, &never, self.opts.target_file_size_base)?;
+            }
+        }
+        Ok(added)
+    }
+
+    /// Level-Renaming (§IV-C): when the deepest non-empty level reaches its target, every level from L1 down is
+    /// renamed one deeper (a metadata-only edit), so L1 is empty and each level gains a factor T of capacity.
+    /// L0 keeps its name: it is where flushes land.
+    fn rename_levels_if_due(&self) -> Option<Result<()>> {
+        let ro = &self.opts.range_reduce;
+        if ro.mode == RangeReduceMode::Off || !ro.level_renaming || self.opts.disable_auto_compactions {
+            return None;
+        }
+        let v = lock(&self.state).current.clone();
+        let last = (1..NUM_LEVELS).rev().find(|&l| !v.levels[l].is_empty())?;
+        if last + 1 >= NUM_LEVELS || v.level_bytes(last) < compaction::level_target(&self.opts, last) {
+            return None;
+        }
+        let mut edit = VersionEdit::default();
+        for l in 1..=last {
+            for f in &v.levels[l] {
+                edit.deleted.push((l as u32, f.number()));
+                edit.added.push(((l + 1) as u32, f.info.clone()));
+            }
+        }
+        edit.last_seq = Some(self.last_seq.load(Ordering::Acquire));
+        let r = (|| -> Result<()> {
+            let mut vs = lock(&self.versions);
+            vs.log_and_apply(edit)?;
+            let nv = vs.current();
+            drop(vs);
+            let mut s = lock(&self.state);
+            s.pending_compaction_bytes = compaction::pending_compaction_bytes(&nv, &self.opts);
+            s.current = nv;
+            Ok(())
+        })();
+        if r.is_ok() {
+            add(&self.rr.counters.level_renames, 1);
+        }
+        Some(r)
+    }
+}
