@@ -236,6 +236,8 @@ fn lsm_options(c: Config) -> lsm::Options {
         max_bytes_for_level_multiplier: 8,
         target_file_size_base: c.memtable as u64,
         block_cache_size: c.cache,
+        // The plain engine, as its RocksDB peer: no query-driven compactions or level renaming.
+        range_reduce: lsm::RangeReduceOptions { mode: lsm::RangeReduceMode::Off, ..Default::default() },
         ..lsm::Options::default()
     }
 }

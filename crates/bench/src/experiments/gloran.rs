@@ -244,6 +244,8 @@ fn open(name: &str, dir: &Path, c: Config) -> Result<(System, String)> {
         target_file_size_base: c.target_file_size,
         block_cache_size: c.block_cache,
         range_delete_strategy: lsm::strategy_by_name(strategy).map_err(|e| e.to_string())?,
+        // The plain engine, as its RocksDB peer: no query-driven compactions or level renaming.
+        range_reduce: lsm::RangeReduceOptions { mode: lsm::RangeReduceMode::Off, ..Default::default() },
         ..lsm::Options::default()
     };
     let desc = format!("{o:?}");

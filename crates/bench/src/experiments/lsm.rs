@@ -233,6 +233,8 @@ fn open_ours(dir: &std::path::Path, c: Config) -> Result<(Arc<dyn Kv>, String)> 
         max_bytes_for_level_base: c.level_base,
         target_file_size_base: c.target_file_size,
         block_cache_size: c.block_cache,
+        // The plain engine, as its RocksDB peer: no query-driven compactions or level renaming.
+        range_reduce: lsm::RangeReduceOptions { mode: lsm::RangeReduceMode::Off, ..Default::default() },
         ..lsm::Options::default()
     };
     let desc = format!("{o:?}");
