@@ -16,7 +16,8 @@ type Res<T> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
 /// Arguments of `rangedb inspect`.
 #[derive(Debug, clap::Args)]
 pub struct InspectArgs {
-    /// What PATH is: `wal`, `sst`, `manifest` or `db` (a database directory).
+    /// What PATH is: `wal`, `sst`, `manifest`, `db` (a database directory) or `flexfile` (a FlexFile directory;
+    /// `--action` is ignored: it dumps and checks).
     kind: String,
     /// The file or directory.
     path: PathBuf,
@@ -253,7 +254,9 @@ pub fn run(a: InspectArgs) -> Res<ExitCode> {
         "manifest" => manifest(&a.path, &a.action)?,
         "sst" => sst(&a.path, &a.action)?,
         "db" => db(&a.path, &a.action)?,
-        other => return Err(format!("unknown kind {other} (wal, sst, manifest, db)").into()),
+        // A FlexFile directory: one report (headers, log, segments, extent map) that always checks.
+        "flexfile" => return crate::flexfile::inspect(&a.path),
+        other => return Err(format!("unknown kind {other} (wal, sst, manifest, db, flexfile)").into()),
     }
     Ok(ExitCode::SUCCESS)
 }
