@@ -68,7 +68,7 @@ pub struct ExecArgs {
     /// lsm: Bloom filter bits per key (0 disables).
     #[arg(long)]
     bloom_bits_per_key: Option<usize>,
-    /// lsm: block compression, `none` or `lz4`.
+    /// lsm: block compression, `none`, `lz4` or `zstd`.
     #[arg(long)]
     compression: Option<String>,
     /// lsm: block cache bytes.
@@ -273,6 +273,7 @@ fn open_lsm(a: &ExecArgs) -> KvResult<Box<dyn KvEngine>> {
         o.compression = match c.as_str() {
             "none" => lsm::Compression::None,
             "lz4" => lsm::Compression::Lz4,
+            "zstd" => lsm::Compression::Zstd,
             other => return Err(KvError { kind: "invalid", msg: format!("unknown compression {other}") }),
         };
     }

@@ -14,6 +14,7 @@ use crate::error::{Error, Result};
 use crate::ikey::{self, Kind};
 use crate::iter::{InternalIter, MergingIter};
 use crate::options::{CompactionPri, Options};
+use crate::output_cut::OutputCut;
 use crate::table::{TableBuilder, TableOptions};
 use crate::table_cache::TableCache;
 use crate::tombstones::{Fragments, Tombstone};
@@ -82,6 +83,8 @@ pub struct Compaction {
     pub next: Vec<Arc<FileMeta>>,
     /// Whether no level below `level + 1` overlaps the key range (tombstones may then be dropped).
     pub bottommost: bool,
+    /// Files of `level + 2` overlapping the compaction's key range (where outputs are cut; see `output_cut`).
+    pub grandparents: Vec<Arc<FileMeta>>,
     /// The version the compaction was picked from (pins the inputs).
     pub version: Arc<Version>,
 }
@@ -111,7 +114,12 @@ impl Compaction {
         let hi2 = next.iter().map(|f| f.largest_user().to_vec()).chain([hi]).max().unwrap_or_default();
         let bottommost =
             ((level + 2)..NUM_LEVELS).all(|l| v.overlapping(l, Some(&lo2), Some(&hi2)).is_empty());
-        Compaction { level, inputs, next, bottommost, version: v }
+        let grandparents = if level + 2 < NUM_LEVELS {
+            v.overlapping(level + 2, Some(&lo2), Some(&hi2))
+        } else {
+            Vec::new()
+        };
+        Compaction { level, inputs, next, bottommost, grandparents, version: v }
     }
 
     /// Whether `uk` has no entries in levels below the output level (a point tombstone may then be dropped).
@@ -194,8 +202,8 @@ pub struct OutputSink<'a> {
     pub new_number: &'a mut dyn FnMut() -> u64,
     /// Table options.
     pub table: TableOptions,
-    /// Cut output files at this size (at user-key boundaries).
-    pub target_size: u64,
+    /// Where output files are cut (always at user-key boundaries).
+    pub cut: OutputCut,
 }
 
 /// Writes the entries of `input` that survive into tables. Used by flush (one output, memtable input, nothing
@@ -232,8 +240,8 @@ pub fn write_outputs(
             if new_key {
                 cur_key = Some(p.user_key.to_vec());
                 last_seq_for_key = u64::MAX;
-                // Cut the current output at a user-key boundary once it is large enough.
-                if builder.as_ref().is_some_and(|(b, _, _)| b.file_size() >= sink.target_size)
+                // Every new user key moves the cutter over the grandparents, even when no output is open.
+                if sink.cut.should_cut_before(p.user_key, builder.as_ref().map(|(b, _, _)| b.file_size()))
                     && let Some((b, n, lo)) = builder.take()
                 {
                     done.push((n, lo, Some(p.user_key.to_vec()), b));

@@ -29,6 +29,7 @@ use crate::ikey::{self, Kind};
 use crate::iter::{InternalIter, MergingIter};
 use crate::memtable::MemTable;
 use crate::options::{Options, ReadOptions, WriteOptions};
+use crate::output_cut::OutputCut;
 use crate::rangedel::{self, RangeDelCounters};
 use crate::stats::{Counters, LevelStats, SpaceAmp, Stats, load};
 use crate::table::{GetStats, TableOptions};
@@ -491,7 +492,7 @@ fn flush_to_l0(
 ) -> Result<u64> {
     let mut next = || vs.new_file_number();
     let mut sink =
-        OutputSink { fs: &**fs, dir, new_number: &mut next, table: topts.clone(), target_size: u64::MAX };
+        OutputSink { fs: &**fs, dir, new_number: &mut next, table: topts.clone(), cut: OutputCut::never() };
     let tombs = mem.tombstones();
     let keep = opts.range_delete_strategy.keeps_local_tombstones();
     let out = compaction::write_outputs(
@@ -828,7 +829,7 @@ impl Inner {
                 dir: &self.dir,
                 new_number: &mut next,
                 table: topts,
-                target_size: u64::MAX,
+                cut: OutputCut::never(),
             };
             let tombs = m.tombstones();
             let keep = self.opts.range_delete_strategy.keeps_local_tombstones();
@@ -899,7 +900,12 @@ impl Inner {
                 dir: &self.dir,
                 new_number: &mut next,
                 table: table_options(&self.opts),
-                target_size: self.opts.target_file_size_base,
+                cut: OutputCut::aligned(
+                    self.opts.target_file_size_base,
+                    self.opts.effective_max_compaction_bytes(),
+                    self.opts.level_compaction_dynamic_file_size,
+                    c.grandparents.clone(),
+                ),
             };
             let keep = self.opts.range_delete_strategy.keeps_local_tombstones();
             let (e, out) = compaction::run(c, &self.table_cache, &mut sink, smallest, keep)?;

@@ -23,7 +23,12 @@ pub enum Compression {
     None = 0,
     /// LZ4 block format with the uncompressed length prepended (u32 LE).
     Lz4 = 1,
+    /// A Zstandard frame (level 3, zstd's and RocksDB's default) with the uncompressed length prepended (u32 LE).
+    Zstd = 2,
 }
+
+/// The zstd level written (zstd's default, which RocksDB uses when no level is set).
+pub const ZSTD_LEVEL: i32 = 3;
 
 /// Where a block lives: offset and length of its contents (the trailer follows).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -64,6 +69,19 @@ pub fn compress(raw: Vec<u8>, ty: Compression) -> (Vec<u8>, Compression) {
             let c = lz4_flex::block::compress_prepend_size(&raw);
             if c.len() < raw.len() - raw.len() / 8 { (c, Compression::Lz4) } else { (raw, Compression::None) }
         }
+        Compression::Zstd => {
+            let Ok(len) = u32::try_from(raw.len()) else { return (raw, Compression::None) };
+            match zstd::bulk::compress(&raw, ZSTD_LEVEL) {
+                Ok(z) if z.len() + 4 < raw.len() - raw.len() / 8 => {
+                    let mut c = Vec::with_capacity(4 + z.len());
+                    c.extend_from_slice(&len.to_le_bytes());
+                    c.extend_from_slice(&z);
+                    (c, Compression::Zstd)
+                }
+                // Incompressible (or the encoder refused): stored plain, as RocksDB does.
+                _ => (raw, Compression::None),
+            }
+        }
     }
 }
 
@@ -84,6 +102,17 @@ pub fn unwrap_block(mut buf: Vec<u8>) -> Result<Vec<u8>, String> {
                 return Err("lz4 block claims an impossible length".into());
             }
             lz4_flex::block::decompress_size_prepended(&buf).map_err(|e| format!("lz4: {e}"))
+        }
+        2 => {
+            let len = le_u32(&buf, 0).ok_or("short zstd block")? as usize;
+            if len > MAX_BLOCK_LEN {
+                return Err("zstd block claims an impossible length".into());
+            }
+            let out = zstd::bulk::decompress(&buf[4..], len).map_err(|e| format!("zstd: {e}"))?;
+            if out.len() != len {
+                return Err(format!("zstd block holds {} bytes, its header says {len}", out.len()));
+            }
+            Ok(out)
         }
         t => Err(format!("unknown compression type {t}")),
     }
@@ -159,15 +188,60 @@ mod tests {
         }
     }
 
+    fn wrap(c: &[u8], ty: Compression) -> Vec<u8> {
+        let mut buf = c.to_vec();
+        buf.extend_from_slice(&block_trailer(c, ty));
+        buf
+    }
+
     #[test]
-    fn block_wrap_unwrap_with_lz4() {
+    fn block_wrap_unwrap_with_each_compression() {
         let raw: Vec<u8> = (0..4000).map(|i| (i % 13) as u8).collect();
-        let (c, ty) = compress(raw.clone(), Compression::Lz4);
-        assert_eq!(ty, Compression::Lz4);
-        let mut buf = c.clone();
-        buf.extend_from_slice(&block_trailer(&c, ty));
-        assert_eq!(unwrap_block(buf.clone()).unwrap(), raw);
-        buf[3] ^= 1;
-        assert!(unwrap_block(buf).is_err());
+        for want in [Compression::None, Compression::Lz4, Compression::Zstd] {
+            let (c, ty) = compress(raw.clone(), want);
+            assert_eq!(ty, want);
+            let mut buf = wrap(&c, ty);
+            assert_eq!(unwrap_block(buf.clone()).unwrap(), raw);
+            buf[3] ^= 1;
+            assert!(unwrap_block(buf).is_err());
+        }
+    }
+
+    #[test]
+    fn incompressible_blocks_are_stored_plain() {
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        let raw: Vec<u8> = (0..4000)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                x as u8
+            })
+            .collect();
+        for want in [Compression::Lz4, Compression::Zstd] {
+            assert_eq!(compress(raw.clone(), want), (raw.clone(), Compression::None));
+        }
+    }
+
+    /// A block whose checksum holds but whose compressed contents lie (a writer bug, or damage the CRC missed)
+    /// is an error, not a panic or a wrong block.
+    #[test]
+    fn lying_compressed_contents_are_errors() {
+        let raw = vec![7u8; 4000];
+        let (mut c, ty) = compress(raw, Compression::Zstd);
+        c[..4].copy_from_slice(&5000u32.to_le_bytes());
+        assert!(unwrap_block(wrap(&c, ty)).is_err());
+        c[..4].copy_from_slice(&(MAX_BLOCK_LEN as u32 + 1).to_le_bytes());
+        assert!(unwrap_block(wrap(&c, ty)).is_err());
+        let junk = [1u8, 0, 0, 0, 0xff, 0xfe];
+        assert!(unwrap_block(wrap(&junk, Compression::Zstd)).is_err());
+        assert!(unwrap_block(wrap(&junk, Compression::Lz4)).is_err());
+        assert!(unwrap_block(wrap(&junk, Compression::None)).is_ok());
+        let mut unknown = wrap(&junk, Compression::None);
+        let n = unknown.len() - TRAILER_LEN;
+        unknown[n] = 9;
+        let crc = masked_crc2(&unknown[..n], &[9]).to_le_bytes();
+        unknown[n + 1..].copy_from_slice(&crc);
+        assert!(unwrap_block(unknown).unwrap_err().contains("unknown compression"));
     }
 }

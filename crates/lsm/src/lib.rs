@@ -37,6 +37,7 @@ pub mod ikey;
 pub mod iter;
 pub mod memtable;
 mod options;
+pub mod output_cut;
 pub mod props;
 pub mod rangedel;
 mod stats;

@@ -33,13 +33,21 @@ pub struct Options {
     pub max_bytes_for_level_multiplier: u64,
     /// Target size of compaction output files (default 64 MiB).
     pub target_file_size_base: u64,
+    /// A compaction output is cut before it and the grandparent bytes it overlaps exceed this, so that
+    /// compacting it later stays bounded (default 0: 25 × `target_file_size_base`, as RocksDB).
+    pub max_compaction_bytes: u64,
+    /// Cut compaction outputs at grandparent file boundaries once half full, and skip over grandparent files
+    /// the output has no keys for, letting outputs grow to 2 × target meanwhile (RocksDB 7.8's
+    /// `level_compaction_dynamic_file_size`; default true).
+    pub level_compaction_dynamic_file_size: bool,
     /// Uncompressed data block size (default 4 KiB).
     pub block_size: usize,
     /// Keys between restart points (default 16).
     pub block_restart_interval: usize,
     /// Bloom filter bits per key, 0 disables (default 10).
     pub bloom_bits_per_key: usize,
-    /// Data block compression (default none; RocksDB defaults to Snappy, which we do not ship: LZ4 is the option).
+    /// Data block compression (default none; RocksDB defaults to Snappy, which we do not ship: LZ4 and zstd are
+    /// the options).
     pub compression: Compression,
     /// Block cache capacity in bytes (default 8 MiB, RocksDB 7.x's default cache).
     pub block_cache_size: usize,
@@ -68,6 +76,8 @@ impl std::fmt::Debug for Options {
             .field("max_bytes_for_level_base", &self.max_bytes_for_level_base)
             .field("max_bytes_for_level_multiplier", &self.max_bytes_for_level_multiplier)
             .field("target_file_size_base", &self.target_file_size_base)
+            .field("max_compaction_bytes", &self.max_compaction_bytes)
+            .field("level_compaction_dynamic_file_size", &self.level_compaction_dynamic_file_size)
             .field("block_size", &self.block_size)
             .field("bloom_bits_per_key", &self.bloom_bits_per_key)
             .field("compression", &self.compression)
@@ -93,6 +103,8 @@ impl Default for Options {
             max_bytes_for_level_base: 256 << 20,
             max_bytes_for_level_multiplier: 10,
             target_file_size_base: 64 << 20,
+            max_compaction_bytes: 0,
+            level_compaction_dynamic_file_size: true,
             block_size: 4096,
             block_restart_interval: 16,
             bloom_bits_per_key: 10,
@@ -109,6 +121,15 @@ impl Default for Options {
 }
 
 impl Options {
+    /// `max_compaction_bytes`, with 0 resolved to its default.
+    pub fn effective_max_compaction_bytes(&self) -> u64 {
+        if self.max_compaction_bytes == 0 {
+            self.target_file_size_base.saturating_mul(25)
+        } else {
+            self.max_compaction_bytes
+        }
+    }
+
     /// Rejects settings the engine cannot run with.
     pub fn validate(&self) -> Result<()> {
         let bad = |m: &str| Err(Error::InvalidArgument(m.to_string()));

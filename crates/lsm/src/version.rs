@@ -42,6 +42,17 @@ pub struct FileMeta {
 }
 
 impl FileMeta {
+    /// A file outside any version set (unit tests of code that reads only `info`).
+    #[cfg(test)]
+    pub(crate) fn new_for_test(info: FileInfo) -> FileMeta {
+        FileMeta {
+            info,
+            removed: AtomicBool::new(false),
+            being_compacted: AtomicBool::new(false),
+            obsolete: Obsolete::default(),
+        }
+    }
+
     /// The file number.
     pub fn number(&self) -> u64 {
         self.info.number

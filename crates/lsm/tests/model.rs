@@ -33,7 +33,8 @@ fn opts(rng: &mut SmallRng) -> Options {
         block_size: rng.random_range(64..1024),
         block_restart_interval: rng.random_range(1..8),
         level0_file_num_compaction_trigger: rng.random_range(1..4),
-        compression: if rng.random_bool(0.3) { lsm::Compression::Lz4 } else { lsm::Compression::None },
+        compression: [lsm::Compression::None, lsm::Compression::Lz4, lsm::Compression::Zstd]
+            [rng.random_range(0..3)],
         block_cache_size: rng.random_range(0..65536),
         compaction_pri: if rng.random_bool(0.5) {
             lsm::CompactionPri::RoundRobin

@@ -5,8 +5,11 @@
 //! Workloads (db_bench names, 16-byte keys, 100-byte values): fillseq, fillrandom, overwrite, readrandom, readseq,
 //! seekrandom with 10 and 100 nexts, readwhilewriting (reader throughput while one writer overwrites), deleterandom;
 //! then the GLORAN paper's lookup workload: a loaded store under a stream of point lookups mixed with 1 % and 5 %
-//! range deletes of width 100 keys. Each system also reports write amplification, space amplification (stored
-//! entries over live keys, exact by a scan) and compaction debt (RocksDB's estimate-pending-compaction-bytes).
+//! range deletes of width 100 keys. Each system also reports write amplification (flushed plus compacted bytes
+//! over the bytes the benchmark wrote; `amplification-load` after fillrandom + overwrite, where both systems got
+//! the same bytes, `amplification` at the end, after readwhilewriting wrote as much as each system managed),
+//! space amplification (stored entries over live keys, exact by a scan) and compaction debt (RocksDB's
+//! estimate-pending-compaction-bytes).
 //!
 //! Settings: `--set n=KEYS reads=N seeks=N ops=N` (defaults scale with --quick).
 
@@ -46,8 +49,8 @@ trait Kv: Send + Sync {
     fn scan_all(&self) -> u64;
     /// Waits until no compaction is pending.
     fn settle(&self);
-    /// (write amplification, stored entries, compaction debt bytes).
-    fn amplification(&self, user_bytes: u64) -> (f64, u64, u64);
+    /// Bytes written by flushes and by compactions, stored entries, compaction debt bytes.
+    fn amplification(&self) -> Amplification;
 }
 
 struct Ours(lsm::Db);
@@ -91,10 +94,14 @@ impl Kv for Ours {
         let _ = self.0.flush();
         let _ = self.0.wait_for_compactions();
     }
-    fn amplification(&self, _user_bytes: u64) -> (f64, u64, u64) {
+    fn amplification(&self) -> Amplification {
         let s = self.0.stats();
-        let stored = self.0.space_amplification().map(|a| a.total_entries).unwrap_or(0);
-        (s.write_amplification(), stored, s.pending_compaction_bytes)
+        Amplification {
+            flushed: s.bytes_flushed,
+            compacted: s.compact_write_bytes,
+            stored: self.0.space_amplification().map(|a| a.total_entries).unwrap_or(0),
+            debt: s.pending_compaction_bytes,
+        }
     }
 }
 
@@ -153,7 +160,7 @@ impl Kv for Rocks {
             std::thread::sleep(std::time::Duration::from_millis(20));
         }
     }
-    fn amplification(&self, user_bytes: u64) -> (f64, u64, u64) {
+    fn amplification(&self) -> Amplification {
         let stats = self.opts.get_statistics().unwrap_or_default();
         let counter = |name: &str| -> u64 {
             stats
@@ -163,8 +170,6 @@ impl Kv for Rocks {
                 .and_then(|v| v.trim().parse().ok())
                 .unwrap_or(0)
         };
-        let written = counter("rocksdb.flush.write.bytes") + counter("rocksdb.compact.write.bytes");
-        let wa = if user_bytes == 0 { 0.0 } else { written as f64 / user_bytes as f64 };
         let props =
             self.db.property_value("rocksdb.aggregated-table-properties").ok().flatten().unwrap_or_default();
         let field = |name: &str| -> u64 {
@@ -191,7 +196,33 @@ impl Kv for Rocks {
             .ok()
             .flatten()
             .unwrap_or(0);
-        (wa, stored, debt)
+        Amplification {
+            flushed: counter("rocksdb.flush.write.bytes"),
+            compacted: counter("rocksdb.compact.write.bytes"),
+            stored,
+            debt,
+        }
+    }
+}
+
+/// What a system wrote and holds, for the amplification rows.
+struct Amplification {
+    flushed: u64,
+    compacted: u64,
+    stored: u64,
+    debt: u64,
+}
+
+impl Amplification {
+    /// Write amplification over `user_bytes` (the bytes the benchmark wrote, the same denominator for both
+    /// systems), split into its flush and compaction parts.
+    fn write_metrics(&self, user_bytes: u64) -> [(&'static str, f64); 3] {
+        let per_user = |b: u64| b as f64 / user_bytes.max(1) as f64;
+        [
+            ("write_amplification", per_user(self.flushed + self.compacted)),
+            ("flush_write_amplification", per_user(self.flushed)),
+            ("compaction_write_amplification", per_user(self.compacted)),
+        ]
     }
 }
 
@@ -305,6 +336,7 @@ impl Experiment for Lsm {
             "seekrandom-100",
             "readwhilewriting",
             "deleterandom",
+            "amplification-load",
             "amplification",
         ] {
             report.workload(w, params.clone());
@@ -342,6 +374,9 @@ impl Experiment for Lsm {
             user_bytes += n * (16 + VALUE_LEN as u64);
             report.row("overwrite", name, s.metrics());
             db.settle();
+            // The same bytes for both systems (later phases write as much as each system manages in a time).
+            let a = db.amplification();
+            report.row("amplification-load", name, a.write_metrics(user_bytes));
             let keys: Vec<u64> = (0..reads).map(|_| rng.random_range(0..n)).collect();
             let s = time_ops(reads, |i| {
                 std::hint::black_box(db.get(&key(keys[i as usize])));
@@ -385,14 +420,15 @@ impl Experiment for Lsm {
             report.row("deleterandom", name, s.metrics());
             db.settle();
             let live = db.scan_all();
-            let (wa, stored, debt) = db.amplification(user_bytes);
+            let a = db.amplification();
+            let [wa, _, _] = a.write_metrics(user_bytes);
             report.row(
                 "amplification",
                 name,
                 [
-                    ("write_amplification", wa),
-                    ("space_amplification", stored as f64 / live.max(1) as f64),
-                    ("compaction_debt_bytes", debt as f64),
+                    wa,
+                    ("space_amplification", a.stored as f64 / live.max(1) as f64),
+                    ("compaction_debt_bytes", a.debt as f64),
                 ],
             );
             drop(db);
