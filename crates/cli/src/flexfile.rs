@@ -239,6 +239,16 @@ pub fn inspect(dir: &Path) -> Result<ExitCode, bench::Error> {
                 if p.version == Some(h.version) { "" } else { " (ignored: other version)" },
                 p.torn_bytes
             );
+            // The log header is rewritten only after a newer tree header is durable (see recovery in the format
+            // page), so an invalid one, or one newer than the newest valid tree header, is damage.
+            match p.version {
+                None => problems.push("log: invalid log header".to_string()),
+                Some(v) if v > h.version => problems.push(format!(
+                    "log: extends version {v} but the newest valid tree header is {}",
+                    h.version
+                )),
+                _ => {}
+            }
             for op in p.ops.iter().take(20) {
                 println!("  {op:?}");
             }
