@@ -1,5 +1,6 @@
-//! `rangedb flexfile exec` (the FlexFile shell, per the flexfile-shell spec) and `rangedb flexfile inspect`
-//! (a read-only dump of a FlexFile directory: headers, log, segment usage, extent map summary, checks).
+//! `rangedb flexfile exec` (the FlexFile shell, per the flexfile-shell spec) and `rangedb inspect flexfile DIR`
+//! (a read-only dump of a FlexFile directory: headers, log, segment usage, extent map summary, checks;
+//! `rangedb flexfile inspect DIR` is the same command under its older name).
 
 use std::io::{BufRead, Write};
 use std::path::{Path, PathBuf};
@@ -30,7 +31,8 @@ enum FlexCmd {
         #[arg(long)]
         create: bool,
     },
-    /// Dump headers, log entries, segment usage and the extent map summary, and check everything (read-only).
+    /// Same as `rangedb inspect flexfile DIR`: dump headers, log entries, segment usage and the extent map
+    /// summary, and check everything (read-only).
     Inspect {
         /// The FlexFile directory.
         dir: PathBuf,
@@ -186,7 +188,8 @@ fn command(f: &mut FlexFile, line: &str) -> Reply {
     }
 }
 
-/// `rangedb flexfile inspect DIR`: read-only; exits non-zero when a check fails.
+/// `rangedb inspect flexfile DIR` (alias `rangedb flexfile inspect DIR`): read-only; exits non-zero when a check
+/// fails.
 pub fn inspect(dir: &Path) -> Result<ExitCode, bench::Error> {
     let fs: Arc<dyn vfs::Fs> = Arc::new(vfs::OsFs::new());
     let tfile = fs.open(&dir.join(TREE_FILE), OpenMode::ReadOnly)?;
@@ -236,6 +239,16 @@ pub fn inspect(dir: &Path) -> Result<ExitCode, bench::Error> {
                 if p.version == Some(h.version) { "" } else { " (ignored: other version)" },
                 p.torn_bytes
             );
+            // The log header is rewritten only after a newer tree header is durable (see recovery in the format
+            // page), so an invalid one, or one newer than the newest valid tree header, is damage.
+            match p.version {
+                None => problems.push("log: invalid log header".to_string()),
+                Some(v) if v > h.version => problems.push(format!(
+                    "log: extends version {v} but the newest valid tree header is {}",
+                    h.version
+                )),
+                _ => {}
+            }
             for op in p.ops.iter().take(20) {
                 println!("  {op:?}");
             }

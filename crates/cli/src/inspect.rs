@@ -19,7 +19,8 @@ type Res<T> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
 #[derive(Debug, clap::Args)]
 pub struct InspectArgs {
     /// What PATH is: `wal`, `sst`, `manifest`, `db` (an LSM database directory), `blockstore` (a block-store
-    /// directory) or `flexdb` (a FlexDB store).
+    /// directory), `flexdb` (a FlexDB store) or `flexfile` (a FlexFile directory; `--action` is ignored: it dumps
+    /// and checks).
     kind: String,
     /// The file or directory.
     path: PathBuf,
@@ -258,8 +259,13 @@ pub fn run(a: InspectArgs) -> Res<ExitCode> {
         "db" => db(&a.path, &a.action)?,
         "blockstore" => crate::blockstore_inspect::run(&a.path, &a.action)?,
         "flexdb" => return crate::flexdb::inspect_store(&a.path, &a.action),
+        // A FlexFile directory: one report (headers, log, segments, extent map) that always checks.
+        "flexfile" => return crate::flexfile::inspect(&a.path),
         other => {
-            return Err(format!("unknown kind {other} (wal, sst, manifest, db, blockstore, flexdb)").into());
+            return Err(format!(
+                "unknown kind {other} (wal, sst, manifest, db, blockstore, flexdb, flexfile)"
+            )
+            .into());
         }
     }
     Ok(ExitCode::SUCCESS)

@@ -102,6 +102,8 @@ pub struct Stats {
     pub rebases: u64,
     /// Operations replayed from the log at open.
     pub replayed_ops: u64,
+    /// Bytes of a torn, never-synced final log write dropped at open.
+    pub torn_log_bytes: u64,
 }
 
 impl Stats {
@@ -239,6 +241,7 @@ impl FlexFile {
             })?;
         }
         self.stats.replayed_ops = parsed.ops.len() as u64;
+        self.stats.torn_log_bytes = parsed.torn_bytes;
         let mut valid: HashMap<u64, u64> = HashMap::new();
         let seg = self.opts.segment_size;
         self.tree.for_each_extent(|_, e| {
@@ -455,6 +458,22 @@ impl FlexFile {
     pub fn read(&mut self, off: u64, buf: &mut [u8]) -> Result<()> {
         if self.poisoned {
             return Err(Error::Poisoned);
+        }
+        let len = buf.len() as u64;
+        if off.checked_add(len).is_none_or(|e| e > self.size()) {
+            return Err(Error::invalid(format!("range {off}+{len} past the end ({})", self.size())));
+        }
+        if buf.is_empty() {
+            return Ok(());
+        }
+        // Most reads lie in one extent: one descent, no piece list.
+        let (start, e) = self.tree.extent_at(off)?;
+        if start + e.len as u64 >= off + buf.len() as u64 {
+            if e.is_hole() {
+                buf.fill(0);
+                return Ok(());
+            }
+            return self.data.read(e.addr + (off - start), buf);
         }
         let pieces = self.tree.query(off, buf.len() as u64)?;
         let mut at = 0usize;

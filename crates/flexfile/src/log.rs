@@ -19,9 +19,9 @@
 //! we spend 8 more bytes on a CRC, a tag (set-tag is a fourth op) and a full 48-bit logical offset.
 //!
 //! Entries are written in batches, each closed by a commit entry; a batch is replayed only if its commit entry is
-//! valid and matches. A bad entry in the last batch is a torn write of an unsynced commit (the batch is dropped); a
-//! bad entry followed by a later valid batch is corruption, since a later batch is written only after the earlier
-//! one was synced.
+//! valid and matches. Damage after the last complete batch is dropped only when it is a torn write of the one
+//! unsynced batch (cut short, or with sectors that were never written and read as zeros; see `check_torn_tail`);
+//! a flipped byte in a synced batch, or damage followed by a later batch, is corruption.
 
 use crate::error::{Error, Result};
 use crate::flextree::HOLE;
@@ -160,6 +160,76 @@ fn decode_entry(version: u64, b: &[u8]) -> Result<Option<Decoded>> {
     }))
 }
 
+/// The unit in which an interrupted write may persist partially (`docs/vfs.md`): each sector of an unsynced
+/// write is independently old or new, and new file bytes with no old value read as zeros.
+pub const SECTOR: usize = 512;
+
+/// Decides whether the bytes after the last complete batch (entry `batch_start` of the body on) are a torn tail,
+/// an incomplete final write that was never synced, or damage to synced bytes.
+///
+/// Only one batch can be unsynced: a commit writes its batch in one write and syncs before the next. The tail
+/// is therefore at most one batch, written past the durable end of the log, and a crash can leave it (a) cut at
+/// any length (a partial final record, or whole entries without their commit), or (b) with some of its sectors
+/// never written, which read as zeros. A torn tail is accepted when every entry failing its checksum overlaps a
+/// sector piece of the tail (the part of a 512-byte sector inside the tail) that is entirely zero. Anything else
+/// is `Corruption`:
+/// - a failing entry with no zero sector piece under it (a flipped byte in synced bytes: valid entries never
+///   contain a zero run as long as a sector, since every 24 bytes hold a nonzero op byte);
+/// - a valid commit entry whose count does not match the damaged batch;
+/// - any bytes after the damaged batch's valid commit entry (a later write happened, so the batch was synced).
+///
+/// A sector piece shorter than an entry (at the tail's first or last sector) can be zero in valid data only if
+/// those bytes of a CRC or length happen to be zero, so a flip in such an entry may rarely pass as torn; then the
+/// last batch is dropped as if the crash had come before its sync.
+fn check_torn_tail(bytes: &[u8], version: u64, batch_start: usize) -> Result<()> {
+    let body = &bytes[HEADER_LEN..];
+    let tail_start = HEADER_LEN + batch_start * ENTRY_LEN;
+    let mut zero_pieces = Vec::new();
+    let mut s = tail_start;
+    while s < bytes.len() {
+        let e = ((s / SECTOR + 1) * SECTOR).min(bytes.len());
+        if bytes[s..e].iter().all(|&b| b == 0) {
+            zero_pieces.push((s, e));
+        }
+        s = e;
+    }
+    let unwritten = |a: usize, b: usize| zero_pieces.iter().any(|&(s, e)| s < b && a < e);
+    let n = body.len() / ENTRY_LEN;
+    let mut commit: Option<usize> = None;
+    for k in batch_start..n {
+        if let Some(c) = commit {
+            return Err(Error::corruption(
+                "log",
+                format!("damaged batch closed by commit entry {c} is followed by entry {k}: it was synced"),
+            ));
+        }
+        let a = HEADER_LEN + k * ENTRY_LEN;
+        match decode_entry(version, &body[k * ENTRY_LEN..(k + 1) * ENTRY_LEN])? {
+            Some(Decoded::Op(_)) => {}
+            Some(Decoded::Commit { count, .. }) => {
+                if count != (k - batch_start) as u64 {
+                    return Err(Error::corruption(
+                        "log",
+                        format!("commit entry {k} does not match its damaged batch"),
+                    ));
+                }
+                commit = Some(k);
+            }
+            None if unwritten(a, a + ENTRY_LEN) => {}
+            None => {
+                return Err(Error::corruption(
+                    "log",
+                    format!("entry {k} fails its checksum and is not an unwritten part of a torn write"),
+                ));
+            }
+        }
+    }
+    if let Some(c) = commit.filter(|_| !body.len().is_multiple_of(ENTRY_LEN)) {
+        return Err(Error::corruption("log", format!("bytes after the commit entry {c} of a damaged batch")));
+    }
+    Ok(())
+}
+
 /// What a log file holds.
 #[derive(Debug, Default)]
 pub struct Parsed {
@@ -174,7 +244,8 @@ pub struct Parsed {
 }
 
 /// Parses a whole log for a tree of `version`. A log whose header is invalid or carries another version is
-/// returned with no ops (it belongs to an older tree). Damage before a later valid batch is `Corruption`.
+/// returned with no ops (it belongs to an older tree). A torn final write is dropped (`torn_bytes`); any other
+/// damage is `Corruption`.
 pub fn parse(bytes: &[u8], version: u64) -> Result<Parsed> {
     let mut p = Parsed { version: decode_header(bytes), ..Parsed::default() };
     if p.version != Some(version) {
@@ -205,34 +276,7 @@ pub fn parse(bytes: &[u8], version: u64) -> Result<Parsed> {
         }
         i += 1;
     }
-    if i < n {
-        // The first bad entry: fine only if no later batch exists (a torn, unsynced last batch).
-        let mut j = i + 1;
-        let mut seen_commit = false;
-        while j < n {
-            let e = &body[j * ENTRY_LEN..(j + 1) * ENTRY_LEN];
-            if let Ok(Some(d)) = decode_entry(version, e) {
-                if seen_commit {
-                    return Err(Error::corruption(
-                        "log",
-                        format!("damaged entry {i} before later valid batches"),
-                    ));
-                }
-                if let Decoded::Commit { count, .. } = d {
-                    // A commit of a batch that starts after the damaged one's start proves the damaged batch was
-                    // synced before it: corruption, not a torn write.
-                    if (j as u64).checked_sub(count) != Some(batch_start as u64) {
-                        return Err(Error::corruption(
-                            "log",
-                            format!("damaged entry {i} before a later valid batch"),
-                        ));
-                    }
-                    seen_commit = true;
-                }
-            }
-            j += 1;
-        }
-    }
+    check_torn_tail(bytes, version, batch_start)?;
     p.torn_bytes = (body.len() - batch_start * ENTRY_LEN) as u64;
     Ok(p)
 }

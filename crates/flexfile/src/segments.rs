@@ -59,9 +59,12 @@ pub struct Segments {
     table_off: u64,
     states: Vec<State>,
     valid: Vec<u64>,
+    /// Sum of `valid` (asked for before every write, so not recomputed).
+    live: u64,
     free: BTreeSet<u64>,
     open: Option<OpenSeg>,
-    tables: HashMap<u64, Vec<u8>>,
+    /// Checksum tables of closed segments, by segment id, loaded on first read (`None`: not loaded).
+    tables: Vec<Option<Vec<u8>>>,
     deferred: Vec<(u64, u64)>,
     spare: Option<Vec<u8>>,
     pub(crate) stats: SegmentStats,
@@ -88,9 +91,10 @@ impl Segments {
             table_off: opts.segment_capacity(),
             states: Vec::new(),
             valid: Vec::new(),
+            live: 0,
             free: BTreeSet::new(),
             open: None,
-            tables: HashMap::new(),
+            tables: Vec::new(),
             deferred: Vec::new(),
             spare: None,
             stats: SegmentStats::default(),
@@ -117,6 +121,7 @@ impl Segments {
             if v > self.cap {
                 return Err(corrupt(format!("segment {s} maps {v} bytes, more than its capacity")));
             }
+            self.live = self.live - self.valid[s as usize] + v;
             self.valid[s as usize] = v;
             if v == 0 {
                 self.states[s as usize] = State::Free;
@@ -161,7 +166,7 @@ impl Segments {
 
     /// Total live bytes.
     pub fn live_bytes(&self) -> u64 {
-        self.valid.iter().sum()
+        self.live
     }
 
     /// Segments holding live data or open.
@@ -191,6 +196,7 @@ impl Segments {
         match self.valid.get_mut(s) {
             Some(v) if *v + len <= self.cap => {
                 *v += len;
+                self.live += len;
                 Ok(())
             }
             _ => Err(corrupt(format!("live bytes of segment {s} exceed its capacity"))),
@@ -202,6 +208,7 @@ impl Segments {
         let s = self.segment_of(addr);
         let v = self.valid.get_mut(s as usize).ok_or_else(|| corrupt(format!("segment {s} out of range")))?;
         *v = v.checked_sub(len).ok_or_else(|| corrupt(format!("live bytes of segment {s} underflow")))?;
+        self.live -= len;
         if *v == 0 && self.open_id() != Some(s) {
             self.states[s as usize] = State::Pending;
         }
@@ -225,7 +232,7 @@ impl Segments {
             if self.valid[o.id as usize] == 0 {
                 self.states[o.id as usize] = State::Pending;
             }
-            self.tables.insert(o.id, o.table);
+            self.set_table(o.id, Some(o.table));
             self.spare = Some(o.buf);
         }
         Ok(())
@@ -260,7 +267,7 @@ impl Segments {
             }
         };
         self.states[id as usize] = State::Used;
-        self.tables.remove(&id);
+        self.set_table(id, None);
         self.open = Some(OpenSeg {
             id,
             // Reuse the last closed segment's buffer: stale bytes past `fill` are never read or written out.
@@ -355,8 +362,16 @@ impl Segments {
         Ok(e)
     }
 
+    fn set_table(&mut self, s: u64, t: Option<Vec<u8>>) {
+        let i = s as usize;
+        if self.tables.len() <= i {
+            self.tables.resize_with(i + 1, || None);
+        }
+        self.tables[i] = t;
+    }
+
     fn table(&mut self, s: u64) -> Result<&Vec<u8>> {
-        if !self.tables.contains_key(&s) {
+        if self.tables.get(s as usize).is_none_or(Option::is_none) {
             let mut t = vec![0u8; self.table_len()];
             let off = s * self.seg + self.table_off;
             let flen = self.file.len()?;
@@ -364,9 +379,9 @@ impl Segments {
                 let n = (t.len() as u64).min(flen - off) as usize;
                 self.file.read_exact_at(&mut t[..n], off)?;
             }
-            self.tables.insert(s, t);
+            self.set_table(s, Some(t));
         }
-        self.tables.get(&s).ok_or_else(|| corrupt("checksum table vanished"))
+        self.tables.get(s as usize).and_then(Option::as_ref).ok_or_else(|| corrupt("checksum table vanished"))
     }
 
     /// Reads `buf.len()` bytes at `addr`, verifying block checksums. REQUIRES: the range lies in one segment.
@@ -390,8 +405,12 @@ impl Segments {
         let (bs, seg) = (self.bs, self.seg);
         let b0 = off / bs;
         let b1 = (end - 1) / bs;
-        // Copy out only the entries this read needs.
-        let t = self.table(s)?[(b0 * 8) as usize..((b1 + 1) * 8) as usize].to_vec();
+        self.table(s)?;
+        let file = &self.file;
+        let t = match self.tables.get(s as usize).and_then(Option::as_ref) {
+            Some(t) => &t[(b0 * 8) as usize..((b1 + 1) * 8) as usize],
+            None => return Err(corrupt("checksum table vanished")),
+        };
         let fill_of = |b: u64| {
             let i = ((b - b0) * 8) as usize;
             u16::from_le_bytes([t[i + 4], t[i + 5]]) as u64
@@ -411,7 +430,7 @@ impl Segments {
             raw = vec![0u8; (rend - rstart) as usize];
         }
         let dst: &mut [u8] = if direct { &mut *buf } else { &mut raw };
-        self.file.read_exact_at(dst, s * seg + rstart).map_err(|e| {
+        file.read_exact_at(dst, s * seg + rstart).map_err(|e| {
             if e.kind() == std::io::ErrorKind::UnexpectedEof {
                 corrupt(format!("segment {s} is shorter than its checksum table says"))
             } else {
@@ -460,7 +479,7 @@ impl Segments {
         }
         let (b0, b1) = (off / bs, (end - 1) / bs);
         let (ta, tb) = ((b0 * 8) as usize, ((b1 + 1) * 8) as usize);
-        let t = match self.tables.get(&s) {
+        let t = match self.tables.get(s as usize).and_then(Option::as_ref) {
             Some(t) => t[ta..tb].to_vec(),
             None => {
                 let mut t = vec![0u8; tb - ta];

@@ -132,24 +132,94 @@ fn damaged_log_header_is_corruption() {
     assert_corruption(open(&fs), "log header");
 }
 
-#[test]
-fn torn_last_log_batch_is_dropped_not_reported() {
-    let fs: Arc<dyn vfs::Fs> = Arc::new(vfs::MemFs::new());
-    let mut opts = Options::tiny();
-    opts.checkpoint_log_bytes = 1 << 30;
+/// Two synced batches ("first", then "second" appended); returns the log's length and the first batch's end.
+fn two_batches(fs: &Arc<dyn vfs::Fs>, opts: &Options) -> (u64, u64) {
     let mut f = FlexFile::create(fs.clone(), Path::new(DIR), opts.clone()).unwrap();
     f.insert(0, b"first").unwrap();
     f.sync().unwrap();
+    let log = fs.open(&Path::new(DIR).join(LOG_FILE), OpenMode::ReadOnly).unwrap();
+    let first_end = log.len().unwrap();
     f.insert(5, b"second").unwrap();
+    f.sync().unwrap();
+    drop(f);
+    (log.len().unwrap(), first_end)
+}
+
+fn no_checkpoints() -> Options {
+    let mut opts = Options::tiny();
+    opts.checkpoint_log_bytes = 1 << 30;
+    opts
+}
+
+#[test]
+fn torn_last_log_batch_with_unwritten_sectors_is_dropped() {
+    let fs: Arc<dyn vfs::Fs> = Arc::new(vfs::MemFs::new());
+    let opts = no_checkpoints();
+    let (len, first_end) = two_batches(&fs, &opts);
+    // As a crash leaves an unsynced append: the last batch's bytes in a sector that never reached the media
+    // read as zeros (here all of them lie in one sector).
+    let log = fs.open(&Path::new(DIR).join(LOG_FILE), OpenMode::ReadWrite).unwrap();
+    log.write_all_at(&vec![0u8; (len - first_end) as usize], first_end).unwrap();
+    drop(log);
+    let mut f = FlexFile::open(fs.clone(), Path::new(DIR), opts.clone()).unwrap();
+    assert_eq!(read_all(&mut f).unwrap(), b"first");
+    assert_eq!(f.stats().torn_log_bytes, len - first_end);
+    f.check(true).unwrap();
+}
+
+#[test]
+fn torn_last_log_batch_cut_short_is_dropped() {
+    let fs: Arc<dyn vfs::Fs> = Arc::new(vfs::MemFs::new());
+    let opts = no_checkpoints();
+    let (len, first_end) = two_batches(&fs, &opts);
+    for cut in [first_end + 1, first_end + 24, len - 24, len - 1] {
+        let fs2: Arc<dyn vfs::Fs> = Arc::new(vfs::MemFs::new());
+        for name in [DATA_FILE, LOG_FILE, TREE_FILE] {
+            let p = Path::new(DIR).join(name);
+            let src = fs.open(&p, OpenMode::ReadOnly).unwrap();
+            let mut b = vec![0u8; src.len().unwrap() as usize];
+            src.read_exact_at(&mut b, 0).unwrap();
+            if name == LOG_FILE {
+                b.truncate(cut as usize);
+            }
+            fs2.create_dir_all(Path::new(DIR)).unwrap();
+            fs2.open(&p, OpenMode::CreateTruncate).unwrap().write_all_at(&b, 0).unwrap();
+        }
+        let mut f = FlexFile::open(fs2, Path::new(DIR), opts.clone()).unwrap();
+        assert_eq!(read_all(&mut f).unwrap(), b"first", "log cut at {cut}");
+    }
+}
+
+#[test]
+fn regression_flipped_byte_in_last_synced_log_batch_is_corruption() {
+    // This used to be taken for a torn write and the synced batch silently dropped.
+    let opts = no_checkpoints();
+    let probe: Arc<dyn vfs::Fs> = Arc::new(vfs::MemFs::new());
+    let (len, first_end) = two_batches(&probe, &opts);
+    for off in first_end..len {
+        let fs: Arc<dyn vfs::Fs> = Arc::new(vfs::MemFs::new());
+        two_batches(&fs, &opts);
+        flip(&fs, LOG_FILE, off);
+        assert_corruption(
+            FlexFile::open(fs.clone(), Path::new(DIR), opts.clone()),
+            &format!("log byte {off}"),
+        );
+    }
+}
+
+#[test]
+fn regression_flipped_commit_of_only_log_batch_is_corruption() {
+    let fs: Arc<dyn vfs::Fs> = Arc::new(vfs::MemFs::new());
+    let opts = no_checkpoints();
+    let mut f = FlexFile::create(fs.clone(), Path::new(DIR), opts.clone()).unwrap();
+    f.insert(0, b"only").unwrap();
     f.sync().unwrap();
     drop(f);
     let log = fs.open(&Path::new(DIR).join(LOG_FILE), OpenMode::ReadOnly).unwrap();
     let len = log.len().unwrap();
     drop(log);
-    // Damage the last batch's commit entry: as after a crash while it was being written.
-    flip(&fs, LOG_FILE, len - 10);
-    let mut f = FlexFile::open(fs.clone(), Path::new(DIR), opts).unwrap();
-    assert_eq!(read_all(&mut f).unwrap(), b"first");
+    flip(&fs, LOG_FILE, len - 2);
+    assert_corruption(FlexFile::open(fs.clone(), Path::new(DIR), opts), "commit entry");
 }
 
 #[test]

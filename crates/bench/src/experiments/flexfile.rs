@@ -44,7 +44,7 @@ impl Experiment for FlexFileBench {
     fn about(&self) -> &'static str {
         "FlexFile Table 2 / Fig. 11: 4 KiB random insert, random write, sequential write building a file, then \
          sequential and random 4 KiB reads; FlexFile vs ext4 insert-range, rewrite and pwrite; --set size_mib=N \
-         rewrite_secs=N cold=0|1 patterns=random-insert,random-write,seq-write"
+         rewrite_secs=N cold=0|1 patterns=random-insert,random-write,seq-write peers=ext4-insert-range,ext4-rewrite,ext4-pwrite"
     }
 
     fn run(&self, ctx: &Ctx) -> Result<Report> {
@@ -53,6 +53,10 @@ impl Experiment for FlexFileBench {
         let rewrite_secs: u64 = ctx.setting("rewrite_secs", ctx.scale(5, 30))?;
         let patterns: String = ctx.setting("patterns", "random-insert,random-write,seq-write".to_string())?;
         let cold: u8 = ctx.setting("cold", 0)?;
+        // `peers=` (empty) runs FlexFile alone, e.g. to check that inserts stay flat at 1 GiB without waiting
+        // for ext4 insert-range, whose cost grows with the file.
+        let only: String = ctx.setting("peers", "ext4-insert-range,ext4-rewrite,ext4-pwrite".to_string())?;
+        let wanted: Vec<&str> = only.split(',').map(str::trim).collect();
         let root = ctx.scratch.join("flexfile-bench");
         let fs: Arc<dyn Fs> = Arc::new(OsFs::new());
         let _ = std::fs::remove_dir_all(&root);
@@ -85,7 +89,7 @@ impl Experiment for FlexFileBench {
             } else {
                 &["ext4-pwrite"]
             };
-            for &peer in peers {
+            for &peer in peers.iter().filter(|p| wanted.contains(p)) {
                 let path = root.join(format!("{peer}-{pattern}"));
                 let secs =
                     if peer == "ext4-rewrite" { Some(Duration::from_secs(rewrite_secs)) } else { None };
@@ -137,12 +141,12 @@ fn gen_offsets(pattern: &str, n: u64, seed: u64) -> Result<Vec<u64>> {
     })
 }
 
-fn block_for(i: u64) -> Vec<u8> {
-    let mut b = vec![0u8; BLOCK];
+/// Fills `b` with block `i`'s contents (in place: the generator must not cost an allocation per operation, which
+/// would be charged to every system alike but weigh most on the fastest).
+fn fill_block(i: u64, b: &mut [u8]) {
     for (j, x) in b.chunks_mut(8).enumerate() {
         x.copy_from_slice(&(i.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ j as u64).to_le_bytes());
     }
-    b
 }
 
 /// Sectors written by the block device holding `path` (from /proc/diskstats), if it can be found.
@@ -195,9 +199,10 @@ fn flex_write(
     let mut lat = Latencies::new();
     let mut win = Windows::new(ops.len() as u64);
     let bar = ctx.progress(ops.len() as u64, format!("flexfile {pattern}"));
+    let mut data = vec![0u8; BLOCK];
     let start = Instant::now();
     for (i, &b) in ops.iter().enumerate() {
-        let data = block_for(i as u64);
+        fill_block(i as u64, &mut data);
         let t = Instant::now();
         if pattern == "random-insert" {
             f.insert(b * BLOCK as u64, &data)?;
@@ -253,11 +258,12 @@ fn plain_write(
     let mut size = 0u64;
     let mut done = 0u64;
     let mut tail = Vec::new();
+    let mut data = vec![0u8; BLOCK];
     for (i, &b) in ops.iter().enumerate() {
         if budget.is_some_and(|d| start.elapsed() > d) {
             break;
         }
-        let data = block_for(i as u64);
+        fill_block(i as u64, &mut data);
         let off = b * BLOCK as u64;
         let t = Instant::now();
         if pattern == "random-insert" && off < size {
