@@ -135,13 +135,7 @@ struct Rocks {
 
 impl Rocks {
     fn counter(&self, name: &str) -> u64 {
-        let stats = self.opts.get_statistics().unwrap_or_default();
-        stats
-            .lines()
-            .find(|l| l.starts_with(name) && l[name.len()..].starts_with(" COUNT"))
-            .and_then(|l| l.rsplit(':').next())
-            .and_then(|v| v.trim().parse().ok())
-            .unwrap_or(0)
+        super::rocks::ticker(&self.opts.get_statistics().unwrap_or_default(), name)
     }
 }
 
@@ -164,14 +158,7 @@ impl Kv for Rocks {
         c
     }
     fn settle(&self) {
-        let _ = self.db.flush();
-        loop {
-            let p = |n: &str| self.db.property_int_value(n).ok().flatten().unwrap_or(0);
-            if p("rocksdb.compaction-pending") == 0 && p("rocksdb.num-running-compactions") == 0 {
-                break;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(20));
-        }
+        super::rocks::settle(&self.db);
     }
     fn bytes_written(&self) -> u64 {
         self.counter("rocksdb.wal.bytes")

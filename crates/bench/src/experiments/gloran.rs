@@ -43,11 +43,7 @@ pub struct Gloran;
 const VALUE_LEN: usize = 100;
 
 fn key(i: u64) -> [u8; 16] {
-    let mut k = [0u8; 16];
-    k[..4].copy_from_slice(b"user");
-    let s = format!("{i:012}");
-    k[4..].copy_from_slice(s.as_bytes());
-    k
+    super::rocks::user_key(i)
 }
 
 fn value(i: u64) -> [u8; VALUE_LEN] {
@@ -181,18 +177,7 @@ impl System {
                 let _ = d.flush();
                 let _ = d.wait_for_compactions();
             }
-            Engine::Rocks(d) => {
-                let _ = d.flush();
-                loop {
-                    let p = d.property_int_value("rocksdb.compaction-pending").ok().flatten().unwrap_or(0);
-                    let r =
-                        d.property_int_value("rocksdb.num-running-compactions").ok().flatten().unwrap_or(0);
-                    if p == 0 && r == 0 {
-                        break;
-                    }
-                    std::thread::sleep(std::time::Duration::from_millis(20));
-                }
-            }
+            Engine::Rocks(d) => super::rocks::settle(d),
         }
     }
 }

@@ -148,28 +148,11 @@ impl Kv for Rocks {
         c
     }
     fn settle(&self) {
-        let _ = self.db.flush();
-        loop {
-            let pending =
-                self.db.property_int_value("rocksdb.compaction-pending").ok().flatten().unwrap_or(0);
-            let running =
-                self.db.property_int_value("rocksdb.num-running-compactions").ok().flatten().unwrap_or(0);
-            if pending == 0 && running == 0 {
-                break;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(20));
-        }
+        super::rocks::settle(&self.db);
     }
     fn amplification(&self) -> Amplification {
         let stats = self.opts.get_statistics().unwrap_or_default();
-        let counter = |name: &str| -> u64 {
-            stats
-                .lines()
-                .find(|l| l.starts_with(name) && l[name.len()..].starts_with(" COUNT"))
-                .and_then(|l| l.rsplit(':').next())
-                .and_then(|v| v.trim().parse().ok())
-                .unwrap_or(0)
-        };
+        let counter = |name: &str| super::rocks::ticker(&stats, name);
         let props =
             self.db.property_value("rocksdb.aggregated-table-properties").ok().flatten().unwrap_or_default();
         let field = |name: &str| -> u64 {
@@ -272,11 +255,7 @@ fn open_rocks(dir: &std::path::Path, c: Config) -> Result<(Arc<dyn Kv>, String)>
 }
 
 fn key(i: u64) -> [u8; 16] {
-    let mut k = [0u8; 16];
-    k[..4].copy_from_slice(b"user");
-    let s = format!("{i:012}");
-    k[4..].copy_from_slice(s.as_bytes());
-    k
+    super::rocks::user_key(i)
 }
 
 fn value(i: u64) -> [u8; VALUE_LEN] {

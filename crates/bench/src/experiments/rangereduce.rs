@@ -42,10 +42,7 @@ const BUFFER: usize = 4 << 20;
 const FILE: u64 = 1 << 20;
 
 fn key(i: u64) -> [u8; 16] {
-    let mut k = [0u8; 16];
-    k[..4].copy_from_slice(b"user");
-    k[4..].copy_from_slice(format!("{i:012}").as_bytes());
-    k
+    super::rocks::user_key(i)
 }
 
 fn value(i: u64) -> [u8; VALUE_LEN] {
@@ -142,25 +139,11 @@ impl Sys for Rocks {
         n
     }
     fn settle(&self) {
-        let _ = self.db.flush();
-        loop {
-            let p = |n: &str| self.db.property_int_value(n).ok().flatten().unwrap_or(0);
-            if p("rocksdb.compaction-pending") == 0 && p("rocksdb.num-running-compactions") == 0 {
-                break;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(20));
-        }
+        super::rocks::settle(&self.db);
     }
     fn end(&self, t: u64) -> End {
         let stats = self.opts.get_statistics().unwrap_or_default();
-        let counter = |name: &str| -> f64 {
-            stats
-                .lines()
-                .find(|l| l.starts_with(name) && l[name.len()..].starts_with(" COUNT"))
-                .and_then(|l| l.rsplit(':').next())
-                .and_then(|v| v.trim().parse().ok())
-                .unwrap_or(0.0)
-        };
+        let counter = |name: &str| super::rocks::ticker(&stats, name) as f64;
         let files = self.db.live_files().unwrap_or_default();
         let mut level_bytes = [0u64; 8];
         let mut entries = 0u64;
