@@ -132,7 +132,13 @@ fn read_block(f: &dyn vfs::File, h: Handle) -> Res<Block> {
 }
 
 fn sst(path: &Path, action: &str) -> Res<()> {
-    let (fs, name) = split(path);
+    let (fs, _) = split(path);
+    sst_on(fs, path, action)
+}
+
+/// `sst` on a table of `fs` (the overlay a `db` check recovered into, where a replayed WAL's table lives).
+fn sst_on(fs: Arc<dyn vfs::Fs>, path: &Path, action: &str) -> Res<()> {
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
     let f = fs.open(path, vfs::OpenMode::ReadOnly)?;
     let size = f.len()?;
     let number = lsm::filename::parse(&name)
@@ -202,6 +208,10 @@ fn sst(path: &Path, action: &str) -> Res<()> {
 
 fn db(dir: &Path, action: &str) -> Res<()> {
     let fs: Arc<dyn vfs::Fs> = Arc::new(vfs::OsFs::new());
+    // `check` and `scan` open the database, and opening recovers by writing (the WAL replayed into a table, a new
+    // MANIFEST, unreferenced files deleted). Through an overlay the recovered state is read while the directory
+    // stays as it was: a damaged database keeps every byte for the next look.
+    let view = || -> Arc<dyn vfs::Fs> { Arc::new(vfs::OverlayFs::new(fs.clone())) };
     let current = vfs::read_all(&*fs, &dir.join("CURRENT"))?;
     let mname = String::from_utf8_lossy(&current).trim().to_string();
     println!("CURRENT -> {mname}");
@@ -221,9 +231,10 @@ fn db(dir: &Path, action: &str) -> Res<()> {
                 disable_auto_compactions: true,
                 ..Default::default()
             };
-            let d = lsm::Db::open(fs.clone(), dir, o)?;
+            let recovered = view();
+            let d = lsm::Db::open(recovered.clone(), dir, o)?;
             for fe in d.files() {
-                sst(&dir.join(lsm::filename::table_name(fe.info.number)), "check")?;
+                sst_on(recovered.clone(), &dir.join(lsm::filename::table_name(fe.info.number)), "check")?;
             }
             let sa = d.space_amplification()?;
             println!("ok: {} live keys, {} stored entries", sa.live_entries, sa.total_entries);
@@ -235,7 +246,7 @@ fn db(dir: &Path, action: &str) -> Res<()> {
                 disable_auto_compactions: true,
                 ..Default::default()
             };
-            let d = lsm::Db::open(fs.clone(), dir, o)?;
+            let d = lsm::Db::open(view(), dir, o)?;
             let mut it = d.iter(&lsm::ReadOptions::default())?;
             it.seek_to_first();
             while it.valid() {

@@ -23,12 +23,14 @@ mod crash;
 mod fault;
 mod mem;
 mod os;
+mod overlay;
 mod rng;
 
 pub use crash::{CrashFs, CrashMode, CrashPoint, CrashStats, SECTOR_SIZE, is_crash_point};
 pub use fault::{Fault, FaultFs, FaultKind, Op, Trigger};
 pub use mem::MemFs;
 pub use os::OsFs;
+pub use overlay::OverlayFs;
 
 /// The result type of every storage call.
 pub type Result<T> = io::Result<T>;
