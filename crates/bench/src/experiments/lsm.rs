@@ -259,15 +259,7 @@ fn key(i: u64) -> [u8; 16] {
 }
 
 fn value(i: u64) -> [u8; VALUE_LEN] {
-    let mut v = [0u8; VALUE_LEN];
-    let mut x = i.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    for b in v.iter_mut() {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        *b = b'a' + (x % 26) as u8;
-    }
-    v
+    super::rocks::letters_value(i)
 }
 
 type Opener = fn(&std::path::Path, Config) -> Result<(Arc<dyn Kv>, String)>;

@@ -32,6 +32,20 @@ pub(super) fn user_key(i: u64) -> [u8; 16] {
     k
 }
 
+/// A value of `N` pseudo-random lowercase letters determined by `i` (compressible like text, unlike random
+/// bytes, and the same for every system).
+pub(super) fn letters_value<const N: usize>(i: u64) -> [u8; N] {
+    let mut v = [0u8; N];
+    let mut x = i.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    for b in v.iter_mut() {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        *b = b'a' + (x % 26) as u8;
+    }
+    v
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
