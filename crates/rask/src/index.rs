@@ -335,6 +335,9 @@ impl<V: RangeValue, I: InternalIndex<LeafId>> Rask<V, I> {
                 let mut pieces = Vec::with_capacity(2);
                 split_gced(kept, &gc.nonoverlap, anchor, cap, &mut self.stats, &mut pieces);
                 self.gc = gc;
+                // The split took the GC buffer; one allocation at full size now instead of the next GC growing
+                // it 4 → 8 → 16 → 32.
+                self.kept = Vec::with_capacity(cap + 1);
                 self.install(id, None, pieces);
                 self.check();
                 // No merge/resplit right after a split (§6.1).

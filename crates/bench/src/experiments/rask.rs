@@ -25,7 +25,9 @@
 //!
 //! Settings: `--set ops=N` (operations per workload), `--set space=N` (working set in blocks), `--set reps=N`
 //! (replays per system, best kept; default 3),
-//! `--set systems=a,b` and `--set workloads=prefix,...` to run a subset.
+//! `--set systems=a,b` and `--set workloads=prefix,...` to run a subset; `--set breakdown=1` adds a note per
+//! workload with RASK's latency by operation class (get, append, lightweight GC, normal GC, split, merge/resplit).
+//! The concurrent workloads note every run's RASK throughput and its median.
 
 mod peers;
 
@@ -135,6 +137,65 @@ fn run_one<I: RangeIndex>(make: impl Fn() -> I, ops: &[Op], reps: usize) -> (Sta
     best.unwrap_or_else(|| (time_ops(0, |_| {}), 0, None))
 }
 
+/// Replays `ops` on a fresh `Rask` timing every operation, and classifies each by the structural work it did
+/// (from the counters before and after): get, plain append, lightweight GC, normal GC, split, merge/resplit.
+/// Returns one line per class: count, mean, P99 and P99.9, so a tail can be traced to its cause.
+fn rask_breakdown(ops: &[Op]) -> String {
+    use crate::measure::Latencies;
+    use std::time::Instant;
+    const CLASSES: [&str; 6] = ["get", "append", "gc-light", "gc-normal", "split", "merge/resplit"];
+    let mut lat: Vec<Latencies> = (0..CLASSES.len()).map(|_| Latencies::new()).collect();
+    let Ok(mut index) = Rask::<WriteRef>::new(Options::default()) else { return String::new() };
+    let mut sink = 0usize;
+    for op in ops {
+        let s0 = index.stats();
+        let t = Instant::now();
+        let is_get = match *op {
+            Op::Put(r, v) => {
+                index.put(r, v);
+                false
+            }
+            Op::Get(r) => {
+                index.get_with(r, |_, _| sink += 1);
+                true
+            }
+        };
+        let d = t.elapsed();
+        let s1 = index.stats();
+        let class = if is_get {
+            0
+        } else if s1.merges + s1.resplits > s0.merges + s0.resplits {
+            5
+        } else if s1.splits > s0.splits {
+            4
+        } else if s1.gc_normal > s0.gc_normal {
+            3
+        } else if s1.gc_lightweight > s0.gc_lightweight {
+            2
+        } else {
+            1
+        };
+        lat[class].record_duration(d);
+    }
+    std::hint::black_box(sink);
+    CLASSES
+        .iter()
+        .zip(&lat)
+        .filter(|(_, l)| l.count() > 0)
+        .map(|(c, l)| {
+            format!(
+                "{c} {} ops mean {:.0} ns p50 {} ns p99 {} ns p99.9 {} ns",
+                l.count(),
+                l.mean(),
+                l.p(0.5),
+                l.p(0.99),
+                l.p(0.999)
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
 const PEERS: [&str; 5] =
     ["btreemap-per-block", "btreemap-eager", "btreemap-lazy", "rangemap", "interval-tree"];
 
@@ -144,9 +205,12 @@ fn run_workload(
     ops: &[Op],
     only: &Option<Vec<String>>,
     reps: usize,
+    breakdown: bool,
 ) -> Result<()> {
     let opts = Options::default();
     let want = |s: &str| only.as_ref().is_none_or(|o| o.iter().any(|x| x == s));
+    let mut notes: Vec<String> = Vec::new();
+    let mut record_note = |n: String| notes.push(n);
     let mut record = |system: &str, (stats, bytes, summary): (Stats, usize, Option<String>)| {
         let mut m = stats.metrics();
         m.push(("memory_bytes", bytes as f64));
@@ -158,7 +222,12 @@ fn run_workload(
     let o = opts.clone();
     if want("rask") {
         let make = move || Rask::<WriteRef>::new(o.clone()).unwrap_or_else(|_| unreachable_opts());
-        record("rask", run_one(make, ops, reps));
+        let res = run_one(make, ops, reps);
+        let classes = breakdown.then(|| rask_breakdown(ops));
+        record("rask", res);
+        if let Some(c) = classes {
+            record_note(format!("{name} / rask per operation class: {c}"));
+        }
     }
     let o = opts.clone();
     if want("rask-btree-internal") {
@@ -179,6 +248,9 @@ fn run_workload(
             _ => run_one(IntervalTree::new, ops, reps),
         };
         record(peer, res);
+    }
+    for n in notes {
+        report.note(n);
     }
     Ok(())
 }
@@ -214,7 +286,14 @@ fn run_parallel(report: &mut Report, name: &str, ops: &[Op], threads: usize, rep
             let bytes = alloc::live_bytes().saturating_sub(before);
             (stats, bytes)
         })
-        .collect();
+        .collect::<Vec<_>>();
+    // Every run's throughput, so scaling can be judged by the median as well as by the best run.
+    let mut tput: Vec<f64> = runs.iter().map(|(s, _)| s.ops_per_sec()).collect();
+    tput.sort_by(f64::total_cmp);
+    if let Some(median) = tput.get(tput.len() / 2) {
+        let all = tput.iter().map(|x| format!("{x:.0}")).collect::<Vec<_>>().join(", ");
+        report.note(format!("{name} / rask: ops/s of each run (sorted) {all}; median {median:.0}"));
+    }
     if let Some((stats, bytes)) = best(runs) {
         let mut m = stats.metrics();
         m.push(("memory_bytes", bytes as f64));
@@ -273,6 +352,7 @@ impl Experiment for RaskBench {
         let n: usize = ctx.setting("ops", ctx.scale(200_000, 2_000_000))?;
         let space: u64 = ctx.setting("space", 1u64 << 20)?;
         let reps: usize = ctx.setting("reps", 3)?;
+        let breakdown: bool = ctx.setting::<u8>("breakdown", 0)? != 0;
         let only: Option<Vec<String>> =
             ctx.set.get("systems").map(|s| s.split(',').map(|x| x.trim().to_string()).collect());
         let workloads: Option<Vec<String>> =
@@ -300,7 +380,7 @@ impl Experiment for RaskBench {
                        "working_set_blocks": syn.working_set_blocks, "ops": n, "seed": ctx.seed}),
             );
             let ops = synthetic_ebs(ctx.seed, n, syn, true)?;
-            run_workload(&mut report, name, &ops, &only, reps)?;
+            run_workload(&mut report, name, &ops, &only, reps, breakdown)?;
             bar.inc(1);
         }
         for path in &ctx.traces {
@@ -314,7 +394,7 @@ impl Experiment for RaskBench {
                 &name,
                 json!({"path": path.display().to_string(), "ops": ops.len(), "io_compaction_blocks": 128}),
             );
-            run_workload(&mut report, &name, &ops, &only, reps)?;
+            run_workload(&mut report, &name, &ops, &only, reps, breakdown)?;
         }
         let mut len_points: Vec<(String, f64, f64)> = Vec::new();
         for mean in [1u64, 10, 100, 1000] {
@@ -336,7 +416,7 @@ impl Experiment for RaskBench {
                        "working_set_blocks": space, "io_compaction": false}),
             );
             let ops = synthetic_ebs(ctx.seed ^ mean, ops_n, syn, false)?;
-            run_workload(&mut report, &name, &ops, &only, reps)?;
+            run_workload(&mut report, &name, &ops, &only, reps, breakdown)?;
             for sys in ["rask", "btreemap-lazy", "rangemap"] {
                 if let Some(v) = report.get(&name, sys, "ops_per_sec") {
                     len_points.push((sys.to_string(), mean as f64, v));
@@ -356,7 +436,7 @@ impl Experiment for RaskBench {
             };
             report.workload(&name, json!({"write_ratio": syn.write_ratio, "ops": n, "working_set_blocks": space, "io_compaction_blocks": 128}));
             let ops = synthetic_ebs(ctx.seed ^ u64::from(wp) << 8, n, syn, true)?;
-            run_workload(&mut report, &name, &ops, &only, reps)?;
+            run_workload(&mut report, &name, &ops, &only, reps, breakdown)?;
             bar.inc(1);
         }
         let threads: Vec<usize> = if ctx.threads.is_empty() { vec![1, 2] } else { ctx.threads.clone() };
