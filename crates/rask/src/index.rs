@@ -316,12 +316,13 @@ impl<V: RangeValue, I: InternalIndex<LeafId>> Rask<V, I> {
             // Second stage, with the incoming entry included: its result either fits (append done) or is
             // exactly what the split needs, so the leaf is scanned once.
             self.stats.gc_normal += 1;
-            let mut ranges = std::mem::take(&mut self.ranges);
+            let ranges = std::mem::take(&mut self.ranges);
             let mut kept = std::mem::take(&mut self.kept);
             let mut gc = std::mem::take(&mut self.gc);
             let leaf = self.leaf(id);
             let anchor = leaf.anchor;
-            leaf.ranges_into(&mut ranges);
+            // `lightweight_gc` freed nothing, so `ranges` still holds this leaf's decoded range array.
+            debug_assert_eq!(ranges.len(), leaf.len());
             let dropped = normal_gc_in(&ranges, leaf.values(), Some((part, v)), &mut gc, &mut kept);
             self.ranges = ranges;
             self.stats.gc_reclaimed += dropped as u64;

@@ -59,7 +59,11 @@ impl NonOverlapList {
         let first = r.first().min(self.segs[start].0.first());
         let last = r.last().max(self.segs[end - 1].0.last());
         let total = self.segs[start..end].iter().map(|(_, c)| *c).sum::<u32>() + count;
-        self.segs.splice(start..end, [(BlockRange::raw(first, last), total)]);
+        // Usually one segment absorbs `r`: overwrite it in place rather than splice.
+        self.segs[start] = (BlockRange::raw(first, last), total);
+        if end > start + 1 {
+            self.segs.drain(start + 1..end);
+        }
     }
 
     /// Heap bytes held.
