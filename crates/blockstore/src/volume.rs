@@ -24,13 +24,13 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 
-use rask::{BlockRange, Rask};
+use rask::{BlockRange, RangeValue, Rask};
 use vfs::{Fs, OpenMode};
 
 use crate::cache::SegmentCache;
-use crate::datafile::{DataFileInfo, DataFiles};
+use crate::datafile::{DataFileInfo, DataFiles, read_unit_from};
 use crate::format::{BatchOp, Checkpoint, Piece, VolumeMeta};
 use crate::journal::{Journal, JournalOp};
 use crate::location::Location;
@@ -45,6 +45,10 @@ pub struct Volume {
     pub(crate) state: Mutex<State>,
     /// Serialises garbage-collection rounds (which drop `state` while they read).
     pub(crate) gc_lock: Mutex<()>,
+    /// Held shared by every read that copies data-file units outside `state`, exclusively by whoever removes a
+    /// data file. Lock order: `state`, then `readers` (a reader takes it before releasing `state`; a remover
+    /// takes it while holding `state`), so a removed file is never one a running read still needs.
+    pub(crate) readers: RwLock<()>,
 }
 
 pub(crate) struct State {
@@ -282,6 +286,7 @@ impl Volume {
             size: meta.size,
             state: Mutex::new(state),
             gc_lock: Mutex::new(()),
+            readers: RwLock::new(()),
         })
     }
 
@@ -312,14 +317,23 @@ impl Volume {
         if buf.is_empty() {
             return Ok(());
         }
-        let mut s = self.lock();
         let (first, n) = span(offset, buf.len() as u64);
+        // Only the index lookup and the copy of cached blocks hold the volume lock; the data-file reads and
+        // decompression run outside it, in parallel with other reads, writes and flushes.
+        let plan = {
+            let mut s = self.lock();
+            let plan = s.read_plan(first, n)?;
+            let guard = self.readers.read().unwrap_or_else(|p| p.into_inner());
+            drop(s);
+            (plan, guard)
+        };
+        let (plan, _guard) = plan;
         let skip = (offset - first * BLOCK_SIZE as u64) as usize;
         if skip == 0 && buf.len().is_multiple_of(BLOCK_SIZE) {
-            return s.read_blocks(first, n, buf);
+            return plan.execute(first, buf);
         }
         let mut whole = vec![0u8; n as usize * BLOCK_SIZE];
-        s.read_blocks(first, n, &mut whole)?;
+        plan.execute(first, &mut whole)?;
         buf.copy_from_slice(&whole[skip..skip + buf.len()]);
         Ok(())
     }
@@ -526,36 +540,36 @@ impl State {
 
     /// REQUIRES: `out.len() == n * BLOCK_SIZE`, the blocks inside the volume.
     fn read_blocks(&mut self, first: u64, n: u64, out: &mut [u8]) -> Result<()> {
-        out.fill(0);
+        self.read_plan(first, n)?.execute(first, out)
+    }
+
+    /// What a read of blocks `first..first+n` needs, taken under the volume lock: the index pieces with their
+    /// data-file handles (each unit counted once) and copies of the cached blocks, which are newer than the
+    /// index. Executing it needs no lock but must not overlap the removal of a data file (see `readers`).
+    fn read_plan(&mut self, first: u64, n: u64) -> Result<ReadPlan> {
         let mut pieces = Vec::new();
         self.index.get_with(block_range(first, n), |r, loc| pieces.push((r, *loc)));
-        let mut units: HashMap<(u32, u64), Vec<u8>> = HashMap::new();
+        let mut files: Vec<(u32, Arc<dyn vfs::File>)> = Vec::new();
+        let mut units: Vec<(u32, u64)> = Vec::new();
+        let mut plan = ReadPlan { pieces: Vec::with_capacity(pieces.len()), cached: Vec::new() };
         for (r, loc) in pieces {
-            let key = (loc.file, loc.unit_offset);
-            let unit = match units.entry(key) {
-                std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
-                std::collections::hash_map::Entry::Vacant(e) => {
-                    self.stats.units_read += 1;
-                    e.insert(self.data.read_unit(&loc)?)
+            let f = match files.iter().find(|(id, _)| *id == loc.file) {
+                Some((_, f)) => f.clone(),
+                None => {
+                    let f = self.data.handle(loc.file)?;
+                    files.push((loc.file, f.clone()));
+                    f
                 }
             };
-            let src = loc.block_in_unit as usize * BLOCK_SIZE;
-            let len = r.len() as usize * BLOCK_SIZE;
-            let dst = (r.first() - first) as usize * BLOCK_SIZE;
-            let piece = unit.get(src..src + len).ok_or_else(|| {
-                Error::Corruption(format!(
-                    "index piece {r:?} runs past its unit at {}:{}",
-                    loc.file, loc.unit_offset
-                ))
-            })?;
-            out[dst..dst + len].copy_from_slice(piece);
+            if !units.contains(&(loc.file, loc.unit_offset)) {
+                units.push((loc.file, loc.unit_offset));
+            }
+            plan.pieces.push((r, loc, f));
         }
-        for (b, d) in self.cache.range(first, first + n) {
-            let dst = (b - first) as usize * BLOCK_SIZE;
-            out[dst..dst + BLOCK_SIZE].copy_from_slice(d);
-        }
+        self.stats.units_read += units.len() as u64;
+        plan.cached = self.cache.range(first, first + n).map(|(b, d)| (b, d.to_vec())).collect();
         self.stats.reads += 1;
-        Ok(())
+        Ok(plan)
     }
 
     fn write_blocks(&mut self, first: u64, data: Vec<u8>, fua: bool) -> Result<()> {
@@ -729,10 +743,45 @@ impl State {
     }
 }
 
-/// Unmaps `range` in the index, keeping `live` in step. The lookup first learns which pieces the delete covers.
+/// A read's share of the volume state (see `State::read_plan`).
+struct ReadPlan {
+    pieces: Vec<(BlockRange, Location, Arc<dyn vfs::File>)>,
+    cached: Vec<(u64, Vec<u8>)>,
+}
+
+impl ReadPlan {
+    /// Fills `out` (blocks `first..`): zeros, then every index piece from its unit (each unit read and
+    /// decompressed once), then the cached blocks.
+    fn execute(self, first: u64, out: &mut [u8]) -> Result<()> {
+        out.fill(0);
+        let mut units: HashMap<(u32, u64), Vec<u8>> = HashMap::new();
+        for (r, loc, f) in &self.pieces {
+            let unit = match units.entry((loc.file, loc.unit_offset)) {
+                std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
+                std::collections::hash_map::Entry::Vacant(e) => e.insert(read_unit_from(f.as_ref(), loc)?),
+            };
+            let src = loc.block_in_unit as usize * BLOCK_SIZE;
+            let len = r.len() as usize * BLOCK_SIZE;
+            let dst = (r.first() - first) as usize * BLOCK_SIZE;
+            let piece = unit.get(src..src + len).ok_or_else(|| {
+                Error::Corruption(format!(
+                    "index piece {r:?} runs past its unit at {}:{}",
+                    loc.file, loc.unit_offset
+                ))
+            })?;
+            out[dst..dst + len].copy_from_slice(piece);
+        }
+        for (b, d) in &self.cached {
+            let dst = (b - first) as usize * BLOCK_SIZE;
+            out[dst..dst + BLOCK_SIZE].copy_from_slice(d);
+        }
+        Ok(())
+    }
+}
+
+/// Unmaps `range` in the index, keeping `live` in step: the index reports the pieces the delete covers.
 pub(crate) fn index_delete(index: &mut Rask<Location>, live: &mut BTreeMap<u32, u64>, range: BlockRange) {
-    unaccount(index, live, range);
-    index.delete(range);
+    index.put_reporting(range, Location::tombstone(), |r, loc| unaccount(live, r, loc));
 }
 
 /// Maps `range` to `loc`, keeping `live` in step.
@@ -742,17 +791,14 @@ pub(crate) fn index_put(
     range: BlockRange,
     loc: Location,
 ) {
-    unaccount(index, live, range);
-    index.put(range, loc);
+    index.put_reporting(range, loc, |r, old| unaccount(live, r, old));
     *live.entry(loc.file).or_default() += range.len();
 }
 
-fn unaccount(index: &Rask<Location>, live: &mut BTreeMap<u32, u64>, range: BlockRange) {
-    index.get_with(range, |r, loc| {
-        if let Some(n) = live.get_mut(&loc.file) {
-            *n = n.saturating_sub(r.len());
-        }
-    });
+fn unaccount(live: &mut BTreeMap<u32, u64>, r: BlockRange, loc: &Location) {
+    if let Some(n) = live.get_mut(&loc.file) {
+        *n = n.saturating_sub(r.len());
+    }
 }
 
 /// Applies one batch op to the index; with `live`, keeps the accounting in step (recovery recomputes it instead).
