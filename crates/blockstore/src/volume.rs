@@ -563,6 +563,7 @@ impl State {
             };
             if !units.contains(&(loc.file, loc.unit_offset)) {
                 units.push((loc.file, loc.unit_offset));
+                self.stats.unit_bytes_read += loc.unit_bytes();
             }
             plan.pieces.push((r, loc, f));
         }
