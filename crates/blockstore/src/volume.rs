@@ -8,6 +8,8 @@
 //!
 //! Read path: the index gives the unit of every mapped piece; each unit touched is read and decompressed once per
 //! request; unmapped blocks read as zeros; cached blocks are overlaid last because they are newer than the index.
+//! Only the lookup and the copy of cached blocks hold the volume mutex (`ReadPlan`); the unit reads run without
+//! it, under the shared `readers` lock that keeps their data files from being removed.
 //!
 //! Live accounting: every index update first looks up what it is about to override (an index lookup, never a
 //! data-file read) and subtracts those blocks from their files' live counts; `live[file]` is always the number of
@@ -18,8 +20,8 @@
 //! order, then the journal records newer than the last batch's `journal_seq` are replayed into the cache. The
 //! result is the exact index and cache the volume had after its last durable record.
 //!
-//! Every operation holds the volume mutex, so the volume is linearizable and a FLUSH on one NBD connection covers
-//! writes acknowledged on every other. After a failed write-path I/O the volume is poisoned: memory may be ahead
+//! Every operation's effect on the volume state happens under the volume mutex, so the volume is linearizable
+//! and a FLUSH on one NBD connection covers writes acknowledged on every other. After a failed write-path I/O the volume is poisoned: memory may be ahead
 //! of the files, so it refuses further writes and flushes until reopened.
 
 use std::collections::{BTreeMap, HashMap};
