@@ -266,3 +266,152 @@ fn clean_cut(v: &Version, level: usize, files: &[Arc<FileMeta>]) -> bool {
         .filter(|f| !files.iter().any(|x| x.number() == f.number()))
         .all(|f| f.largest_user() != lo.as_slice() && f.smallest_user() != hi.as_slice())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::edit::FileInfo;
+    use crate::ikey::Kind;
+
+    /// A file of `level` holding keys `lo..=hi` (single letters or words), `mb` MiB, numbered `n`.
+    fn file(n: u64, lo: &str, hi: &str, mb: u64, seq: u64) -> Arc<FileMeta> {
+        Arc::new(FileMeta::new_for_test(FileInfo {
+            number: n,
+            size: mb << 20,
+            smallest: ikey::make(lo.as_bytes(), seq, Kind::Value),
+            largest: ikey::make(hi.as_bytes(), seq, Kind::Value),
+            smallest_seq: seq,
+            largest_seq: seq,
+            ..FileInfo::default()
+        }))
+    }
+
+    fn version(levels: Vec<Vec<Arc<FileMeta>>>) -> Arc<Version> {
+        let mut l = levels;
+        l.resize(NUM_LEVELS, Vec::new());
+        Arc::new(Version { levels: l })
+    }
+
+    fn opts() -> Options {
+        Options {
+            max_bytes_for_level_base: 16 << 20,
+            target_file_size_base: 4 << 20,
+            level0_file_num_compaction_trigger: 4,
+            ..Options::default()
+        }
+    }
+
+    fn numbers(files: &[Arc<FileMeta>]) -> Vec<u64> {
+        files.iter().map(|f| f.number()).collect()
+    }
+
+    #[test]
+    fn regression_level_over_target_moves_up_to_four_files_in_one_edit() {
+        // L1 holds 24 MiB in six files over an empty L2: RocksDB moves four of them at once, leaving L1 well
+        // under target, where one-file moves stopped just under it and the next L0 compaction rewrote more.
+        let l1: Vec<_> = (0..6).map(|i| file(10 + i, &format!("k{i}0"), &format!("k{i}9"), 4, 1)).collect();
+        let v = version(vec![vec![], l1]);
+        let c = pick(&v, &opts(), &vec![Vec::new(); NUM_LEVELS], &[]).expect("L1 is over target");
+        assert_eq!(c.level, 1);
+        assert_eq!(numbers(&c.inputs), vec![10, 11, 12, 13]);
+        assert!(c.next.is_empty() && c.is_trivial_move());
+    }
+
+    #[test]
+    fn multi_file_move_stops_at_overlap_and_unclean_cuts() {
+        // File 12 overlaps L2: the move takes 10 and 11 only.
+        let l1 = vec![file(10, "a", "b", 8, 1), file(11, "c", "d", 8, 1), file(12, "e", "f", 8, 1)];
+        let v = version(vec![vec![], l1, vec![file(20, "f", "g", 1, 0)]]);
+        let c = pick(&v, &opts(), &vec![Vec::new(); NUM_LEVELS], &[]).expect("L1 over target");
+        assert_eq!(numbers(&c.inputs), vec![10, 11]);
+        // A user key shared by 11's end and 12's start: 11 cannot go without 12, so only 10 moves.
+        let l1 = vec![file(10, "a", "b", 8, 1), file(11, "c", "d", 8, 1), file(12, "d", "f", 8, 1)];
+        let v = version(vec![vec![], l1, vec![file(20, "e", "g", 1, 0)]]);
+        let c = pick(&v, &opts(), &vec![Vec::new(); NUM_LEVELS], &[]).expect("L1 over target");
+        assert_eq!(numbers(&c.inputs), vec![10]);
+    }
+
+    #[test]
+    fn l0_moves_disjoint_old_files_to_a_nonempty_l1() {
+        // Sequential load: L0 files (newest first) are disjoint and beyond L1's keys.
+        let l0 = vec![
+            file(4, "m", "n", 1, 40),
+            file(3, "k", "l", 1, 30),
+            file(2, "i", "j", 1, 20),
+            file(1, "g", "h", 1, 10),
+        ];
+        let v = version(vec![l0, vec![file(9, "a", "b", 1, 1)]]);
+        let c = pick(&v, &opts(), &vec![Vec::new(); NUM_LEVELS], &[]).expect("L0 at trigger");
+        assert_eq!((c.level, numbers(&c.inputs)), (0, vec![1, 2, 3, 4]));
+        assert!(c.is_trivial_move());
+        // The second-oldest overlaps L1: only the oldest moves.
+        let l0 = vec![
+            file(4, "m", "n", 1, 40),
+            file(3, "k", "l", 1, 30),
+            file(2, "a", "j", 1, 20),
+            file(1, "g", "h", 1, 10),
+        ];
+        let v = version(vec![l0, vec![file(9, "b", "c", 1, 1)]]);
+        let c = pick(&v, &opts(), &vec![Vec::new(); NUM_LEVELS], &[]).expect("L0 at trigger");
+        assert!(numbers(&c.inputs) == vec![1] && c.is_trivial_move());
+    }
+
+    #[test]
+    fn l0_compaction_takes_the_oldest_file_and_what_overlaps_it_transitively() {
+        // 1 overlaps 3, 3 overlaps 2; 4 is disjoint from all and stays. L1 is empty, so no L0 move.
+        let l0 = vec![
+            file(4, "x", "z", 1, 40),
+            file(3, "c", "f", 1, 30),
+            file(2, "e", "h", 1, 20),
+            file(1, "a", "d", 1, 10),
+        ];
+        let v = version(vec![l0]);
+        let c = pick(&v, &opts(), &vec![Vec::new(); NUM_LEVELS], &[]).expect("L0 at trigger");
+        let mut n = numbers(&c.inputs);
+        n.sort();
+        assert_eq!(n, vec![1, 2, 3]);
+        assert!(!c.is_trivial_move());
+    }
+
+    #[test]
+    fn inputs_expand_within_the_next_level_overlap() {
+        // L1 file 10 overlaps L2 file 20 ("a".."m"); 11 also lies inside 20's range: taking it adds no L2 file.
+        let l1 = vec![file(10, "a", "c", 10, 1), file(11, "d", "f", 10, 1), file(12, "p", "q", 10, 1)];
+        let v = version(vec![vec![], l1, vec![file(20, "a", "m", 2, 0), file(21, "p", "q", 50, 0)]]);
+        let c = pick(&v, &opts(), &vec![Vec::new(); NUM_LEVELS], &[]).expect("L1 over target");
+        assert_eq!((numbers(&c.inputs), numbers(&c.next)), (vec![10, 11], vec![20]));
+    }
+
+    #[test]
+    fn running_compactions_exclude_their_files_and_output_ranges() {
+        let l1: Vec<_> = (0..6).map(|i| file(10 + i, &format!("k{i}0"), &format!("k{i}9"), 4, 1)).collect();
+        let l2 = vec![file(20, "k00", "k19", 1, 0), file(21, "k20", "k59", 1, 0)];
+        let v = version(vec![vec![], l1, l2]);
+        let o = opts();
+        let ptrs = vec![Vec::new(); NUM_LEVELS];
+        let first = pick(&v, &o, &ptrs, &[]).expect("L1 over target");
+        for f in first.inputs.iter().chain(&first.next) {
+            f.being_compacted.store(true, Ordering::Release);
+        }
+        let (lo, hi) = range_of(first.inputs.iter().chain(&first.next));
+        let running = vec![(2, lo.clone(), hi.clone())];
+        assert_eq!((numbers(&first.inputs), numbers(&first.next)), (vec![10, 11], vec![20]));
+        // The rest of L1 lies over the other L2 file: a second thread can compact it at the same time.
+        let second = pick(&v, &o, &ptrs, &running).expect("disjoint work remains");
+        assert_eq!((numbers(&second.inputs), numbers(&second.next)), (vec![12, 13, 14, 15], vec![21]));
+        // With that L2 file busy too, nothing is left that does not conflict.
+        v.levels[2][1].being_compacted.store(true, Ordering::Release);
+        assert!(pick(&v, &o, &ptrs, &running).is_none());
+        // Busy L0 files keep L0 out of picking altogether.
+        let l0 = vec![file(2, "a", "b", 1, 20), file(1, "a", "b", 1, 10)];
+        l0[1].being_compacted.store(true, Ordering::Release);
+        let v = version(vec![l0.clone(), vec![], vec![]]);
+        assert!(pick(&v, &Options { level0_file_num_compaction_trigger: 1, ..o }, &ptrs, &[]).is_none());
+    }
+
+    #[test]
+    fn l0_score_counts_bytes_against_the_l1_target() {
+        let v = version(vec![vec![file(1, "a", "b", 32, 1)]]);
+        assert!(scores(&v, &opts())[0] >= 2.0);
+    }
+}
