@@ -71,6 +71,15 @@ impl Inner {
         v
     }
 
+    /// Opens freshly written tables into the table cache (index, filter, tombstones), as RocksDB does when it
+    /// checks a new table after writing it, so the first reads after a flush or compaction do not pay for it.
+    /// A failure here is left to the reader that needs the table.
+    pub(super) fn warm_tables(&self, tables: &[(u64, u64)]) {
+        for &(number, size) in tables {
+            let _ = self.table_cache.get(number, size);
+        }
+    }
+
     /// After any background job: delete unreferenced tables, wake waiters and the other workers.
     fn job_done(&self, r: Result<()>) {
         if let Err(e) = r {

@@ -10,7 +10,7 @@
 //!    manual `compact_range`, RangeReduce rewrites and level renaming). `flush_work` — held by the flush thread
 //!    while it flushes. Neither is held by the other's holder, so a flush runs while a compaction runs.
 //! 3. `state` — memtables, the current version, the background error, snapshots. Held briefly, never across I/O
-//!    except the creation of a new WAL during a memtable switch.
+//!    (every read takes it).
 //! 4. `versions` — the MANIFEST writer and file-number counter.
 //! 5. `running` — the registry of running compactions (may be taken with `state` held, never the reverse while
 //!    waiting: a compaction thread reads `current` under it so that it picks from the newest installed version).
@@ -802,7 +802,10 @@ impl Inner {
                 self.counters.stall_micros.fetch_add(t.elapsed().as_micros() as u64, Ordering::Relaxed);
                 continue;
             }
-            // Switch: sync the old WAL (so only the newest WAL can have a torn tail), start a new one.
+            // Switch: sync the old WAL (so only the newest WAL can have a torn tail), start a new one. Not under
+            // the state lock: the syncs can take milliseconds, and every read takes that lock. Only this leader
+            // switches, so the memtable is still the one found full.
+            drop(s);
             let number = lock(&self.versions).new_file_number();
             let res = (|| -> Result<Wal> {
                 let mut w = lock(&self.wal);
@@ -816,12 +819,12 @@ impl Inner {
             let new_wal = match res {
                 Ok(w) => w,
                 Err(e) => {
-                    drop(s);
                     self.set_bg_error(e.clone());
                     return Err(e);
                 }
             };
             *lock(&self.wal) = Some(new_wal);
+            s = lock(&self.state);
             let old = std::mem::replace(&mut s.mem, Arc::new(MemTable::new(number)));
             old.freeze();
             s.imm.push(old);
@@ -911,11 +914,13 @@ impl Inner {
         edit.range_index = self.with_wal_synced(|| self.range_deletes.flush(&snaps, published))?;
         let recorded = edit.range_index.is_some();
         let output_files = edit.added.len() as u64;
+        let new_tables: Vec<(u64, u64)> = edit.added.iter().map(|(_, f)| (f.number, f.size)).collect();
         let mut vs = lock(&self.versions);
         vs.log_and_apply(edit)?;
         self.install(vs, |s| {
             s.imm.remove(0);
         });
+        self.warm_tables(&new_tables);
         if recorded {
             self.range_deletes.state_recorded()?;
         }
@@ -1002,8 +1007,14 @@ impl Inner {
         // On failure the outputs stay on disk: a MANIFEST write or sync that failed may still have made the edit
         // durable, and removing tables it names would leave the next open with a MANIFEST pointing at nothing.
         // Startup cleanup removes them if the recovered version does not reference them.
+        let new_tables: Vec<(u64, u64)> = if job.trivial_move {
+            Vec::new()
+        } else {
+            vs_edit.added.iter().map(|(_, f)| (f.number, f.size)).collect()
+        };
         vs.log_and_apply(vs_edit)?;
         let v = self.install(vs, |_| {});
+        self.warm_tables(&new_tables);
         job.micros = started.elapsed().as_micros() as u64;
         self.counters.per_level.record(&job);
         if c.bottommost {

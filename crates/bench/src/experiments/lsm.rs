@@ -473,8 +473,10 @@ impl Experiment for Lsm {
             let _ = std::fs::remove_dir_all(&dir);
         }
         report.note(
-            "lsm-local runs one background thread for flush and compaction; RocksDB uses its default \
-             max_background_jobs=2. Equal settings otherwise (see the two configuration lines).",
+            "Background threads: lsm-local runs one flush thread and max_background_compactions=1 compaction \
+             thread; RocksDB's default max_background_jobs=2 splits into the same (one flush, one compaction). \
+             Equal settings otherwise (see the two configuration lines). Per-level compaction work after the load \
+             is in the 'after the load' notes.",
         );
         Ok(report)
     }
