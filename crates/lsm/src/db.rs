@@ -94,7 +94,7 @@ pub(crate) struct Inner {
     opts: Options,
     _lock: Box<dyn vfs::FileLock>,
     state: Mutex<State>,
-    /// Wakes the background thread.
+    /// Wakes the background threads (flush and compaction).
     bg_cv: Condvar,
     /// Wakes writers and waiters when background work finishes.
     done_cv: Condvar,
