@@ -101,8 +101,6 @@ impl Volume {
         between();
         let mut s = self.lock();
         s.usable()?;
-        // The install may remove data files: wait for reads still copying from them (lock order: state first).
-        let _no_readers = self.readers.write().unwrap_or_else(|p| p.into_inner());
         let r = s.install_gc(&plan, copies);
         s.poison_on_err(r)
     }

@@ -8,8 +8,6 @@
 //!
 //! Read path: the index gives the unit of every mapped piece; each unit touched is read and decompressed once per
 //! request; unmapped blocks read as zeros; cached blocks are overlaid last because they are newer than the index.
-//! Only the lookup and the copy of cached blocks hold the volume mutex (`ReadPlan`); the unit reads run without
-//! it, under the shared `readers` lock that keeps their data files from being removed.
 //!
 //! Live accounting: every index update first looks up what it is about to override (an index lookup, never a
 //! data-file read) and subtracts those blocks from their files' live counts; `live[file]` is always the number of
@@ -20,22 +18,24 @@
 //! order, then the journal records newer than the last batch's `journal_seq` are replayed into the cache. The
 //! result is the exact index and cache the volume had after its last durable record.
 //!
-//! Every operation's effect on the volume state happens under the volume mutex, so the volume is linearizable
-//! and a FLUSH on one NBD connection covers writes acknowledged on every other. After a failed write-path I/O the volume is poisoned: memory may be ahead
+//! Every operation holds the volume mutex, so the volume is linearizable and a FLUSH on one NBD connection covers
+//! writes acknowledged on every other; a read holds it only to plan (index lookup, cache copy) and reads the data
+//! files after releasing it (`read_plan.rs`). After a failed write-path I/O the volume is poisoned: memory may be ahead
 //! of the files, so it refuses further writes and flushes until reopened.
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, MutexGuard, RwLock};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use rask::{BlockRange, RangeValue, Rask};
 use vfs::{Fs, OpenMode};
 
 use crate::cache::SegmentCache;
-use crate::datafile::{DataFileInfo, DataFiles, read_unit_from};
+use crate::datafile::{DataFileInfo, DataFiles};
 use crate::format::{BatchOp, Checkpoint, Piece, VolumeMeta};
 use crate::journal::{Journal, JournalOp};
 use crate::location::Location;
+use crate::read_plan::ReadPlan;
 use crate::stats::Stats;
 use crate::{BLOCK_SIZE, Error, Options, Result};
 
@@ -47,10 +47,6 @@ pub struct Volume {
     pub(crate) state: Mutex<State>,
     /// Serialises garbage-collection rounds (which drop `state` while they read).
     pub(crate) gc_lock: Mutex<()>,
-    /// Held shared by every read that copies data-file units outside `state`, exclusively by whoever removes a
-    /// data file. Lock order: `state`, then `readers` (a reader takes it before releasing `state`; a remover
-    /// takes it while holding `state`), so a removed file is never one a running read still needs.
-    pub(crate) readers: RwLock<()>,
 }
 
 pub(crate) struct State {
@@ -288,7 +284,6 @@ impl Volume {
             size: meta.size,
             state: Mutex::new(state),
             gc_lock: Mutex::new(()),
-            readers: RwLock::new(()),
         })
     }
 
@@ -320,22 +315,15 @@ impl Volume {
             return Ok(());
         }
         let (first, n) = span(offset, buf.len() as u64);
-        // Only the index lookup and the copy of cached blocks hold the volume lock; the data-file reads and
-        // decompression run outside it, in parallel with other reads, writes and flushes.
-        let plan = {
-            let mut s = self.lock();
-            let plan = s.read_plan(first, n)?;
-            let guard = self.readers.read().unwrap_or_else(|p| p.into_inner());
-            drop(s);
-            (plan, guard)
-        };
-        let (plan, _guard) = plan;
+        // The data-file reads and decompression run after the lock is released, so reads proceed in parallel
+        // with each other and with writes.
+        let plan = self.lock().read_plan(first, n)?;
         let skip = (offset - first * BLOCK_SIZE as u64) as usize;
         if skip == 0 && buf.len().is_multiple_of(BLOCK_SIZE) {
-            return plan.execute(first, buf);
+            return plan.execute(buf);
         }
         let mut whole = vec![0u8; n as usize * BLOCK_SIZE];
-        plan.execute(first, &mut whole)?;
+        plan.execute(&mut whole)?;
         buf.copy_from_slice(&whole[skip..skip + buf.len()]);
         Ok(())
     }
@@ -540,39 +528,29 @@ impl State {
         r
     }
 
-    /// REQUIRES: `out.len() == n * BLOCK_SIZE`, the blocks inside the volume.
-    fn read_blocks(&mut self, first: u64, n: u64, out: &mut [u8]) -> Result<()> {
-        self.read_plan(first, n)?.execute(first, out)
-    }
-
-    /// What a read of blocks `first..first+n` needs, taken under the volume lock: the index pieces with their
-    /// data-file handles (each unit counted once) and copies of the cached blocks, which are newer than the
-    /// index. Executing it needs no lock but must not overlap the removal of a data file (see `readers`).
+    /// What reading blocks `first..first + n` needs, taken under the lock (see `read_plan.rs`).
+    /// REQUIRES: the blocks inside the volume.
     fn read_plan(&mut self, first: u64, n: u64) -> Result<ReadPlan> {
         let mut pieces = Vec::new();
         self.index.get_with(block_range(first, n), |r, loc| pieces.push((r, *loc)));
-        let mut files: Vec<(u32, Arc<dyn vfs::File>)> = Vec::new();
-        let mut units: Vec<(u32, u64)> = Vec::new();
-        let mut plan = ReadPlan { pieces: Vec::with_capacity(pieces.len()), cached: Vec::new() };
-        for (r, loc) in pieces {
-            let f = match files.iter().find(|(id, _)| *id == loc.file) {
-                Some((_, f)) => f.clone(),
-                None => {
-                    let f = self.data.handle(loc.file)?;
-                    files.push((loc.file, f.clone()));
-                    f
-                }
-            };
-            if !units.contains(&(loc.file, loc.unit_offset)) {
-                units.push((loc.file, loc.unit_offset));
-                self.stats.unit_bytes_read += loc.unit_bytes();
+        let mut files = HashMap::new();
+        for (_, loc) in &pieces {
+            if let std::collections::hash_map::Entry::Vacant(e) = files.entry(loc.file) {
+                e.insert(self.data.handle(loc.file)?);
             }
-            plan.pieces.push((r, loc, f));
         }
-        self.stats.units_read += units.len() as u64;
-        plan.cached = self.cache.range(first, first + n).map(|(b, d)| (b, d.to_vec())).collect();
+        let cached = self.cache.range(first, first + n).map(|(b, d)| (b, Box::from(d))).collect();
+        let plan = ReadPlan { first, pieces, files, cached };
+        self.stats.units_read += plan.unit_count();
+        self.stats.unit_bytes_read += plan.unit_bytes();
         self.stats.reads += 1;
         Ok(plan)
+    }
+
+    /// Reads blocks under the lock (for read-modify-write, which must not interleave with other writes).
+    /// REQUIRES: `out.len() == n * BLOCK_SIZE`, the blocks inside the volume.
+    fn read_blocks(&mut self, first: u64, n: u64, out: &mut [u8]) -> Result<()> {
+        self.read_plan(first, n)?.execute(out)
     }
 
     fn write_blocks(&mut self, first: u64, data: Vec<u8>, fua: bool) -> Result<()> {
@@ -746,45 +724,9 @@ impl State {
     }
 }
 
-/// A read's share of the volume state (see `State::read_plan`).
-struct ReadPlan {
-    pieces: Vec<(BlockRange, Location, Arc<dyn vfs::File>)>,
-    cached: Vec<(u64, Vec<u8>)>,
-}
-
-impl ReadPlan {
-    /// Fills `out` (blocks `first..`): zeros, then every index piece from its unit (each unit read and
-    /// decompressed once), then the cached blocks.
-    fn execute(self, first: u64, out: &mut [u8]) -> Result<()> {
-        out.fill(0);
-        let mut units: HashMap<(u32, u64), Vec<u8>> = HashMap::new();
-        for (r, loc, f) in &self.pieces {
-            let unit = match units.entry((loc.file, loc.unit_offset)) {
-                std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
-                std::collections::hash_map::Entry::Vacant(e) => e.insert(read_unit_from(f.as_ref(), loc)?),
-            };
-            let src = loc.block_in_unit as usize * BLOCK_SIZE;
-            let len = r.len() as usize * BLOCK_SIZE;
-            let dst = (r.first() - first) as usize * BLOCK_SIZE;
-            let piece = unit.get(src..src + len).ok_or_else(|| {
-                Error::Corruption(format!(
-                    "index piece {r:?} runs past its unit at {}:{}",
-                    loc.file, loc.unit_offset
-                ))
-            })?;
-            out[dst..dst + len].copy_from_slice(piece);
-        }
-        for (b, d) in &self.cached {
-            let dst = (b - first) as usize * BLOCK_SIZE;
-            out[dst..dst + BLOCK_SIZE].copy_from_slice(d);
-        }
-        Ok(())
-    }
-}
-
 /// Unmaps `range` in the index, keeping `live` in step: the index reports the pieces the delete covers.
 pub(crate) fn index_delete(index: &mut Rask<Location>, live: &mut BTreeMap<u32, u64>, range: BlockRange) {
-    index.put_reporting(range, Location::tombstone(), |r, loc| unaccount(live, r, loc));
+    index.put_reporting(range, Location::tombstone(), |r, old| unaccount(live, r, old));
 }
 
 /// Maps `range` to `loc`, keeping `live` in step.
