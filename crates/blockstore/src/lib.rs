@@ -14,6 +14,7 @@ mod gc;
 mod journal;
 mod location;
 mod options;
+mod read_plan;
 mod stats;
 mod store;
 mod volume;

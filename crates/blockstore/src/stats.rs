@@ -13,6 +13,8 @@ pub struct Stats {
     pub reads: u64,
     /// Compression units read and decompressed.
     pub units_read: u64,
+    /// Stored bytes of the units read (headers included): with the bytes asked for, the read amplification.
+    pub unit_bytes_read: u64,
     /// FLUSH requests.
     pub flushes: u64,
     /// Segment-cache flushes to data files.

@@ -19,14 +19,15 @@
 //! result is the exact index and cache the volume had after its last durable record.
 //!
 //! Every operation holds the volume mutex, so the volume is linearizable and a FLUSH on one NBD connection covers
-//! writes acknowledged on every other. After a failed write-path I/O the volume is poisoned: memory may be ahead
+//! writes acknowledged on every other; a read holds it only to plan (index lookup, cache copy) and reads the data
+//! files after releasing it (`read_plan.rs`). After a failed write-path I/O the volume is poisoned: memory may be ahead
 //! of the files, so it refuses further writes and flushes until reopened.
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use rask::{BlockRange, Rask};
+use rask::{BlockRange, RangeValue, Rask};
 use vfs::{Fs, OpenMode};
 
 use crate::cache::SegmentCache;
@@ -34,6 +35,7 @@ use crate::datafile::{DataFileInfo, DataFiles};
 use crate::format::{BatchOp, Checkpoint, Piece, VolumeMeta};
 use crate::journal::{Journal, JournalOp};
 use crate::location::Location;
+use crate::read_plan::ReadPlan;
 use crate::stats::Stats;
 use crate::{BLOCK_SIZE, Error, Options, Result};
 
@@ -312,14 +314,16 @@ impl Volume {
         if buf.is_empty() {
             return Ok(());
         }
-        let mut s = self.lock();
         let (first, n) = span(offset, buf.len() as u64);
+        // The data-file reads and decompression run after the lock is released, so reads proceed in parallel
+        // with each other and with writes.
+        let plan = self.lock().read_plan(first, n)?;
         let skip = (offset - first * BLOCK_SIZE as u64) as usize;
         if skip == 0 && buf.len().is_multiple_of(BLOCK_SIZE) {
-            return s.read_blocks(first, n, buf);
+            return plan.execute(buf);
         }
         let mut whole = vec![0u8; n as usize * BLOCK_SIZE];
-        s.read_blocks(first, n, &mut whole)?;
+        plan.execute(&mut whole)?;
         buf.copy_from_slice(&whole[skip..skip + buf.len()]);
         Ok(())
     }
@@ -524,38 +528,29 @@ impl State {
         r
     }
 
-    /// REQUIRES: `out.len() == n * BLOCK_SIZE`, the blocks inside the volume.
-    fn read_blocks(&mut self, first: u64, n: u64, out: &mut [u8]) -> Result<()> {
-        out.fill(0);
+    /// What reading blocks `first..first + n` needs, taken under the lock (see `read_plan.rs`).
+    /// REQUIRES: the blocks inside the volume.
+    fn read_plan(&mut self, first: u64, n: u64) -> Result<ReadPlan> {
         let mut pieces = Vec::new();
         self.index.get_with(block_range(first, n), |r, loc| pieces.push((r, *loc)));
-        let mut units: HashMap<(u32, u64), Vec<u8>> = HashMap::new();
-        for (r, loc) in pieces {
-            let key = (loc.file, loc.unit_offset);
-            let unit = match units.entry(key) {
-                std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
-                std::collections::hash_map::Entry::Vacant(e) => {
-                    self.stats.units_read += 1;
-                    e.insert(self.data.read_unit(&loc)?)
-                }
-            };
-            let src = loc.block_in_unit as usize * BLOCK_SIZE;
-            let len = r.len() as usize * BLOCK_SIZE;
-            let dst = (r.first() - first) as usize * BLOCK_SIZE;
-            let piece = unit.get(src..src + len).ok_or_else(|| {
-                Error::Corruption(format!(
-                    "index piece {r:?} runs past its unit at {}:{}",
-                    loc.file, loc.unit_offset
-                ))
-            })?;
-            out[dst..dst + len].copy_from_slice(piece);
+        let mut files = HashMap::new();
+        for (_, loc) in &pieces {
+            if let std::collections::hash_map::Entry::Vacant(e) = files.entry(loc.file) {
+                e.insert(self.data.handle(loc.file)?);
+            }
         }
-        for (b, d) in self.cache.range(first, first + n) {
-            let dst = (b - first) as usize * BLOCK_SIZE;
-            out[dst..dst + BLOCK_SIZE].copy_from_slice(d);
-        }
+        let cached = self.cache.range(first, first + n).map(|(b, d)| (b, Box::from(d))).collect();
+        let plan = ReadPlan { first, pieces, files, cached };
+        self.stats.units_read += plan.unit_count();
+        self.stats.unit_bytes_read += plan.unit_bytes();
         self.stats.reads += 1;
-        Ok(())
+        Ok(plan)
+    }
+
+    /// Reads blocks under the lock (for read-modify-write, which must not interleave with other writes).
+    /// REQUIRES: `out.len() == n * BLOCK_SIZE`, the blocks inside the volume.
+    fn read_blocks(&mut self, first: u64, n: u64, out: &mut [u8]) -> Result<()> {
+        self.read_plan(first, n)?.execute(out)
     }
 
     fn write_blocks(&mut self, first: u64, data: Vec<u8>, fua: bool) -> Result<()> {
@@ -729,10 +724,9 @@ impl State {
     }
 }
 
-/// Unmaps `range` in the index, keeping `live` in step. The lookup first learns which pieces the delete covers.
+/// Unmaps `range` in the index, keeping `live` in step: the index reports the pieces the delete covers.
 pub(crate) fn index_delete(index: &mut Rask<Location>, live: &mut BTreeMap<u32, u64>, range: BlockRange) {
-    unaccount(index, live, range);
-    index.delete(range);
+    index.put_reporting(range, Location::tombstone(), |r, old| unaccount(live, r, old));
 }
 
 /// Maps `range` to `loc`, keeping `live` in step.
@@ -742,17 +736,14 @@ pub(crate) fn index_put(
     range: BlockRange,
     loc: Location,
 ) {
-    unaccount(index, live, range);
-    index.put(range, loc);
+    index.put_reporting(range, loc, |r, old| unaccount(live, r, old));
     *live.entry(loc.file).or_default() += range.len();
 }
 
-fn unaccount(index: &Rask<Location>, live: &mut BTreeMap<u32, u64>, range: BlockRange) {
-    index.get_with(range, |r, loc| {
-        if let Some(n) = live.get_mut(&loc.file) {
-            *n = n.saturating_sub(r.len());
-        }
-    });
+fn unaccount(live: &mut BTreeMap<u32, u64>, r: BlockRange, loc: &Location) {
+    if let Some(n) = live.get_mut(&loc.file) {
+        *n = n.saturating_sub(r.len());
+    }
 }
 
 /// Applies one batch op to the index; with `live`, keeps the accounting in step (recovery recomputes it instead).

@@ -96,7 +96,10 @@ pub fn run(args: FlexdbArgs) -> Result<ExitCode, bench::Error> {
 
 /// `rangedb inspect flexdb DIR --action A` and `rangedb flexdb inspect DIR` (action `check`).
 ///
-/// - `dump`: the files of the store and every logged batch, read without opening the store (nothing changes).
+/// Nothing on disk changes: `dump` reads the files without opening the store, and the other actions open it
+/// through a copy-on-write view, so its recovery runs in memory.
+///
+/// - `dump`: the files of the store and every logged batch.
 /// - `layout`: opens the store (replaying its logs into the table) and lists the sparse index: one line per
 ///   interval with its index key, file offset and size.
 /// - `check`: opens the store, checks the index against the table and reads and verifies every interval; prints
@@ -104,6 +107,9 @@ pub fn run(args: FlexdbArgs) -> Result<ExitCode, bench::Error> {
 /// - `scan`: opens the store and prints every live pair in key order.
 pub fn inspect_store(dir: &Path, action: &str) -> Result<ExitCode, bench::Error> {
     let fs: Arc<dyn vfs::Fs> = Arc::new(vfs::OsFs::new());
+    // Opening recovers by writing (logs replayed into the table, a checkpoint, old logs removed). Through an
+    // overlay the recovered state is read while the directory stays exactly as it was.
+    let view = || -> Arc<dyn vfs::Fs> { Arc::new(vfs::OverlayFs::new(fs.clone())) };
     if !fs.exists(&dir.join(flexdb::table::TABLE_DIR).join(flexfile::flexfile::TREE_FILE))? {
         return Err(format!("{} holds no FlexDB store", dir.display()).into());
     }
@@ -141,7 +147,7 @@ pub fn inspect_store(dir: &Path, action: &str) -> Result<ExitCode, bench::Error>
             Ok(ExitCode::SUCCESS)
         }
         "layout" => {
-            let db = Db::open(fs, dir, Options::default())?;
+            let db = Db::open(view(), dir, Options::default())?;
             let l = db.layout()?;
             println!("{} intervals, {} table bytes", l.len(), db.stats().table_size);
             for (k, off, size) in l {
@@ -151,7 +157,7 @@ pub fn inspect_store(dir: &Path, action: &str) -> Result<ExitCode, bench::Error>
             Ok(ExitCode::SUCCESS)
         }
         "check" => {
-            let db = Db::open(fs, dir, Options::default())?;
+            let db = Db::open(view(), dir, Options::default())?;
             let r = db.check(true);
             println!("{}", stats_json(&db));
             match r {
@@ -167,7 +173,7 @@ pub fn inspect_store(dir: &Path, action: &str) -> Result<ExitCode, bench::Error>
             }
         }
         "scan" => {
-            let db = Db::open(fs, dir, Options::default())?;
+            let db = Db::open(view(), dir, Options::default())?;
             let mut n = 0u64;
             for r in db.iter(b"", None, false) {
                 let (k, v) = r?;

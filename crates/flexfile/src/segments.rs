@@ -9,9 +9,14 @@
 //! *open* segment, whose bytes stay in an in-memory buffer (the segment buffer of §4.1: contiguous small writes
 //! become one file write) until a flush; reads of the open segment are served from that buffer.
 //!
-//! Crash safety of the table: an entry for a block that already held flushed (and possibly committed) bytes is
-//! written only after the extended data is synced, so whatever survives a crash, the entry on disk describes a
-//! prefix of the block that is on disk. Entries of fresh blocks go out with their data.
+//! Crash safety of the table: an entry is never rewritten once a sync has covered its block. A sync ends the
+//! open segment's current block (the next append starts at a block boundary, leaving the rest of the block
+//! unused), so every block's entry is written with its data, rewritten only while later unsynced flushes extend
+//! the block, and frozen by the sync that makes it durable. A torn or short write of an entry (or of the data)
+//! can therefore only damage bytes no commit refers to. An earlier design extended synced blocks and rewrote
+//! their entries in place after a second sync; a short write of such an entry (new checksum, old fill) made
+//! the committed front of the block unreadable. File systems pad to a block on `fsync` for the same reason;
+//! the cost is at most one partial block per sync.
 //!
 //! Space accounting: `valid[s]` counts the live bytes the tree maps into segment `s`. A segment whose count drops
 //! to zero is *pending*: the durable tree or log may still map it, so it becomes free (reusable) only when the
@@ -65,7 +70,6 @@ pub struct Segments {
     open: Option<OpenSeg>,
     /// Checksum tables of closed segments, by segment id, loaded on first read (`None`: not loaded).
     tables: Vec<Option<Vec<u8>>>,
-    deferred: Vec<(u64, u64)>,
     spare: Option<Vec<u8>>,
     pub(crate) stats: SegmentStats,
 }
@@ -95,7 +99,6 @@ impl Segments {
             free: BTreeSet::new(),
             open: None,
             tables: Vec::new(),
-            deferred: Vec::new(),
             spare: None,
             stats: SegmentStats::default(),
         };
@@ -318,48 +321,28 @@ impl Segments {
         let b0 = from as u64 / bs;
         let b1 = (to as u64 - 1) / bs;
         Self::update_table(o, seg, bs, b0, b1);
-        // A block that already held flushed bytes gets its new entry only after the data is synced.
-        let first_fresh = if !(from as u64).is_multiple_of(bs) { b0 + 1 } else { b0 };
-        if first_fresh > b0 {
-            self.deferred.push((o.id, b0));
-        }
-        if first_fresh <= b1 {
-            let a = (first_fresh * 8) as usize;
-            let b = ((b1 + 1) * 8) as usize;
-            self.file.write_all_at(&o.table[a..b], base + table_off + a as u64)?;
-            self.stats.bytes_written += (b - a) as u64;
-        }
+        // Block `b0` may already hold flushed bytes, but never synced ones (a sync ends the block), so its entry
+        // is rewritten here with nothing durable depending on the old one.
+        let (a, b) = ((b0 * 8) as usize, ((b1 + 1) * 8) as usize);
+        self.file.write_all_at(&o.table[a..b], base + table_off + a as u64)?;
+        self.stats.bytes_written += (b - a) as u64;
         o.flushed = to;
         Ok(())
     }
 
-    /// Flushes and makes the data file durable, including deferred checksum entries.
+    /// Flushes and makes the data file durable, then ends the open segment's current block so no later write
+    /// touches a synced block or its checksum entry.
     pub fn sync(&mut self) -> Result<()> {
         self.flush()?;
         self.file.sync_data()?;
         self.stats.syncs += 1;
-        if !self.deferred.is_empty() {
-            for (s, b) in std::mem::take(&mut self.deferred) {
-                let entry = self.table_entry_now(s, b)?;
-                let off = s * self.seg + self.table_off + b * 8;
-                self.file.write_all_at(&entry, off)?;
-                self.stats.bytes_written += 8;
-            }
-            self.file.sync_data()?;
-            self.stats.syncs += 1;
+        let (bs, cap) = (self.bs as usize, self.cap as usize);
+        if let Some(o) = self.open.as_mut() {
+            let end = o.fill.next_multiple_of(bs).min(cap);
+            o.fill = end;
+            o.flushed = end;
         }
         Ok(())
-    }
-
-    fn table_entry_now(&mut self, s: u64, b: u64) -> Result<[u8; 8]> {
-        let i = (b * 8) as usize;
-        let t = match self.open.as_ref().filter(|o| o.id == s) {
-            Some(o) => &o.table,
-            None => self.table(s)?,
-        };
-        let mut e = [0u8; 8];
-        e.copy_from_slice(&t[i..i + 8]);
-        Ok(e)
     }
 
     fn set_table(&mut self, s: u64, t: Option<Vec<u8>>) {
@@ -458,8 +441,8 @@ impl Segments {
 
     /// [`Segments::read`] through a shared reference, for concurrent readers: the checksum entries come from the
     /// cached table when there is one, else straight from the file without caching them. Reading the file is
-    /// exact there: every entry still owed to the file (deferred until a sync) belongs to a segment that was open,
-    /// and a closed open segment's table stays cached. REQUIRES: the range lies in one segment.
+    /// exact there: a segment's entries reach the file when it is flushed, and a closed open segment's table stays
+    /// cached. REQUIRES: the range lies in one segment.
     pub fn read_shared(&self, addr: u64, buf: &mut [u8]) -> Result<()> {
         if buf.is_empty() {
             return Ok(());

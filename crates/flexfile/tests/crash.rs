@@ -147,7 +147,7 @@ fn short_run(budget: Option<u64>) -> Run {
             break;
         }
         model = next;
-        if i % 10 == 9 {
+        if i % 5 == 4 {
             if f.sync().is_err() {
                 alive = false;
                 break;

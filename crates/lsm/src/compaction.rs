@@ -3,9 +3,7 @@
 //! pending compaction bytes.
 //!
 //! Level targets are static (`level_compaction_dynamic_level_bytes = false`, RocksDB 7.x's default): L1 holds
-//! `max_bytes_for_level_base`, each next level `T` times more. Scores: L0 = files / trigger, Li = bytes / target.
-//! The highest score >= 1 is compacted. An L0 compaction takes every L0 file (they overlap) and the L1 files they
-//! overlap; an Li compaction takes the next file after the level's compact pointer and its overlap in Li+1.
+//! `max_bytes_for_level_base`, each next level `T` times more. Which files a compaction takes is `picker.rs`.
 
 use std::sync::Arc;
 
@@ -13,7 +11,7 @@ use crate::edit::{FileInfo, VersionEdit};
 use crate::error::{Error, Result};
 use crate::ikey::{self, Kind};
 use crate::iter::{InternalIter, MergingIter};
-use crate::options::{CompactionPri, Options};
+use crate::options::Options;
 use crate::output_cut::OutputCut;
 use crate::rangedel::RangeCover;
 use crate::table::{TableBuilder, TableOptions};
@@ -30,15 +28,7 @@ pub fn level_target(opts: &Options, level: usize) -> u64 {
     t
 }
 
-/// Compaction scores for levels 0..NUM_LEVELS-1 (the last level is never an input).
-pub fn scores(v: &Version, opts: &Options) -> Vec<f64> {
-    let mut s = Vec::with_capacity(NUM_LEVELS - 1);
-    s.push(v.levels[0].len() as f64 / opts.level0_file_num_compaction_trigger as f64);
-    for l in 1..NUM_LEVELS - 1 {
-        s.push(v.level_bytes(l) as f64 / level_target(opts, l) as f64);
-    }
-    s
-}
+pub use crate::picker::{pick, scores};
 
 /// RocksDB's `EstimateCompactionBytesNeeded` (VersionStorageInfo, static level targets): bytes that compactions
 /// must rewrite to bring every level under its target, counting the fan-out into the next level.
@@ -96,9 +86,18 @@ impl Compaction {
         self.level + 1
     }
 
-    /// Whether the input can move down without rewriting.
+    /// Whether the inputs can move down without rewriting: nothing in the next level overlaps them, and they
+    /// do not overlap each other (always true above L0; for L0, RocksDB's L0 trivial move of disjoint files).
     pub fn is_trivial_move(&self) -> bool {
-        self.inputs.len() == 1 && self.next.is_empty()
+        if !self.next.is_empty() {
+            return false;
+        }
+        if self.level > 0 || self.inputs.len() == 1 {
+            return true;
+        }
+        let mut files: Vec<_> = self.inputs.iter().collect();
+        files.sort_by(|a, b| a.smallest_user().cmp(b.smallest_user()));
+        files.windows(2).all(|w| w[0].largest_user() < w[1].smallest_user())
     }
 
     /// Total input bytes.
@@ -128,39 +127,6 @@ impl Compaction {
         ((self.level + 2)..NUM_LEVELS)
             .all(|l| self.version.levels[l].iter().all(|f| !f.overlaps(Some(uk), Some(uk))))
     }
-}
-
-/// Picks the most urgent compaction, if any level's score is >= 1. Within a level >= 1 the file is chosen by
-/// `opts.compaction_pri`.
-pub fn pick(v: &Arc<Version>, opts: &Options, pointers: &[Vec<u8>]) -> Option<Compaction> {
-    let s = scores(v, opts);
-    let (level, score) = s.iter().copied().enumerate().max_by(|a, b| a.1.total_cmp(&b.1))?;
-    if score < 1.0 {
-        return None;
-    }
-    if level == 0 {
-        return Some(Compaction::new(v.clone(), 0, v.levels[0].clone()));
-    }
-    let files = &v.levels[level];
-    let f = if opts.compaction_pri == CompactionPri::RoundRobin {
-        let ptr = &pointers[level];
-        files
-            .iter()
-            .find(|f| ptr.is_empty() || ikey::cmp(&f.info.largest, ptr).is_gt())
-            .or_else(|| files.first())?
-    } else {
-        // RocksDB's kMinOverlappingRatio: the file whose rewrite costs least per byte it moves down.
-        files.iter().min_by_key(|f| {
-            let overlap: u64 = v
-                .overlapping(level + 1, Some(f.smallest_user()), Some(f.largest_user()))
-                .iter()
-                .map(|o| o.info.size)
-                .sum();
-            overlap.saturating_mul(1024) / f.info.size.max(1)
-        })?
-    }
-    .clone();
-    Some(Compaction::new(v.clone(), level, vec![f]))
 }
 
 /// Keeps the tombstone sequence numbers some reader may still need. Below the oldest snapshot only the newest

@@ -1,13 +1,19 @@
 //! The database: write path (group commit into the WAL, memtable insert), read path (get level by level,
 //! iterators), memtable switch and flush, background compaction, recovery. docs/lsm.md numbers these paths.
 //!
+//! Background work (`background.rs`): one flush thread (memtable flushes, range-delete index maintenance) and
+//! `max_background_compactions` compaction threads, so a flush never waits behind a compaction.
+//!
 //! Locks, in the order they may be taken:
 //! 1. `writers` — the queue of pending writes; the leader of the front group owns the WAL while it writes.
-//! 2. `work` — held by whoever flushes or compacts (the background thread or a manual `compact_range`), so
-//!    version edits are serialized.
+//! 2. `work` — shared by running automatic compactions, exclusive for work that needs the levels to itself (a
+//!    manual `compact_range`, RangeReduce rewrites and level renaming). `flush_work` — held by the flush thread
+//!    while it flushes. Neither is held by the other's holder, so a flush runs while a compaction runs.
 //! 3. `state` — memtables, the current version, the background error, snapshots. Held briefly, never across I/O
-//!    except the creation of a new WAL during a memtable switch.
+//!    (every read takes it).
 //! 4. `versions` — the MANIFEST writer and file-number counter.
+//! 5. `running` — the registry of running compactions (may be taken with `state` held, never the reverse while
+//!    waiting: a compaction thread reads `current` under it so that it picks from the newest installed version).
 //!
 //! `wal` is only touched by the write leader (and by `close`), under `writers`' leadership token.
 
@@ -38,6 +44,8 @@ use crate::tombstones::Fragments;
 use crate::version::{NUM_LEVELS, Obsolete, Version, VersionSet};
 use crate::wal::{LogReader, LogWriter};
 
+#[path = "background.rs"]
+mod background;
 #[path = "range_reduce/mod.rs"]
 pub(crate) mod range_reduce;
 
@@ -57,6 +65,9 @@ struct State {
     shutting_down: bool,
     /// Bumped whenever background work finishes (flush, compaction) so waiters can recheck.
     bg_epoch: u64,
+    /// The install order of `current` (see `Inner::install`): a version installed later never gives way to an
+    /// older one whose installer was slower to take this lock.
+    version_number: u64,
 }
 
 struct Wal {
@@ -83,14 +94,18 @@ pub(crate) struct Inner {
     opts: Options,
     _lock: Box<dyn vfs::FileLock>,
     state: Mutex<State>,
-    /// Wakes the background thread.
+    /// Wakes the background threads (flush and compaction).
     bg_cv: Condvar,
     /// Wakes writers and waiters when background work finishes.
     done_cv: Condvar,
     writers: Mutex<WriteQueue>,
     writers_cv: Condvar,
     wal: Mutex<Option<Wal>>,
-    work: Mutex<()>,
+    work: std::sync::RwLock<()>,
+    flush_work: Mutex<()>,
+    running: Mutex<Vec<crate::picker::RunningRange>>,
+    /// Versions applied so far (bumped under the `versions` lock, so its order is the MANIFEST's).
+    version_counter: AtomicU64,
     versions: Mutex<VersionSet>,
     table_cache: Arc<TableCache>,
     last_seq: AtomicU64,
@@ -103,11 +118,11 @@ pub(crate) struct Inner {
     rr: range_reduce::Shared,
 }
 
-/// An open database. Dropping it closes it (waits for the background thread; unflushed memtables stay in the
+/// An open database. Dropping it closes it (waits for the background threads; unflushed memtables stay in the
 /// WAL and are recovered at the next open).
 pub struct Db {
     inner: Arc<Inner>,
-    bg: Mutex<Option<JoinHandle<()>>>,
+    bg: Mutex<Vec<JoinHandle<()>>>,
 }
 
 impl std::fmt::Debug for Db {
@@ -263,13 +278,17 @@ impl Db {
                 snapshots: BTreeMap::new(),
                 shutting_down: false,
                 bg_epoch: 0,
+                version_number: 0,
             }),
             bg_cv: Condvar::new(),
             done_cv: Condvar::new(),
             writers: Mutex::new(WriteQueue::default()),
             writers_cv: Condvar::new(),
             wal: Mutex::new(Some(Wal { writer: LogWriter::new(wal_file, 0) })),
-            work: Mutex::new(()),
+            work: std::sync::RwLock::new(()),
+            flush_work: Mutex::new(()),
+            running: Mutex::new(Vec::new()),
+            version_counter: AtomicU64::new(0),
             versions: Mutex::new(vs),
             table_cache,
             last_seq: AtomicU64::new(last_seq),
@@ -285,12 +304,8 @@ impl Db {
         inner.delete_unreferenced_files()?;
         inner.range_deletes.state_recorded()?;
         inner.range_deletes.remove_unreferenced()?;
-        let bg_inner = inner.clone();
-        let handle = std::thread::Builder::new()
-            .name("lsm-bg".into())
-            .spawn(move || bg_inner.background_loop())
-            .map_err(Error::from)?;
-        Ok(Db { inner, bg: Mutex::new(Some(handle)) })
+        let handles = background::spawn(&inner)?;
+        Ok(Db { inner, bg: Mutex::new(handles) })
     }
 
     /// Sets `key` to `value`.
@@ -455,7 +470,7 @@ impl Db {
         &self.inner.opts
     }
 
-    /// Closes the database: stops the background thread after its current job, syncs the WAL.
+    /// Closes the database: stops the background threads after their current jobs, syncs the WAL.
     pub fn close(self) -> Result<()> {
         self.shutdown()
     }
@@ -467,7 +482,7 @@ impl Db {
         }
         self.inner.bg_cv.notify_all();
         self.inner.done_cv.notify_all();
-        if let Some(h) = lock(&self.bg).take() {
+        for h in std::mem::take(&mut *lock(&self.bg)) {
             let _ = h.join();
         }
         let mut w = lock(&self.inner.wal);
@@ -787,7 +802,10 @@ impl Inner {
                 self.counters.stall_micros.fetch_add(t.elapsed().as_micros() as u64, Ordering::Relaxed);
                 continue;
             }
-            // Switch: sync the old WAL (so only the newest WAL can have a torn tail), start a new one.
+            // Switch: sync the old WAL (so only the newest WAL can have a torn tail), start a new one. Not under
+            // the state lock: the syncs can take milliseconds, and every read takes that lock. Only this leader
+            // switches, so the memtable is still the one found full.
+            drop(s);
             let number = lock(&self.versions).new_file_number();
             let res = (|| -> Result<Wal> {
                 let mut w = lock(&self.wal);
@@ -801,12 +819,12 @@ impl Inner {
             let new_wal = match res {
                 Ok(w) => w,
                 Err(e) => {
-                    drop(s);
                     self.set_bg_error(e.clone());
                     return Err(e);
                 }
             };
             *lock(&self.wal) = Some(new_wal);
+            s = lock(&self.state);
             let old = std::mem::replace(&mut s.mem, Arc::new(MemTable::new(number)));
             old.freeze();
             s.imm.push(old);
@@ -840,7 +858,7 @@ impl Inner {
             }
             let due = !self.opts.disable_auto_compactions
                 && compaction::scores(&s.current, &self.opts).iter().any(|&x| x >= 1.0);
-            if s.imm.is_empty() && !due && !self.rr.has_work() {
+            if s.imm.is_empty() && !due && !self.rr.has_work() && lock(&self.running).is_empty() {
                 return Ok(());
             }
             if s.shutting_down {
@@ -851,69 +869,9 @@ impl Inner {
         }
     }
 
-    fn background_loop(self: Arc<Self>) {
-        loop {
-            {
-                let mut s = lock(&self.state);
-                loop {
-                    if s.shutting_down {
-                        return;
-                    }
-                    let due = s.bg_error.is_none()
-                        && (!s.imm.is_empty()
-                            || self.range_deletes.maintenance_due()
-                            || (!self.opts.disable_auto_compactions
-                                && compaction::scores(&s.current, &self.opts).iter().any(|&x| x >= 1.0))
-                            || self.rr.has_work());
-                    if due {
-                        break;
-                    }
-                    s = self
-                        .bg_cv
-                        .wait_timeout(s, Duration::from_millis(500))
-                        .unwrap_or_else(|p| p.into_inner())
-                        .0;
-                }
-            }
-            let r = self.background_step();
-            if let Err(e) = r {
-                self.set_bg_error(e);
-            }
-            self.purge_obsolete();
-            {
-                let mut s = lock(&self.state);
-                s.bg_epoch += 1;
-            }
-            self.done_cv.notify_all();
-        }
-    }
-
-    /// One unit of background work: flush the oldest immutable memtable, else one compaction.
-    fn background_step(&self) -> Result<()> {
-        let _w = lock(&self.work);
-        if self.range_deletes.maintenance_due() {
-            self.maintain_range_deletes()?;
-        }
-        let imm = lock(&self.state).imm.first().cloned();
-        if let Some(m) = imm {
-            return self.flush_memtable(&m);
-        }
-        if let Some(r) = self.range_reduce_step() {
-            return r;
-        }
-        if self.opts.disable_auto_compactions {
-            return Ok(());
-        }
-        let v = lock(&self.state).current.clone();
-        let pointers = lock(&self.versions).compact_pointers.clone();
-        match compaction::pick(&v, &self.opts, &pointers) {
-            Some(c) => self.run_compaction(&c, true),
-            None => Ok(()),
-        }
-    }
-
-    /// REQUIRES: `work` held; `m` is the oldest immutable memtable.
+    /// REQUIRES: `flush_work` held; `m` is the oldest immutable memtable.
     fn flush_memtable(&self, m: &Arc<MemTable>) -> Result<()> {
+        let started = Instant::now();
         let mut edit = VersionEdit::default();
         let topts = table_options(&self.opts);
         let bytes = {
@@ -955,21 +913,26 @@ impl Inner {
         let (snaps, published) = self.snapshot_list();
         edit.range_index = self.with_wal_synced(|| self.range_deletes.flush(&snaps, published))?;
         let recorded = edit.range_index.is_some();
+        let output_files = edit.added.len() as u64;
+        let new_tables: Vec<(u64, u64)> = edit.added.iter().map(|(_, f)| (f.number, f.size)).collect();
         let mut vs = lock(&self.versions);
         vs.log_and_apply(edit)?;
-        let v = vs.current();
-        drop(vs);
+        self.install(vs, |s| {
+            s.imm.remove(0);
+        });
+        self.warm_tables(&new_tables);
         if recorded {
             self.range_deletes.state_recorded()?;
         }
-        {
-            let mut s = lock(&self.state);
-            s.imm.remove(0);
-            s.pending_compaction_bytes = compaction::pending_compaction_bytes(&v, &self.opts);
-            s.current = v;
-        }
         self.counters.bytes_flushed.fetch_add(bytes, Ordering::Relaxed);
         self.counters.flushes.fetch_add(1, Ordering::Relaxed);
+        self.counters.per_level.record(&crate::compaction_stats::Job {
+            output_level: 0,
+            write_bytes: bytes,
+            output_files,
+            micros: started.elapsed().as_micros() as u64,
+            ..Default::default()
+        });
         // WALs below next_log are now obsolete.
         for name in self.fs.list_dir(&self.dir)? {
             if let Some(FileKind::Log(n)) = filename::parse(&name)
@@ -983,18 +946,31 @@ impl Inner {
 
     /// Runs `c`, as a trivial move when it is one and `allow_move` (manual compaction into the bottom level
     /// rewrites even a lone input, so that garbage is dropped).
-    /// REQUIRES: `work` held.
+    /// REQUIRES: `work` held (shared, with `c` registered as running, or exclusive).
     fn run_compaction(&self, c: &Compaction, allow_move: bool) -> Result<()> {
+        let started = Instant::now();
+        let read_input_bytes: u64 = c.inputs.iter().map(|f| f.info.size).sum();
+        let mut job = crate::compaction_stats::Job {
+            output_level: c.level + 1,
+            read_input_bytes,
+            read_output_bytes: c.input_bytes() - read_input_bytes,
+            input_files: (c.inputs.len() + c.next.len()) as u64,
+            ..Default::default()
+        };
         let mut vs_edit;
         if allow_move && c.is_trivial_move() {
-            let f = &c.inputs[0];
             vs_edit = VersionEdit::default();
-            vs_edit.deleted.push((c.level as u32, f.number()));
-            vs_edit.added.push(((c.level + 1) as u32, f.info.clone()));
-            if c.level > 0 {
-                vs_edit.compact_pointers.push((c.level as u32, f.info.largest.clone()));
+            for f in &c.inputs {
+                vs_edit.deleted.push((c.level as u32, f.number()));
+                vs_edit.added.push(((c.level + 1) as u32, f.info.clone()));
+            }
+            if c.level > 0
+                && let Some(last) = c.inputs.iter().map(|f| &f.info.largest).max_by(|a, b| ikey::cmp(a, b))
+            {
+                vs_edit.compact_pointers.push((c.level as u32, last.clone()));
             }
             self.counters.trivial_moves.fetch_add(1, Ordering::Relaxed);
+            job.trivial_move = true;
         } else {
             let smallest = self.smallest_snapshot();
             let mut next = || lock(&self.versions).new_file_number();
@@ -1019,6 +995,8 @@ impl Inner {
             self.counters.compact_read_bytes.fetch_add(c.input_bytes(), Ordering::Relaxed);
             self.counters.compact_write_bytes.fetch_add(out.bytes, Ordering::Relaxed);
             self.counters.compaction_range_covered.fetch_add(out.range_covered, Ordering::Relaxed);
+            job.write_bytes = out.bytes;
+            job.output_files = out.files.len() as u64;
             vs_edit = e;
         }
         vs_edit.last_seq = Some(self.last_seq.load(Ordering::Acquire));
@@ -1029,13 +1007,16 @@ impl Inner {
         // On failure the outputs stay on disk: a MANIFEST write or sync that failed may still have made the edit
         // durable, and removing tables it names would leave the next open with a MANIFEST pointing at nothing.
         // Startup cleanup removes them if the recovered version does not reference them.
+        let new_tables: Vec<(u64, u64)> = if job.trivial_move {
+            Vec::new()
+        } else {
+            vs_edit.added.iter().map(|(_, f)| (f.number, f.size)).collect()
+        };
         vs.log_and_apply(vs_edit)?;
-        let v = vs.current();
-        drop(vs);
-        let mut s = lock(&self.state);
-        s.pending_compaction_bytes = compaction::pending_compaction_bytes(&v, &self.opts);
-        s.current = v.clone();
-        drop(s);
+        let v = self.install(vs, |_| {});
+        self.warm_tables(&new_tables);
+        job.micros = started.elapsed().as_micros() as u64;
+        self.counters.per_level.record(&job);
         if c.bottommost {
             self.range_deletes.after_bottommost_compaction(&v, self.smallest_snapshot());
         }
@@ -1044,7 +1025,7 @@ impl Inner {
     }
 
     fn compact_range(&self, start: Option<&[u8]>, end: Option<&[u8]>) -> Result<()> {
-        let _w = lock(&self.work);
+        let _w = self.work.write().unwrap_or_else(|p| p.into_inner());
         if let Some(e) = lock(&self.state).bg_error.clone() {
             return Err(Error::Background(Box::new(e)));
         }
@@ -1274,6 +1255,7 @@ impl Inner {
             last_sequence: self.last_seq.load(Ordering::Acquire),
             range_delete_global: self.range_deletes.global_stats(),
             range_reduce: self.range_reduce_stats(&v),
+            compaction_levels: c.per_level.snapshot(),
         }
     }
 

@@ -27,6 +27,7 @@ pub mod bloom;
 pub mod cache;
 pub mod coding;
 pub mod compaction;
+pub mod compaction_stats;
 mod db;
 pub mod db_iter;
 pub mod edit;
@@ -38,6 +39,7 @@ pub mod iter;
 pub mod memtable;
 mod options;
 pub mod output_cut;
+pub mod picker;
 pub mod props;
 pub mod rangedel;
 pub mod rangedel_global;
@@ -49,6 +51,7 @@ pub mod version;
 pub mod wal;
 
 pub use batch::WriteBatch;
+pub use compaction_stats::CompactionLevelStats;
 pub use db::range_reduce::{
     LevelEstimate, RangeReduceMode, RangeReduceOptions, RangeReduceStats, SelectParams, compaction_debt,
     decision_matrix, estimate_partial, select_levels,

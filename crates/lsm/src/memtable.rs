@@ -3,9 +3,12 @@
 //! The engine sees only this module's API (`add`, `add_range_delete`, `get`, `iter`, `tombstones`, `freeze`). The
 //! map is the BP-tree (`crates/bptree`): user key ([`ByteKey`]) -> its versions (trailer ascending, i.e. oldest
 //! first, since writes arrive in sequence order). That is exactly a byte-string-keyed ordered map: no
-//! internal-key escaping is needed and one lookup finds every version of a key. The active memtable is a
-//! [`BpTree`] behind a `RwLock` (one writer: the write-group leader; many readers); [`MemTable::freeze`] turns it
-//! into a [`FrozenBpTree`], fully sorted, which the flush and readers scan.
+//! internal-key escaping is needed and one lookup finds every version of a key. The map is the concurrent BP-tree
+//! ([`ConcurrentBpTree`], per-node reader-writer locks): the one writer (the write-group leader) locks only the
+//! leaf it inserts into, so readers never wait for a whole insert, nor for a writer the scheduler preempted
+//! inside one (with a tree-wide lock, every lookup stalled behind a preempted writer for a scheduling quantum,
+//! milliseconds on a busy machine: the readwhilewriting tail). [`MemTable::freeze`] marks the memtable
+//! immutable; the flush's scan sorts each leaf once, under that leaf's lock.
 //!
 //! Range tombstones live beside the map (the "separate memtable structure" of RocksDB): the raw list plus the
 //! fragmented list, updated in place by each range delete (`Fragments::insert`) so lookups never refragment.
@@ -15,10 +18,11 @@
 //! cannot go stale for the iterator's snapshot: anything inserted later has a larger sequence number.
 
 use std::ops::Bound;
+use std::sync::Arc;
+use std::sync::RwLock;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, RwLock};
 
-use bptree::{BpTree, ByteKey, FrozenBpTree, HeapSize};
+use bptree::{ByteKey, ConcurrentBpTree, HeapSize};
 
 use crate::error::Result;
 use crate::ikey::{self, Kind};
@@ -42,44 +46,26 @@ impl HeapSize for Versions {
     }
 }
 
-enum Map {
-    Active(BpTree<ByteKey, Versions>),
-    Frozen(FrozenBpTree<ByteKey, Versions>),
+/// The concurrent BP-tree with a `Debug` that prints its size (the tree's own has none).
+struct Map(ConcurrentBpTree<ByteKey, Versions>);
+
+impl std::ops::Deref for Map {
+    type Target = ConcurrentBpTree<ByteKey, Versions>;
+    fn deref(&self) -> &Self::Target {
+        &self.0
+    }
 }
 
 impl std::fmt::Debug for Map {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Map::Active(t) => write!(f, "Active({} keys)", t.len()),
-            Map::Frozen(t) => write!(f, "Frozen({} keys)", t.len()),
-        }
-    }
-}
-
-impl Map {
-    fn get(&self, k: &[u8]) -> Option<&Versions> {
-        match self {
-            Map::Active(t) => t.get(k),
-            Map::Frozen(t) => t.get(k),
-        }
-    }
-
-    fn range<'a>(
-        &'a self,
-        lo: Bound<&[u8]>,
-        hi: Bound<&[u8]>,
-    ) -> bptree::Range<'a, ByteKey, Versions, bptree::Bpa<ByteKey, Versions>> {
-        match self {
-            Map::Active(t) => t.range::<[u8], _>((lo, hi)),
-            Map::Frozen(t) => t.range::<[u8], _>((lo, hi)),
-        }
+        write!(f, "ConcurrentBpTree({} keys)", self.0.len())
     }
 }
 
 /// One memtable.
 #[derive(Debug)]
 pub struct MemTable {
-    map: RwLock<Map>,
+    map: Map,
     /// Raw tombstones (for counting) and the fragmented list, kept current incrementally (copy-on-write when an
     /// iterator still holds the previous list).
     tombs: RwLock<(Vec<Tombstone>, Arc<Fragments>)>,
@@ -94,7 +80,7 @@ impl MemTable {
     /// An empty memtable whose writes are logged in WAL `log_number`.
     pub fn new(log_number: u64) -> Self {
         MemTable {
-            map: RwLock::new(Map::Active(BpTree::new())),
+            map: Map(ConcurrentBpTree::new()),
             tombs: RwLock::new((Vec::new(), Arc::new(Fragments::default()))),
             size: AtomicUsize::new(0),
             entries: AtomicUsize::new(0),
@@ -104,19 +90,19 @@ impl MemTable {
     }
 
     /// Adds a point entry. REQUIRES: not frozen; `seq` larger than any seq added before for `key`.
+    /// REQUIRES: one writer at a time (the write-group leader, or recovery): a new version is appended by
+    /// reading the key's versions and inserting the longer list.
     pub fn add(&self, seq: u64, kind: Kind, key: &[u8], value: &[u8]) {
-        let mut m = self.map.write().unwrap_or_else(|p| p.into_inner());
-        let Map::Active(t) = &mut *m else {
-            debug_assert!(false, "write to a frozen memtable");
-            return;
-        };
+        debug_assert!(!self.frozen.load(Ordering::Acquire), "write to a frozen memtable");
         let v = (ikey::pack(seq, kind), Box::<[u8]>::from(value));
-        match t.get_mut(key) {
-            Some(vs) => vs.0.push(v),
-            None => {
-                t.insert(ByteKey::new(key), Versions(vec![v]));
+        let vs = match self.map.get(key) {
+            Some(mut vs) => {
+                vs.0.push(v);
+                vs
             }
-        }
+            None => Versions(vec![v]),
+        };
+        self.map.insert(ByteKey::new(key), vs);
         self.size.fetch_add(key.len() + value.len() + ENTRY_OVERHEAD, Ordering::Relaxed);
         self.entries.fetch_add(1, Ordering::Relaxed);
     }
@@ -141,10 +127,12 @@ impl MemTable {
 
     /// The newest version of `key` with seq <= `snapshot`: `(seq, kind, value)`.
     pub fn get(&self, key: &[u8], snapshot: u64) -> Option<(u64, Kind, Vec<u8>)> {
-        let m = self.map.read().unwrap_or_else(|p| p.into_inner());
-        let v = m.get(key)?;
-        let (t, val) = v.0.iter().rev().find(|(t, _)| t >> 8 <= snapshot)?;
-        Some((t >> 8, Kind::from_u8((t & 0xff) as u8)?, val.to_vec()))
+        self.map
+            .get_with(key, |v| {
+                let (t, val) = v.0.iter().rev().find(|(t, _)| t >> 8 <= snapshot)?;
+                Some((t >> 8, Kind::from_u8((t & 0xff) as u8)?, val.to_vec()))
+            })
+            .flatten()
     }
 
     /// Approximate bytes used.
@@ -162,17 +150,10 @@ impl MemTable {
         self.entries.load(Ordering::Relaxed)
     }
 
-    /// Makes the memtable immutable: the BP-tree is frozen (sorted once) for the flush and for readers.
+    /// Makes the memtable immutable (no structural change: readers are never blocked by a freeze; the first
+    /// full scan, the flush, leaves every leaf sorted).
     pub fn freeze(&self) {
-        if self.frozen.swap(true, Ordering::AcqRel) {
-            return;
-        }
-        let mut m = self.map.write().unwrap_or_else(|p| p.into_inner());
-        let old = std::mem::replace(&mut *m, Map::Active(BpTree::new()));
-        *m = match old {
-            Map::Active(t) => Map::Frozen(t.freeze()),
-            f => f,
-        };
+        self.frozen.store(true, Ordering::Release);
     }
 
     /// A cursor over the point entries in internal-key order.
@@ -203,15 +184,12 @@ impl MemIter {
         self.buf.clear();
         self.pos = 0;
         let mem = self.mem.clone();
-        let m = mem.map.read().unwrap_or_else(|p| p.into_inner());
         let lo = match from {
             Some((uk, _)) => Bound::Included(uk),
             None => Bound::Unbounded,
         };
-        for (n, (k, vs)) in m.range(lo, Bound::Unbounded).enumerate() {
-            if n >= ITER_BATCH {
-                break;
-            }
+        let buf = &mut self.buf;
+        mem.map.iterate_range(lo, ITER_BATCH, |k, vs| {
             let kb = k.as_bytes();
             for (vt, v) in vs.0.iter().rev() {
                 if let Some((uk, t)) = from
@@ -220,25 +198,21 @@ impl MemIter {
                 {
                     continue;
                 }
-                self.buf.push((ik(kb, *vt), v.clone()));
+                buf.push((ik(kb, *vt), v.clone()));
             }
-        }
+        });
     }
 
     /// Fills with the entries strictly before `(uk, t)` (`None` = from the end); positions at the last.
     fn fill_backward(&mut self, before: Option<(&[u8], u64)>) {
         self.buf.clear();
         let mem = self.mem.clone();
-        let m = mem.map.read().unwrap_or_else(|p| p.into_inner());
         let hi = match before {
-            Some((uk, _)) => Bound::Included(uk),
+            Some((uk, _)) => Bound::Included(ByteKey::new(uk)),
             None => Bound::Unbounded,
         };
         // Collected in descending internal order, reversed at the end.
-        for (n, (k, vs)) in m.range(Bound::Unbounded, hi).rev().enumerate() {
-            if n >= ITER_BATCH {
-                break;
-            }
+        for (k, vs) in mem.map.range((Bound::Unbounded, hi)).rev().take(ITER_BATCH) {
             let kb = k.as_bytes();
             for (vt, v) in vs.0.iter() {
                 if let Some((uk, t)) = before

@@ -61,6 +61,10 @@ pub struct Options {
     pub compaction_pri: CompactionPri,
     /// Disable automatic compactions (manual `compact_range` still works; default false).
     pub disable_auto_compactions: bool,
+    /// Compaction threads (default 1). Flushes run on a thread of their own besides these, so the default
+    /// matches RocksDB's effective default: `max_background_jobs = 2` splits into one flush and one compaction
+    /// thread (`GetBGJobLimits`). More threads run compactions whose files and output ranges do not meet.
+    pub max_background_compactions: usize,
     /// How range deletes are stored and consulted (default: RocksDB-style local tombstones).
     pub range_delete_strategy: Arc<dyn RangeDeleteStrategy>,
     /// Query-driven compaction (default: Bounded-Merge with rho = 1/T and Level-Renaming; docs/rangereduce.md).
@@ -84,6 +88,7 @@ impl std::fmt::Debug for Options {
             .field("bloom_bits_per_key", &self.bloom_bits_per_key)
             .field("compression", &self.compression)
             .field("compaction_pri", &self.compaction_pri)
+            .field("max_background_compactions", &self.max_background_compactions)
             .field("block_cache_size", &self.block_cache_size)
             .field("range_delete_strategy", &self.range_delete_strategy.name())
             .field("range_reduce", &self.range_reduce)
@@ -118,6 +123,7 @@ impl Default for Options {
             max_write_group_bytes: 1 << 20,
             compaction_pri: CompactionPri::MinOverlappingRatio,
             disable_auto_compactions: false,
+            max_background_compactions: 1,
             range_delete_strategy: Arc::new(LocalTombstones),
             range_reduce: crate::RangeReduceOptions::default(),
         }
@@ -165,6 +171,9 @@ impl Options {
         }
         if self.block_restart_interval == 0 {
             return bad("block_restart_interval must be positive");
+        }
+        if self.max_background_compactions == 0 || self.max_background_compactions > 64 {
+            return bad("max_background_compactions must be in 1..=64");
         }
         if self.bloom_bits_per_key > 64 {
             return bad("bloom_bits_per_key must be at most 64");

@@ -127,7 +127,7 @@ pub trait RangeDeleteStrategy: Send + Sync {
         Ok(None)
     }
 
-    /// Whether [`RangeDeleteStrategy::maintain`] has work (the background thread wakes for it).
+    /// Whether [`RangeDeleteStrategy::maintain`] has work (the flush thread wakes for it).
     fn maintenance_due(&self) -> bool {
         false
     }

@@ -37,6 +37,8 @@ pub struct Counters {
     pub bloom_useful: AtomicU64,
     /// Entries dropped by compactions because a range tombstone covered them.
     pub compaction_range_covered: AtomicU64,
+    /// Flush and compaction work per output level.
+    pub per_level: crate::compaction_stats::PerLevel,
 }
 
 /// A table count and size for one level.
@@ -112,6 +114,8 @@ pub struct Stats {
     pub range_delete_global: Option<gloran::Stats>,
     /// RangeReduce: query-driven compactions, range-query reads, compaction debt.
     pub range_reduce: crate::RangeReduceStats,
+    /// Flushes (row 0) and compactions per output level: bytes read from each side, written, moved.
+    pub compaction_levels: Vec<crate::compaction_stats::CompactionLevelStats>,
 }
 
 impl Stats {
@@ -168,6 +172,8 @@ impl Stats {
         }
         s.push_str(&format!("\"write_amplification\":{:.4},", self.write_amplification()));
         s.push_str(&format!("\"range_reduce\":{},", self.range_reduce.to_json()));
+        let per_level: Vec<String> = self.compaction_levels.iter().map(|c| c.to_json()).collect();
+        s.push_str(&format!("\"compaction_levels\":[{}],", per_level.join(",")));
         s.push_str(&format!("\"levels\":[{}]}}", levels.join(",")));
         s
     }

@@ -93,6 +93,15 @@ impl<V: RangeValue, I: InternalIndex<LeafId>> Rask<V, I> {
         self.insert(range, value);
     }
 
+    /// [`put`](Self::put) that first calls `covered` with every piece of `range` mapped before the put, in block
+    /// order (the pieces [`get_with`](Self::get_with) would visit): what the put overrides, for callers that keep
+    /// accounting per value (a block store's live bytes per data file). A tombstone `value` reports what it
+    /// deletes.
+    pub fn put_reporting(&mut self, range: BlockRange, value: V, covered: impl FnMut(BlockRange, &V)) {
+        self.get_with(range, covered);
+        self.put(range, value);
+    }
+
     /// Unmaps every block of `range` (a put of the tombstone, §6.1).
     pub fn delete(&mut self, range: BlockRange) {
         self.stats.deletes += 1;

@@ -19,6 +19,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+mod cow_file;
 mod crash;
 mod fault;
 mod mem;

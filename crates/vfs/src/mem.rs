@@ -56,6 +56,16 @@ impl MemFs {
         self.state.lock().map_err(|_| poisoned())
     }
 
+    /// The summed length of every file.
+    pub fn total_bytes(&self) -> Result<u64> {
+        let st = self.state()?;
+        let mut n = 0;
+        for c in st.files.values() {
+            n += c.read().map_err(|_| poisoned())?.len() as u64;
+        }
+        Ok(n)
+    }
+
     fn dir_exists(st: &State, dir: &Path) -> bool {
         dir.as_os_str().is_empty() || dir == Path::new("/") || st.dirs.contains(dir)
     }

@@ -21,7 +21,7 @@
 //!   the store served by our server (`blockstore`) against `qemu-nbd-raw` and `qemu-nbd-qcow2` (same method as
 //!   `rangedb bench nbd`). Targets: random write ≥ 1.0× `qemu-nbd-raw`, random read ≥ 0.8×, sequential ≥ 0.8×.
 //!
-//! Settings: `--set ops=N` (trace operations), `volume_mb=N` (local patterns), `size_mb=N runtime_s=N iodepth=N`
+//! Settings: `--set ops=N` (trace operations), `volume_mb=N` (local patterns), `size_mb=N runtime_s=N iodepth=N unit_blocks=N`
 //! (fio), `parts=store,index,gc,local,nbd` (subset).
 
 use std::collections::BTreeMap;
@@ -49,7 +49,7 @@ impl Experiment for BlockStoreBench {
 
     fn about(&self) -> &'static str {
         "block store vs per-block index, qcow2-style table, plain file and qemu-nbd: EBS traces, GC, fio; \
-         --set ops=N volume_mb=N size_mb=N runtime_s=N iodepth=N parts=store,index,gc,local,nbd"
+         --set ops=N volume_mb=N size_mb=N runtime_s=N iodepth=N unit_blocks=N parts=store,index,gc,local,nbd"
     }
 
     fn run(&self, ctx: &Ctx) -> Result<Report> {
@@ -508,6 +508,7 @@ fn nbd_part(ctx: &Ctx, dir: &Path, report: &mut Report) -> Result<()> {
     let size_mb: u64 = ctx.setting("size_mb", ctx.scale(128, 1024))?;
     let runtime_s: u64 = ctx.setting("runtime_s", ctx.scale(3, 20))?;
     let iodepth: u32 = ctx.setting("iodepth", 16)?;
+    let unit_blocks: u32 = ctx.setting("unit_blocks", Options::default().max_unit_blocks)?;
     let Some(fio) = which("fio") else {
         report.note("fio is not installed (Debian package fio): NBD part not measured");
         return Ok(());
@@ -516,12 +517,14 @@ fn nbd_part(ctx: &Ctx, dir: &Path, report: &mut Report) -> Result<()> {
         report.workload(
             name,
             json!({"rw": rw, "bs": bs, "size_mb": size_mb, "runtime_s": runtime_s, "iodepth": iodepth,
-                   "jobs": 1, "transport": "unix socket", "engine": "fio nbd (libnbd)"}),
+                   "jobs": 1, "transport": "unix socket", "engine": "fio nbd (libnbd)",
+                   "blockstore_max_unit_blocks": unit_blocks}),
         );
     }
     let bar = ctx.progress(3 * WORKLOADS.len() as u64, "blockstore over nbd");
     {
-        let v = open_volume(dir, "nbd", size_mb << 20, Options::default())?;
+        let opts = Options { max_unit_blocks: unit_blocks, ..Options::default() };
+        let v = open_volume(dir, "nbd", size_mb << 20, opts)?;
         let mut ex = nbd::Exports::new();
         ex.add(nbd::Export::new("", v)?)?;
         let sock = dir.join("bs.sock");

@@ -1,7 +1,8 @@
 //! The background half of a query-driven compaction: validate the claim, write the merged run at the deepest
 //! chosen level and the out-of-range heads and tails at their own levels, install one version edit. Also
-//! Level-Renaming. Runs on the background thread with the `work` lock held, so no flush or compaction runs at the
-//! same time; what it guards against is what changed between the query's decision and now.
+//! Level-Renaming. Runs on a compaction thread with the `work` lock held exclusively, so no compaction runs at
+//! the same time (flushes may: they only add L0 files); what it guards against is what changed between the
+//! query's decision and now.
 //!
 //! Validity. The plan recorded, for every level from the shallowest chosen one down, the files whose keys meet
 //! `[lower, upper)`. If any of these sets changed, a flush or compaction moved data into, out of or through the
@@ -230,13 +231,7 @@ impl Inner {
         let mut vs = lock(&self.versions);
         // As for compactions: after a failed MANIFEST write the outputs stay (the edit may be durable anyway).
         vs.log_and_apply(edit)?;
-        let nv = vs.current();
-        drop(vs);
-        {
-            let mut s = lock(&self.state);
-            s.pending_compaction_bytes = compaction::pending_compaction_bytes(&nv, &self.opts);
-            s.current = nv;
-        }
+        self.install(vs, |_| {});
         add(&c.rewrites, 1);
         add(&c.rewrite_write_bytes, bytes);
         add(&c.rewrite_read_bytes, read.load(Ordering::Relaxed));
@@ -404,11 +399,7 @@ impl Inner {
         let r = (|| -> Result<()> {
             let mut vs = lock(&self.versions);
             vs.log_and_apply(edit)?;
-            let nv = vs.current();
-            drop(vs);
-            let mut s = lock(&self.state);
-            s.pending_compaction_bytes = compaction::pending_compaction_bytes(&nv, &self.opts);
-            s.current = nv;
+            self.install(vs, |_| {});
             Ok(())
         })();
         if r.is_ok() {

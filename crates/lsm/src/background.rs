@@ -1,0 +1,206 @@
+//! Background threads: one flush thread and `max_background_compactions` compaction threads, RocksDB's
+//! split of `max_background_jobs` into a high-priority flush pool and a low-priority compaction pool.
+//!
+//! Why separate: with one thread doing both, a memtable that fills while a compaction runs cannot be flushed
+//! until the compaction ends, so writers stall on `max_write_buffer_number` for the length of the compaction,
+//! and L0 grows in lockstep with compactions instead of independently of them. With a flush thread, flushes
+//! proceed during compactions and writers stall only when compactions truly fall behind (L0 or pending-bytes
+//! limits).
+//!
+//! The flush thread flushes the oldest immutable memtable and runs the range-delete strategy's index
+//! maintenance, holding `flush_work`; everything that produces a MANIFEST edit naming range-index state happens
+//! on it, so those edits stay in order. Its edits only add L0 files and advance the log number.
+//!
+//! A compaction thread picks under the `running` lock, from the newest installed version, a compaction whose
+//! files no running compaction holds (`picker::pick`), marks its files `being_compacted` and registers its
+//! output range, runs it holding `work` shared, installs its edit, and only then unregisters: a compaction
+//! picked after that sees the installed version. Work that needs the levels to itself (RangeReduce rewrites,
+//! level renaming, manual `compact_range`) takes `work` exclusively, so no automatic compaction runs during it;
+//! flushes still do (they only add L0 files, which those jobs tolerate).
+//!
+//! Edits from different threads interleave in the MANIFEST; each names only its own files, so applying them in
+//! any order gives the same levels. `Inner::install` makes the in-memory `current` follow MANIFEST order.
+
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, MutexGuard};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use super::{Inner, State, lock};
+use crate::compaction::{self, Compaction};
+use crate::error::{Error, Result};
+use crate::picker::RunningRange;
+use crate::version::{Version, VersionSet};
+
+/// Starts the flush thread and the compaction threads.
+pub(super) fn spawn(inner: &Arc<Inner>) -> Result<Vec<JoinHandle<()>>> {
+    let mut handles = Vec::new();
+    let i = inner.clone();
+    handles.push(
+        std::thread::Builder::new()
+            .name("lsm-flush".into())
+            .spawn(move || i.flush_loop())
+            .map_err(Error::from)?,
+    );
+    for n in 0..inner.opts.max_background_compactions {
+        let i = inner.clone();
+        let h = std::thread::Builder::new()
+            .name(format!("lsm-compact-{n}"))
+            .spawn(move || i.compaction_loop())
+            .map_err(Error::from)?;
+        handles.push(h);
+    }
+    Ok(handles)
+}
+
+impl Inner {
+    /// Makes the version just applied under `vs` current (unless a later one already is), and runs `f` on the
+    /// state in the same critical section (a flush drops its memtable there, so no reader sees neither).
+    /// REQUIRES: `vs` is the guard under which the edit was applied.
+    pub(super) fn install(&self, vs: MutexGuard<'_, VersionSet>, f: impl FnOnce(&mut State)) -> Arc<Version> {
+        let v = vs.current();
+        let n = self.version_counter.fetch_add(1, Ordering::AcqRel) + 1;
+        drop(vs);
+        let mut s = lock(&self.state);
+        if n > s.version_number {
+            s.version_number = n;
+            s.pending_compaction_bytes = compaction::pending_compaction_bytes(&v, &self.opts);
+            s.current = v.clone();
+        }
+        f(&mut s);
+        v
+    }
+
+    /// Opens freshly written tables into the table cache (index, filter, tombstones), as RocksDB does when it
+    /// checks a new table after writing it, so the first reads after a flush or compaction do not pay for it.
+    /// A failure here is left to the reader that needs the table.
+    pub(super) fn warm_tables(&self, tables: &[(u64, u64)]) {
+        for &(number, size) in tables {
+            let _ = self.table_cache.get(number, size);
+        }
+    }
+
+    /// After any background job: delete unreferenced tables, wake waiters and the other workers.
+    fn job_done(&self, r: Result<()>) {
+        if let Err(e) = r {
+            self.set_bg_error(e);
+        }
+        self.purge_obsolete();
+        {
+            let mut s = lock(&self.state);
+            s.bg_epoch += 1;
+        }
+        self.done_cv.notify_all();
+        self.bg_cv.notify_all();
+    }
+
+    fn flush_loop(self: Arc<Self>) {
+        loop {
+            {
+                let mut s = lock(&self.state);
+                loop {
+                    if s.shutting_down {
+                        return;
+                    }
+                    if s.bg_error.is_none() && (!s.imm.is_empty() || self.range_deletes.maintenance_due()) {
+                        break;
+                    }
+                    s = self
+                        .bg_cv
+                        .wait_timeout(s, Duration::from_millis(500))
+                        .unwrap_or_else(|p| p.into_inner())
+                        .0;
+                }
+            }
+            let r = (|| -> Result<()> {
+                let _f = lock(&self.flush_work);
+                if self.range_deletes.maintenance_due() {
+                    self.maintain_range_deletes()?;
+                }
+                let imm = lock(&self.state).imm.first().cloned();
+                match imm {
+                    Some(m) => self.flush_memtable(&m),
+                    None => Ok(()),
+                }
+            })();
+            self.job_done(r);
+        }
+    }
+
+    fn compaction_loop(self: Arc<Self>) {
+        loop {
+            let epoch = {
+                let s = lock(&self.state);
+                if s.shutting_down {
+                    return;
+                }
+                if s.bg_error.is_some() {
+                    let _ = self.bg_cv.wait_timeout(s, Duration::from_millis(500));
+                    continue;
+                }
+                s.bg_epoch
+            };
+            if let Some(r) = self.exclusive_step() {
+                self.job_done(r);
+                continue;
+            }
+            if let Some(r) = self.compaction_step() {
+                self.job_done(r);
+                continue;
+            }
+            // Nothing to do: sleep until some job finishes (a flush adds an L0 file, a compaction frees files)
+            // or a query queues a rewrite. The epoch check closes the window between the pick and the wait.
+            let s = lock(&self.state);
+            if s.shutting_down || s.bg_epoch != epoch || self.rr.has_work() {
+                continue;
+            }
+            let _ = self.bg_cv.wait_timeout(s, Duration::from_millis(500));
+        }
+    }
+
+    /// A RangeReduce rewrite or level renaming, with `work` held exclusively.
+    fn exclusive_step(&self) -> Option<Result<()>> {
+        let rr = &self.opts.range_reduce;
+        let renaming = rr.mode != crate::RangeReduceMode::Off && rr.level_renaming;
+        if !self.rr.has_work() && !renaming {
+            return None;
+        }
+        let _w = self.work.write().unwrap_or_else(|p| p.into_inner());
+        self.range_reduce_step()
+    }
+
+    /// One automatic compaction, if one is due and free of conflicts.
+    fn compaction_step(&self) -> Option<Result<()>> {
+        if self.opts.disable_auto_compactions {
+            return None;
+        }
+        let _w = self.work.read().unwrap_or_else(|p| p.into_inner());
+        let (c, range) = self.pick_and_register()?;
+        let r = self.run_compaction(&c, true);
+        let mut running = lock(&self.running);
+        for f in c.inputs.iter().chain(&c.next) {
+            f.being_compacted.store(false, Ordering::Release);
+        }
+        if let Some(i) = running.iter().position(|x| *x == range) {
+            running.swap_remove(i);
+        }
+        Some(r)
+    }
+
+    fn pick_and_register(&self) -> Option<(Compaction, RunningRange)> {
+        let s = lock(&self.state);
+        let mut running = lock(&self.running);
+        let v = s.current.clone();
+        drop(s);
+        let pointers = lock(&self.versions).compact_pointers.clone();
+        let c = compaction::pick(&v, &self.opts, &pointers, &running)?;
+        for f in c.inputs.iter().chain(&c.next) {
+            f.being_compacted.store(true, Ordering::Release);
+        }
+        let lo = c.inputs.iter().chain(&c.next).map(|f| f.smallest_user()).min().unwrap_or_default().to_vec();
+        let hi = c.inputs.iter().chain(&c.next).map(|f| f.largest_user()).max().unwrap_or_default().to_vec();
+        let range = (c.level + 1, lo, hi);
+        running.push(range.clone());
+        Some((c, range))
+    }
+}

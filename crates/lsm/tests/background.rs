@@ -1,0 +1,177 @@
+//! Background work: a flush runs while a compaction is in progress (its own thread), several compaction threads
+//! keep the data intact, and the per-level statistics add up.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::Duration;
+
+use lsm::{Db, Options, WriteOptions};
+use vfs::{File, FileLock, Fs, MemFs, OpenMode};
+
+/// A file system that, while armed, holds every compaction thread at its first table creation until released.
+#[derive(Debug)]
+struct GateFs {
+    inner: Arc<dyn Fs>,
+    armed: AtomicBool,
+    held: AtomicU64,
+    open: Mutex<bool>,
+    cv: Condvar,
+}
+
+impl GateFs {
+    fn new(inner: Arc<dyn Fs>) -> Arc<GateFs> {
+        Arc::new(GateFs {
+            inner,
+            armed: AtomicBool::new(false),
+            held: AtomicU64::new(0),
+            open: Mutex::new(false),
+            cv: Condvar::new(),
+        })
+    }
+
+    fn release(&self) {
+        *self.open.lock().unwrap() = true;
+        self.cv.notify_all();
+    }
+}
+
+impl Fs for GateFs {
+    fn open(&self, path: &Path, mode: OpenMode) -> std::io::Result<Arc<dyn File>> {
+        let compaction = std::thread::current().name().is_some_and(|n| n.starts_with("lsm-compact"));
+        if compaction && self.armed.load(Ordering::Acquire) && path.extension().is_some_and(|e| e == "sst") {
+            self.held.fetch_add(1, Ordering::AcqRel);
+            let mut open = self.open.lock().unwrap();
+            while !*open {
+                open = self.cv.wait(open).unwrap();
+            }
+        }
+        self.inner.open(path, mode)
+    }
+    fn remove_file(&self, path: &Path) -> std::io::Result<()> {
+        self.inner.remove_file(path)
+    }
+    fn rename(&self, from: &Path, to: &Path) -> std::io::Result<()> {
+        self.inner.rename(from, to)
+    }
+    fn list_dir(&self, dir: &Path) -> std::io::Result<Vec<String>> {
+        self.inner.list_dir(dir)
+    }
+    fn create_dir_all(&self, dir: &Path) -> std::io::Result<()> {
+        self.inner.create_dir_all(dir)
+    }
+    fn sync_dir(&self, dir: &Path) -> std::io::Result<()> {
+        self.inner.sync_dir(dir)
+    }
+    fn exists(&self, path: &Path) -> std::io::Result<bool> {
+        self.inner.exists(path)
+    }
+    fn lock(&self, path: &Path) -> std::io::Result<Box<dyn FileLock>> {
+        self.inner.lock(path)
+    }
+}
+
+fn key(i: u32) -> Vec<u8> {
+    format!("key{i:06}").into_bytes()
+}
+
+#[test]
+fn regression_flush_completes_while_a_compaction_is_stuck() {
+    // With one background thread for both, a flush queued behind a compaction waited for it to finish, and
+    // writers stalled on max_write_buffer_number for the whole compaction.
+    let gate = GateFs::new(Arc::new(MemFs::new()));
+    let fs: Arc<dyn Fs> = gate.clone();
+    let o = Options {
+        create_if_missing: true,
+        write_buffer_size: 64 << 10,
+        level0_file_num_compaction_trigger: 2,
+        ..Options::default()
+    };
+    let db = Arc::new(Db::open(fs, "/db", o).unwrap());
+    let w = WriteOptions::default();
+    gate.armed.store(true, Ordering::Release);
+    for round in 0..2u32 {
+        for i in 0..500 {
+            db.put(&w, &key(i), format!("v{round}").as_bytes()).unwrap();
+        }
+        db.flush().unwrap();
+    }
+    // Two L0 files: the compaction thread picks them and is held at its first output.
+    let t = std::time::Instant::now();
+    while gate.held.load(Ordering::Acquire) == 0 {
+        assert!(t.elapsed() < Duration::from_secs(20), "no compaction started");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let (tx, rx) = std::sync::mpsc::channel();
+    let d = db.clone();
+    std::thread::spawn(move || {
+        for i in 0..500 {
+            d.put(&WriteOptions::default(), &key(i), b"v2").unwrap();
+        }
+        tx.send(d.flush()).unwrap();
+    });
+    let flushed = rx.recv_timeout(Duration::from_secs(20));
+    gate.release();
+    flushed.expect("the flush waited for the compaction").unwrap();
+    assert_eq!(db.stats().flushes, 3);
+    db.wait_for_compactions().unwrap();
+    for i in 0..500 {
+        assert_eq!(db.get(&key(i)).unwrap().as_deref(), Some(&b"v2"[..]));
+    }
+}
+
+#[test]
+fn several_compaction_threads_keep_every_write_and_statistics_add_up() {
+    for threads in [1, 3] {
+        let fs: Arc<dyn Fs> = Arc::new(MemFs::new());
+        let o = Options {
+            create_if_missing: true,
+            write_buffer_size: 16 << 10,
+            max_bytes_for_level_base: 64 << 10,
+            target_file_size_base: 8 << 10,
+            level0_file_num_compaction_trigger: 2,
+            max_background_compactions: threads,
+            ..Options::default()
+        };
+        let db = Arc::new(Db::open(fs.clone(), "/db", o.clone()).unwrap());
+        let writers: Vec<_> = (0..2u32)
+            .map(|t| {
+                let db = db.clone();
+                std::thread::spawn(move || {
+                    for i in 0..6000u32 {
+                        let k = (i.wrapping_mul(2_654_435_761) ^ t) % 3000;
+                        db.put(&WriteOptions::default(), &key(k), format!("{t}-{i}").as_bytes()).unwrap();
+                    }
+                })
+            })
+            .collect();
+        for w in writers {
+            w.join().unwrap();
+        }
+        db.flush().unwrap();
+        db.wait_for_compactions().unwrap();
+        let s = db.stats();
+        let rows = &s.compaction_levels;
+        assert_eq!(rows[0].write_bytes, s.bytes_flushed);
+        assert_eq!(rows[0].compactions, s.flushes);
+        assert_eq!(rows.iter().skip(1).map(|r| r.write_bytes).sum::<u64>(), s.compact_write_bytes);
+        assert_eq!(rows.iter().map(|r| r.trivial_moves).sum::<u64>(), s.trivial_moves);
+        assert!(s.compact_write_bytes > 0 && s.levels[1..].iter().any(|l| l.files > 0), "{s:?}");
+        // Every key's last write from either thread is there, and nothing else.
+        let expect: Vec<Option<Vec<u8>>> = (0..3000).map(|k| db.get(&key(k)).unwrap()).collect();
+        drop(db);
+        let db = Db::open(fs, "/db", o).unwrap();
+        for (k, e) in expect.iter().enumerate() {
+            assert!(e.is_some(), "key {k} lost with {threads} compaction threads");
+            assert_eq!(&db.get(&key(k as u32)).unwrap(), e);
+        }
+    }
+}
+
+#[test]
+fn compaction_thread_count_is_validated() {
+    let fs: Arc<dyn Fs> = Arc::new(MemFs::new());
+    let o = Options { create_if_missing: true, max_background_compactions: 0, ..Options::default() };
+    assert!(matches!(Db::open(fs, "/db", o), Err(lsm::Error::InvalidArgument(_))));
+}
