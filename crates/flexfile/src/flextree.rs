@@ -188,6 +188,9 @@ pub struct FlexTree {
     nr_extents: u64,
     released_slots: Vec<u32>,
     stats: TreeStats,
+    /// The descent path's buffer, lent to each modification and given back at its end, so an insert costs no
+    /// allocation (one per operation was about 2% of a 4 KiB insert's time).
+    path_buf: Vec<Step>,
 }
 
 fn route(pivots: &[i64], xr: i64) -> usize {
@@ -240,6 +243,7 @@ impl FlexTree {
             nr_extents: 0,
             released_slots: Vec::new(),
             stats: TreeStats::default(),
+            path_buf: Vec::new(),
         };
         t.root = t.alloc(Node::new(Body::Leaf(Vec::new())));
         Ok(t)
@@ -257,6 +261,7 @@ impl FlexTree {
             nr_extents: 0,
             released_slots: Vec::new(),
             stats: TreeStats::default(),
+            path_buf: Vec::new(),
         };
         if root as usize >= t.nodes.len() {
             return Err(corrupt("root id out of range"));
@@ -396,7 +401,8 @@ impl FlexTree {
             }));
             self.split_child(self.root, 0)?;
         }
-        let mut path = Vec::with_capacity(8);
+        let mut path = std::mem::take(&mut self.path_buf);
+        path.clear();
         let mut cur = self.root;
         let mut base = 0i64;
         loop {
@@ -547,7 +553,9 @@ impl FlexTree {
         self.nr_extents += added;
         self.size += len as u64;
         self.apply_rebase(&path, m)?;
-        self.shift_after(&path, len as i64)
+        self.shift_after(&path, len as i64)?;
+        self.path_buf = path;
+        Ok(())
     }
 
     /// Removes `[off, off + len)`, shifting everything after it down by `len`. Returns the removed pieces (with
@@ -607,6 +615,7 @@ impl FlexTree {
             self.size -= removed;
             self.shift_after(&path, -(removed as i64))?;
             self.rebalance(&path)?;
+            self.path_buf = path;
         }
         self.after_change()?;
         Ok(pieces)
