@@ -45,7 +45,7 @@ impl Experiment for FlexFileBench {
     fn about(&self) -> &'static str {
         "FlexFile Table 2 / Fig. 11: 4 KiB random insert, random write, sequential write building a file, then \
          sequential and random 4 KiB reads; FlexFile vs ext4 insert-range, rewrite and pwrite; --set size_mib=N \
-         rewrite_secs=N insert_range_secs=N (0: none) cold=0|1 patterns=random-insert,random-write,seq-write peers=ext4-insert-range,ext4-rewrite,ext4-pwrite"
+         rewrite_secs=N insert_range_secs=N (0: none) at_size_ops=N at_size_secs=N cold=0|1 patterns=random-insert,random-write,seq-write peers=ext4-insert-range,ext4-rewrite,ext4-pwrite"
     }
 
     fn run(&self, ctx: &Ctx) -> Result<Report> {
@@ -57,6 +57,10 @@ impl Experiment for FlexFileBench {
         let insert_range_secs: u64 = ctx.setting("insert_range_secs", 0)?;
         let patterns: String = ctx.setting("patterns", "random-insert,random-write,seq-write".to_string())?;
         let cold: u8 = ctx.setting("cold", 0)?;
+        // The at-size phase (see `at_size_phase`): random inserts into a file already of `size_mib`, at most
+        // `at_size_ops` of them and at most `at_size_secs` seconds per system; 0 ops skips the phase.
+        let at_size_ops: u64 = ctx.setting("at_size_ops", ctx.scale(1000, 2000))?;
+        let at_size_secs: u64 = ctx.setting("at_size_secs", 60)?;
         // `peers=` (empty) runs FlexFile alone, e.g. to check that inserts stay flat at 1 GiB without waiting
         // for ext4 insert-range, whose cost grows with the file.
         let only: String = ctx.setting("peers", "ext4-insert-range,ext4-rewrite,ext4-pwrite".to_string())?;
@@ -116,6 +120,20 @@ impl Experiment for FlexFileBench {
             }
             read_phase(&mut report, pattern, nblocks, ctx.seed, cold != 0, &mut readers)?;
             drop(readers);
+            if pattern == "random-insert" && at_size_ops > 0 {
+                let budget = Duration::from_secs(at_size_secs);
+                at_size_phase(
+                    &mut report,
+                    ctx,
+                    fs.clone(),
+                    &root,
+                    &dir,
+                    nblocks,
+                    at_size_ops,
+                    budget,
+                    &wanted,
+                )?;
+            }
             let _ = std::fs::remove_dir_all(&dir);
             for path in built {
                 let _ = std::fs::remove_file(&path);
@@ -322,6 +340,130 @@ fn plain_write(
         ));
     }
     Ok(Some(win.points))
+}
+
+/// Random 4 KiB inserts into a file that is already `n` blocks long, the same `k` offsets for every system, each
+/// system stopped after `budget` (what it finished is reported, nothing is extrapolated). This is how the build's
+/// target size is compared when ext4 insert-range cannot finish the whole build in reasonable time: a budget on the
+/// build itself stops ext4 while its file is still small, where its inserts are cheapest.
+///
+/// FlexFile continues on the file its random-insert build produced. The plain files are first written sequentially
+/// to `n` blocks and synced (untimed), so they hold few, large extents: ext4 shifts fewer extents per insert than on
+/// a file built by random inserts, which favours ext4 in this comparison.
+#[allow(clippy::too_many_arguments)]
+fn at_size_phase(
+    report: &mut Report,
+    ctx: &Ctx,
+    fs: Arc<dyn Fs>,
+    root: &Path,
+    flex_dir: &Path,
+    n: u64,
+    k: u64,
+    budget: Duration,
+    wanted: &[&str],
+) -> Result<()> {
+    let mut rng = SmallRng::seed_from_u64(ctx.seed ^ 0xa75e);
+    let ops: Vec<u64> = (0..k).map(|i| rng.random_range(0..=n + i)).collect();
+    let row = format!("random-insert-at-size ({} MiB)", (n * BLOCK as u64) >> 20);
+    let mut data = vec![0u8; BLOCK];
+    let rate_row = |report: &mut Report, system: &str, done: u64, elapsed: Duration, sync_ns: f64| {
+        report.row(
+            &row,
+            system,
+            [
+                ("ops", done as f64),
+                ("ops_per_sec", done as f64 / elapsed.as_secs_f64()),
+                ("final_sync_ns", sync_ns),
+                ("durable_ops_per_sec", done as f64 / (elapsed.as_secs_f64() + sync_ns / 1e9)),
+            ],
+        );
+    };
+    // FlexFile, reopened on its build.
+    {
+        let mut f = FlexFile::open(fs.clone(), flex_dir, Options::default())?;
+        let start = Instant::now();
+        let mut done = 0u64;
+        for (i, &b) in ops.iter().enumerate() {
+            if start.elapsed() > budget {
+                break;
+            }
+            fill_block(n + i as u64, &mut data);
+            f.insert(b * BLOCK as u64, &data)?;
+            done += 1;
+        }
+        let elapsed = start.elapsed();
+        let t = Instant::now();
+        f.sync()?;
+        let sync_ns = t.elapsed().as_nanos() as f64;
+        rate_row(report, "flexfile", done, elapsed, sync_ns);
+        let st = f.stats();
+        report.note(format!(
+            "{row}: flexfile file_wa_ratio over its whole life (build + at-size inserts) {:.3}",
+            st.write_amplification()
+        ));
+        f.close()?;
+    }
+    for peer in ["ext4-insert-range", "ext4-rewrite"].into_iter().filter(|p| wanted.contains(p)) {
+        let path = root.join(format!("{peer}-at-size"));
+        let f = fs.open(&path, OpenMode::CreateTruncate)?;
+        for i in 0..n {
+            fill_block(i, &mut data);
+            f.write_all_at(&data, i * BLOCK as u64)?;
+        }
+        f.sync_data()?;
+        let mut size = n * BLOCK as u64;
+        let mut tail = Vec::new();
+        let start = Instant::now();
+        let mut done = 0u64;
+        let mut unsupported = false;
+        for (i, &b) in ops.iter().enumerate() {
+            if start.elapsed() > budget {
+                break;
+            }
+            fill_block(n + i as u64, &mut data);
+            let off = b * BLOCK as u64;
+            if off < size {
+                if peer == "ext4-insert-range" {
+                    match f.insert_range(off, BLOCK as u64) {
+                        Ok(()) => {}
+                        Err(e)
+                            if e.kind() == std::io::ErrorKind::Unsupported
+                                || e.raw_os_error() == Some(95) =>
+                        {
+                            unsupported = true;
+                            break;
+                        }
+                        Err(e) => return Err(e.into()),
+                    }
+                } else {
+                    tail.resize((size - off) as usize, 0);
+                    f.read_exact_at(&mut tail, off)?;
+                    f.write_all_at(&tail, off + BLOCK as u64)?;
+                }
+            }
+            f.write_all_at(&data, off)?;
+            size += BLOCK as u64;
+            done += 1;
+        }
+        let elapsed = start.elapsed();
+        let t = Instant::now();
+        f.sync_data()?;
+        let sync_ns = t.elapsed().as_nanos() as f64;
+        drop(f);
+        let _ = std::fs::remove_file(&path);
+        if unsupported {
+            report.note(format!("{row}: {peer} unsupported by the scratch file system; skipped"));
+            continue;
+        }
+        rate_row(report, peer, done, elapsed, sync_ns);
+        if done < k {
+            report.note(format!(
+                "{row}: {peer} stopped by the {}s budget after {done} of {k} inserts",
+                budget.as_secs()
+            ));
+        }
+    }
+    Ok(())
 }
 
 trait BlockReader {
