@@ -603,7 +603,7 @@ impl GlobalIndex {
         for l in self.levels.iter().flatten() {
             levels.push(l.tree.iter_from(lo)?);
         }
-        Ok(Cursor::new(buffered, levels, snapshot))
+        Ok(Cursor::new(buffered, levels, lo, snapshot))
     }
 
     /// Iterates the areas of disk level `level` in key order (`None` if the level is empty).

@@ -28,10 +28,8 @@ pub struct DbIter {
     saved_value: Vec<u8>,
     err: Option<Error>,
     _version: Arc<Version>,
-    /// Range records kept outside the sources (GLORAN's global index), asked in key order.
+    /// Range records kept outside the sources (GLORAN's global index).
     global: Option<Box<dyn RangeCover>>,
-    /// The last key asked of `global` (a smaller key repositions it first: reverse steps, seeks).
-    global_at: Option<Vec<u8>>,
     _pin: Option<ReadPin>,
 }
 
@@ -63,7 +61,6 @@ impl DbIter {
             err: None,
             _version: version,
             global: None,
-            global_at: None,
             _pin: None,
         }
     }
@@ -79,21 +76,10 @@ impl DbIter {
             return true;
         }
         let Some(g) = self.global.as_mut() else { return false };
-        let r = (|| {
-            // Forward scans ask in ascending order and share one pass over the index; a reverse step asks a smaller
-            // key, so the cursor is repositioned there (one leaf per index level, like a point check).
-            if self.global_at.as_deref().is_some_and(|at| uk < at) {
-                g.seek(uk)?;
-            }
-            g.covered(uk, seq)
-        })();
-        match &mut self.global_at {
-            Some(at) => {
-                at.clear();
-                at.extend_from_slice(uk);
-            }
-            None => self.global_at = Some(uk.to_vec()),
-        }
+        // Forward scans ask in ascending order and share one pass over the index; reverse steps and seeks ask
+        // smaller keys, which the cover answers by repositioning only when the key leaves the area or gap it
+        // stands on.
+        let r = g.covered(uk, seq);
         match r {
             Ok(c) => c,
             Err(e) => {

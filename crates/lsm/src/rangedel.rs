@@ -34,9 +34,11 @@ use crate::version::Version;
 
 /// Answers "is `(key, seq)` deleted for this reader?" for keys asked in ascending order (iterators, compaction).
 pub trait RangeCover: Send {
-    /// Whether `(key, seq)` is covered. Keys may go backwards only after [`RangeCover::seek`].
+    /// Whether `(key, seq)` is covered. Keys may come in any order within the range the cover was made for;
+    /// ascending keys are cheapest, descending ones (reverse iteration) cheap.
     fn covered(&mut self, key: &[u8], seq: u64) -> Result<bool>;
-    /// Repositions so keys from `key` on can be asked (an iterator's seek or change of direction).
+    /// Repositions at `key` (an iterator's seek): saves walking over the areas in between, never needed for
+    /// correctness.
     fn seek(&mut self, key: &[u8]) -> Result<()>;
 }
 
