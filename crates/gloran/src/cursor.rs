@@ -12,6 +12,8 @@
 //! binary search in the buffered list). A reverse scan therefore repositions once per area it walks back over,
 //! not once per key.
 
+use std::sync::Arc;
+
 use crate::area::Area;
 use crate::drtree::AreaIter;
 use crate::error::Result;
@@ -21,7 +23,7 @@ use crate::error::Result;
 struct Source {
     /// `None`: the in-memory list.
     iter: Option<AreaIter>,
-    list: std::sync::Arc<Vec<Area>>,
+    list: Arc<Vec<Area>>,
     /// Next position in `list`.
     at: usize,
     peeked: Option<Area>,
@@ -124,13 +126,15 @@ pub struct Cursor {
 }
 
 impl Cursor {
-    /// REQUIRES: `buffered` holds the buffer's areas overlapping the cursor's range, disjoint and sorted; each
-    /// level iterator starts at `lo`.
-    pub(crate) fn new(buffered: Vec<Area>, levels: Vec<AreaIter>, lo: &[u8], snapshot: u64) -> Self {
-        let source = |iter: Option<AreaIter>, list: Vec<Area>| Source {
+    /// REQUIRES: `buffered` holds (at least) the buffer's areas overlapping the cursor's range, disjoint and
+    /// sorted; each level iterator starts at `lo`.
+    pub(crate) fn new(buffered: Arc<Vec<Area>>, levels: Vec<AreaIter>, lo: &[u8], snapshot: u64) -> Self {
+        let source = |iter: Option<AreaIter>, list: Arc<Vec<Area>>| Source {
             iter,
-            list: std::sync::Arc::new(list),
-            at: 0,
+            // The list may reach below `lo` (a shared view of the whole buffer): start on the first area ending
+            // after it, as the level iterators do.
+            at: list.partition_point(|a| a.end.as_slice() <= lo),
+            list,
             peeked: None,
             stack: Vec::new(),
             done: false,
@@ -138,7 +142,7 @@ impl Cursor {
             gap_lo: lo.to_vec(),
         };
         let mut sources = vec![source(None, buffered)];
-        sources.extend(levels.into_iter().map(|it| source(Some(it), Vec::new())));
+        sources.extend(levels.into_iter().map(|it| source(Some(it), Arc::new(Vec::new()))));
         Cursor { sources, snapshot }
     }
 

@@ -640,7 +640,8 @@ impl AreaIter {
     pub fn next_area(&mut self) -> Result<Option<Area>> {
         loop {
             if !self.buf.is_empty() {
-                let v = NodeView::parse(&self.buf)?;
+                // Verified when loaded below (or when the leaf cache was filled).
+                let v = NodeView::parse_with(&self.buf, false).map_err(|e| e.in_file(&self.tree.path))?;
                 while self.idx < v.len() {
                     let a = v.area(self.idx)?;
                     self.idx += 1;
@@ -659,7 +660,11 @@ impl AreaIter {
                 return Ok(None);
             }
             let mut h = [0u8; HEADER_LEN];
-            self.tree.file.read_exact_at(&mut h, self.next)?;
+            let cached = self.tree.leaves.as_deref();
+            match cached.and_then(|l| l.get(self.next as usize..self.next as usize + HEADER_LEN)) {
+                Some(b) => h.copy_from_slice(b),
+                None => self.tree.file.read_exact_at(&mut h, self.next)?,
+            }
             let header = Header::parse(&h).map_err(|e| e.in_file(&self.tree.path))?;
             let len = u32::try_from(header.node_len())
                 .map_err(|_| Error::corrupt("leaf too long").in_file(&self.tree.path))?;
@@ -667,7 +672,14 @@ impl AreaIter {
                 return Err(Error::corrupt("leaf region malformed").in_file(&self.tree.path));
             }
             let mut buf = std::mem::take(&mut self.buf);
-            self.tree.read_node(self.next, len, &mut buf)?;
+            match cached.and_then(|l| l.get(self.next as usize..(self.next + u64::from(len)) as usize)) {
+                // The leaf cache was checksum-verified when the tree was opened.
+                Some(b) => {
+                    buf.clear();
+                    buf.extend_from_slice(b);
+                }
+                None => self.tree.read_node(self.next, len, &mut buf)?,
+            }
             self.buf = buf;
             self.next += u64::from(len);
             self.idx = 0;

@@ -24,7 +24,7 @@
 //! `lsm-gloran` against every other system are added as `*_speedup` rows and notes, with the targets.
 //! The workloads run one after another on the same store per system (the same sequence for every system).
 //!
-//! `--set n=KEYS ops=N len=KEYS`.
+//! `--set n=KEYS ops=N len=KEYS systems=a,b` (`systems`: a subset of the systems, e.g. for profiling one).
 
 use std::path::Path;
 use std::sync::Arc;
@@ -397,7 +397,9 @@ impl Experiment for Gloran {
         let mut perm: Vec<u64> = (0..n).collect();
         perm.shuffle(&mut rng);
         let seeks: Vec<u64> = (0..ops / 10).map(|_| rng.random_range(0..n)).collect();
-        for name in SYSTEMS {
+        let only: Option<Vec<String>> =
+            ctx.set.get("systems").map(|s| s.split(',').map(|x| x.trim().to_string()).collect());
+        for name in SYSTEMS.into_iter().filter(|s| only.as_ref().is_none_or(|o| o.iter().any(|x| x == s))) {
             let dir = ctx.scratch.join(format!("gloran-{name}"));
             let _ = std::fs::remove_dir_all(&dir);
             let (sys, desc) = open(name, &dir, cfg)?;
