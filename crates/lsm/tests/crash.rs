@@ -221,10 +221,10 @@ fn check(
     // index files and the WAL) that they are deleted.
     for g in acked {
         for u in g {
-            if let Up::Put(k, _) | Up::Del(k) = u {
-                if !got.contains_key(k) {
-                    assert_eq!(db.get(k).unwrap(), None, "seed {seed}/{crash_seed}: deleted {k:?} came back");
-                }
+            if let Up::Put(k, _) | Up::Del(k) = u
+                && !got.contains_key(k)
+            {
+                assert_eq!(db.get(k).unwrap(), None, "seed {seed}/{crash_seed}: deleted {k:?} came back");
             }
         }
     }
