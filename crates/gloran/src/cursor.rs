@@ -5,23 +5,34 @@
 //! the cursor's snapshot, so they behave like one more level) and an iterator over each DR-tree level that reads
 //! leaves sequentially. For each key the cursor skips the areas that end at or before it and checks the stack of
 //! bands at the key, so a whole scan costs one pass over the areas in its range.
+//!
+//! Keys may also come in descending order (reverse iteration) or jump anywhere (seeks). Each source remembers
+//! the uncovered gap below its current stack, `[gap_lo, stack start)`: a key inside the stack or the gap is
+//! answered where the source stands, and only a key below `gap_lo` repositions it (one descent per DR-tree, a
+//! binary search in the buffered list). A reverse scan therefore repositions once per area it walks back over,
+//! not once per key.
+
+use std::sync::Arc;
 
 use crate::area::Area;
 use crate::drtree::AreaIter;
-use crate::error::{Error, Result};
+use crate::error::Result;
 
 /// The next stack of areas with one key range, and the source they come from.
 #[derive(Debug)]
 struct Source {
     /// `None`: the in-memory list.
     iter: Option<AreaIter>,
-    list: std::sync::Arc<Vec<Area>>,
+    list: Arc<Vec<Area>>,
     /// Next position in `list`.
     at: usize,
     peeked: Option<Area>,
     /// The current stack: areas with identical `[start, end)`, bands in sequence order.
     stack: Vec<Area>,
     done: bool,
+    /// No area of this source covers a key in `[gap_lo, start of the stack)` (or `[gap_lo, ∞)` when done), and
+    /// every area not yet pulled starts at or after the stack's end.
+    gap_lo: Vec<u8>,
 }
 
 impl Source {
@@ -39,24 +50,53 @@ impl Source {
         }
     }
 
+    /// Repositions on the first areas that end after `key`, in either direction, and sets `gap_lo` as low as
+    /// the source allows.
     fn seek(&mut self, key: &[u8]) -> Result<()> {
         self.peeked = None;
         self.stack.clear();
         self.done = false;
+        self.gap_lo.clear();
         match &mut self.iter {
-            Some(it) => it.seek(key),
+            Some(it) => it.seek(key)?,
             None => {
                 // Disjoint and sorted: ends are sorted too, so the first area ending after `key` is found by
-                // binary search.
+                // binary search, and the one before it ends where the gap starts.
                 self.at = self.list.partition_point(|a| a.end.as_slice() <= key);
-                Ok(())
+                if let Some(prev) = self.at.checked_sub(1).map(|i| &self.list[i]) {
+                    self.gap_lo.extend_from_slice(&prev.end);
+                }
             }
         }
+        self.advance(key)?;
+        if let Some(it) = &self.iter {
+            match it.floor() {
+                Some(f) => self.gap_lo.extend_from_slice(f),
+                // Nothing skipped or stepped over: every earlier area ends at or before the stack's start (a band
+                // stack never straddles two leaves), and there is none if that start is after `key`.
+                None => {
+                    if let Some(a) = self.stack.first().filter(|a| a.start.as_slice() <= key) {
+                        self.gap_lo.extend_from_slice(&a.start);
+                    }
+                }
+            }
+        }
+        Ok(())
     }
 
-    /// Positions the stack on the first areas that end after `key`.
+    /// Makes the source answer for `key`: forward from where it stands, or by a seek when `key` is below the gap.
+    fn position(&mut self, key: &[u8]) -> Result<()> {
+        if key < self.gap_lo.as_slice() { self.seek(key) } else { self.advance(key) }
+    }
+
+    /// Positions the stack on the first areas that end after `key`. REQUIRES: `key >= gap_lo`.
     fn advance(&mut self, key: &[u8]) -> Result<()> {
         while !self.done && self.stack.first().is_none_or(|a| a.end.as_slice() <= key) {
+            if let Some(a) = self.stack.first() {
+                // The next area starts at or after this stack's end.
+                self.gap_lo.clear();
+                self.gap_lo.extend_from_slice(&a.end);
+            }
             self.stack.clear();
             let Some(first) = self.pull()? else {
                 self.done = true;
@@ -76,52 +116,45 @@ impl Source {
     }
 }
 
-/// Answers "is `(key, seq)` deleted for this cursor's reader?" for keys given in ascending order.
+/// Answers "is `(key, seq)` deleted for this cursor's reader?" for keys in `[lo, hi)` of its creation. Cheapest
+/// for ascending keys (one pass over the areas), cheap for descending ones (one reposition per area walked back
+/// over); any order is answered correctly.
 #[derive(Debug)]
 pub struct Cursor {
     sources: Vec<Source>,
     snapshot: u64,
-    last_key: Option<Vec<u8>>,
 }
 
 impl Cursor {
-    pub(crate) fn new(buffered: Vec<Area>, levels: Vec<AreaIter>, snapshot: u64) -> Self {
-        let mut sources = vec![Source {
-            iter: None,
-            list: std::sync::Arc::new(buffered),
-            at: 0,
+    /// REQUIRES: `buffered` holds (at least) the buffer's areas overlapping the cursor's range, disjoint and
+    /// sorted; each level iterator starts at `lo`.
+    pub(crate) fn new(buffered: Arc<Vec<Area>>, levels: Vec<AreaIter>, lo: &[u8], snapshot: u64) -> Self {
+        let source = |iter: Option<AreaIter>, list: Arc<Vec<Area>>| Source {
+            iter,
+            // The list may reach below `lo` (a shared view of the whole buffer): start on the first area ending
+            // after it, as the level iterators do.
+            at: list.partition_point(|a| a.end.as_slice() <= lo),
+            list,
             peeked: None,
             stack: Vec::new(),
             done: false,
-        }];
-        for it in levels {
-            sources.push(Source {
-                iter: Some(it),
-                list: std::sync::Arc::new(Vec::new()),
-                at: 0,
-                peeked: None,
-                stack: Vec::new(),
-                done: false,
-            });
-        }
-        Cursor { sources, snapshot, last_key: None }
+            // Every source starts on its first area ending after `lo`.
+            gap_lo: lo.to_vec(),
+        };
+        let mut sources = vec![source(None, buffered)];
+        sources.extend(levels.into_iter().map(|it| source(Some(it), Arc::new(Vec::new()))));
+        Cursor { sources, snapshot }
     }
 
     /// A delete covering `(key, seq)` visible to the cursor's reader, if any.
-    /// REQUIRES: keys non-decreasing across calls (a smaller key is `InvalidArgument`).
+    /// REQUIRES: `key` within the cursor's range (the buffered areas were taken for that range only).
     pub fn covering(&mut self, key: &[u8], seq: u64) -> Result<Option<u64>> {
-        if self.last_key.as_deref().is_some_and(|k| k > key) {
-            return Err(Error::InvalidArgument("cursor keys must be non-decreasing".into()));
-        }
-        match &mut self.last_key {
-            Some(k) => {
-                k.clear();
-                k.extend_from_slice(key);
-            }
-            None => self.last_key = Some(key.to_vec()),
-        }
         for s in &mut self.sources {
-            s.advance(key)?;
+            s.position(key)?;
+            let Some(top) = s.stack.first() else { continue };
+            if top.start.as_slice() > key {
+                continue; // `key` is in the gap below the stack.
+            }
             if let Some(a) = s.stack.iter().find(|a| a.covers(key, seq) && a.seq <= self.snapshot) {
                 return Ok(Some(a.seq));
             }
@@ -129,14 +162,12 @@ impl Cursor {
         Ok(None)
     }
 
-    /// Repositions the cursor so keys from `key` on (in ascending order again) can be asked: for an iterator's
-    /// `seek`, or to restart after the caller moved backwards. Keys before the cursor's original lower bound are
-    /// not covered by the buffered areas it took at creation.
+    /// Repositions every source at `key` (an iterator's seek). Never needed for correctness; it saves walking
+    /// forward over areas between the old and the new position.
     pub fn seek(&mut self, key: &[u8]) -> Result<()> {
         for s in &mut self.sources {
             s.seek(key)?;
         }
-        self.last_key = None;
         Ok(())
     }
 

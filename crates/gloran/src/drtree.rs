@@ -509,37 +509,63 @@ impl DrTree {
     }
 
     /// The file offset of the leaf that holds the first area ending after `key` (or the leaf region's end).
-    fn seek_leaf(&self, key: &[u8]) -> Result<u64> {
+    /// The leaf where areas ending after `key` begin, and, when the descent stepped past a child that ends at or
+    /// before `key`, that child's largest end key: every area before the leaf ends at or before it.
+    fn seek_leaf(&self, key: &[u8]) -> Result<(u64, Option<Vec<u8>>)> {
         let f = &self.footer;
         if f.height == 0 {
-            return Ok(0);
+            return Ok((0, None));
         }
         let mut buf = Vec::new();
         let (mut offset, mut len) = (f.root_offset, f.root_len);
         let mut height = f.height;
+        let mut stepped: Option<Vec<u8>> = None;
         loop {
             let v = self.node(offset, len, &mut buf)?;
             height = self.expect_height(&v, height)?;
             if v.is_leaf() {
-                return Ok(offset);
+                return Ok((offset, stepped));
             }
             let i = v.last_le(key)?.unwrap_or(0);
             let c = v.child(i)?;
             // The chosen child ends at or before `key`: the next child (if any) is where areas after `key` start.
-            let c = if c.end.as_slice() <= key && i + 1 < v.len() { v.child(i + 1)? } else { c };
+            let c = if c.end.as_slice() <= key && i + 1 < v.len() {
+                stepped = Some(c.end.to_vec());
+                v.child(i + 1)?
+            } else {
+                c
+            };
             (offset, len) = (c.offset, c.len);
         }
     }
 
     /// Iterates the areas whose end key is after `from`, in DR-tree order, reading leaves sequentially.
     pub fn iter_from(self: &Arc<Self>, from: &[u8]) -> Result<AreaIter> {
-        let next = self.seek_leaf(from)?;
-        Ok(AreaIter { tree: Arc::clone(self), next, buf: Vec::new(), idx: 0, from: from.to_vec(), leaves: 0 })
+        let (next, stepped) = self.seek_leaf(from)?;
+        Ok(AreaIter {
+            tree: Arc::clone(self),
+            next,
+            buf: Vec::new(),
+            idx: 0,
+            from: from.to_vec(),
+            leaves: 0,
+            floor_known: stepped.is_some(),
+            floor: stepped.unwrap_or_default(),
+        })
     }
 
     /// Iterates every area.
     pub fn iter(self: &Arc<Self>) -> Result<AreaIter> {
-        Ok(AreaIter { tree: Arc::clone(self), next: 0, buf: Vec::new(), idx: 0, from: Vec::new(), leaves: 0 })
+        Ok(AreaIter {
+            tree: Arc::clone(self),
+            next: 0,
+            buf: Vec::new(),
+            idx: 0,
+            from: Vec::new(),
+            leaves: 0,
+            floor: Vec::new(),
+            floor_known: true,
+        })
     }
 
     /// Reads and validates every node and checks order and disjointness of all areas (`rangedb`'s check).
@@ -578,16 +604,31 @@ pub struct AreaIter {
     idx: usize,
     from: Vec<u8>,
     leaves: u64,
+    /// After a seek to `from`: a key at or below `from` such that no area this iterator skipped or stepped over
+    /// covers a key in `[floor, from]` (the largest end key of those areas). Meaningful when `floor_known`.
+    floor: Vec<u8>,
+    floor_known: bool,
 }
 
 impl AreaIter {
     /// Repositions on the first area whose end key is after `from` (forward or backward).
     pub fn seek(&mut self, from: &[u8]) -> Result<()> {
-        self.next = self.tree.seek_leaf(from)?;
+        let (next, stepped) = self.tree.seek_leaf(from)?;
+        self.next = next;
         self.buf.clear();
         self.idx = 0;
-        self.from = from.to_vec();
+        self.from.clear();
+        self.from.extend_from_slice(from);
+        self.floor_known = stepped.is_some();
+        self.floor = stepped.unwrap_or_default();
         Ok(())
+    }
+
+    /// The largest end key of the areas before the first one returned since the last seek, when the seek skipped
+    /// or stepped over any; `None` when it did not (then every area before the first one returned ends at or
+    /// before that area's start, and there is none before it if that start is after the seek key).
+    pub(crate) fn floor(&self) -> Option<&[u8]> {
+        self.floor_known.then_some(self.floor.as_slice())
     }
 
     /// Leaves read so far.
@@ -599,13 +640,18 @@ impl AreaIter {
     pub fn next_area(&mut self) -> Result<Option<Area>> {
         loop {
             if !self.buf.is_empty() {
-                let v = NodeView::parse(&self.buf)?;
+                // Verified when loaded below (or when the leaf cache was filled).
+                let v = NodeView::parse_with(&self.buf, false).map_err(|e| e.in_file(&self.tree.path))?;
                 while self.idx < v.len() {
                     let a = v.area(self.idx)?;
                     self.idx += 1;
                     if a.end > self.from.as_slice() {
                         return Ok(Some(a.to_area()));
                     }
+                    // Ends grow along the leaves (disjoint key ranges; a band stack shares one end).
+                    self.floor.clear();
+                    self.floor.extend_from_slice(a.end);
+                    self.floor_known = true;
                 }
                 self.buf.clear();
             }
@@ -614,7 +660,11 @@ impl AreaIter {
                 return Ok(None);
             }
             let mut h = [0u8; HEADER_LEN];
-            self.tree.file.read_exact_at(&mut h, self.next)?;
+            let cached = self.tree.leaves.as_deref();
+            match cached.and_then(|l| l.get(self.next as usize..self.next as usize + HEADER_LEN)) {
+                Some(b) => h.copy_from_slice(b),
+                None => self.tree.file.read_exact_at(&mut h, self.next)?,
+            }
             let header = Header::parse(&h).map_err(|e| e.in_file(&self.tree.path))?;
             let len = u32::try_from(header.node_len())
                 .map_err(|_| Error::corrupt("leaf too long").in_file(&self.tree.path))?;
@@ -622,7 +672,14 @@ impl AreaIter {
                 return Err(Error::corrupt("leaf region malformed").in_file(&self.tree.path));
             }
             let mut buf = std::mem::take(&mut self.buf);
-            self.tree.read_node(self.next, len, &mut buf)?;
+            match cached.and_then(|l| l.get(self.next as usize..(self.next + u64::from(len)) as usize)) {
+                // The leaf cache was checksum-verified when the tree was opened.
+                Some(b) => {
+                    buf.clear();
+                    buf.extend_from_slice(b);
+                }
+                None => self.tree.read_node(self.next, len, &mut buf)?,
+            }
             self.buf = buf;
             self.next += u64::from(len);
             self.idx = 0;

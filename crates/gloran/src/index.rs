@@ -28,7 +28,7 @@
 //! a snapshot reader must tell apart; and a GC watermark ([`GlobalIndex::gc`]) below which no covered entry remains.
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use vfs::Fs;
 
@@ -123,6 +123,9 @@ pub struct GlobalIndex {
     /// the next flush (so at most once per byte of key length over the index's life).
     key_lo: Option<Vec<u8>>,
     key_hi: Option<Vec<u8>>,
+    /// The buffer disjointized for readers that see every buffered record, shared by cursors until the buffer
+    /// changes: an unbounded iterator would otherwise sort and sweep the whole buffer (up to 4 MiB) on creation.
+    buffer_view: Mutex<Option<Arc<Vec<Area>>>>,
 }
 
 /// Merges two area streams (each in DR-tree order) into one in start-key order.
@@ -255,6 +258,7 @@ impl GlobalIndex {
             work: Work::default(),
             key_lo,
             key_hi,
+            buffer_view: Mutex::new(None),
         };
         idx.check_invariants()?;
         Ok(idx)
@@ -291,6 +295,7 @@ impl GlobalIndex {
         if self.opts.use_estimator {
             self.eve.insert(&area);
         }
+        self.buffer_changed();
         self.buffer.insert(area);
         if self.opts.auto_flush && self.needs_flush() {
             self.flush()?;
@@ -320,12 +325,18 @@ impl GlobalIndex {
         !self.buffer.is_empty()
     }
 
+    /// Drops the shared cursor view of the buffer. REQUIRES: called by every change of the buffer.
+    fn buffer_changed(&mut self) {
+        *self.buffer_view.get_mut().unwrap_or_else(|p| p.into_inner()) = None;
+    }
+
     /// Writes the buffer's records into the first disk level and compacts levels that overflow. After it returns,
     /// every record inserted so far is in a synced file listed by [`GlobalIndex::live_files`].
     pub fn flush(&mut self) -> Result<()> {
         if self.buffer.is_empty() {
             return Ok(());
         }
+        self.buffer_changed();
         let areas = disjointize(self.buffer.areas(), &self.snapshots, self.watermark)?;
         let base = self.level_iter(0)?;
         let mut mem = areas.into_iter();
@@ -513,6 +524,7 @@ impl GlobalIndex {
             return Ok(());
         }
         self.watermark = watermark;
+        self.buffer_changed();
         self.work.gc_runs += 1;
         self.work.gc_estimators_dropped += self.eve.gc(watermark) as u64;
         if !self.buffer.is_empty() {
@@ -596,14 +608,29 @@ impl GlobalIndex {
     /// at `snapshot` (iterators and compaction). It reads each level sequentially and holds its own handles, so it
     /// stays valid across later flushes as long as the engine keeps the files it was created on.
     pub fn cursor(&self, lo: &[u8], hi: Option<&[u8]>, snapshot: u64) -> Result<Cursor> {
-        let mut buffered = self.buffer.overlapping(lo, hi);
-        buffered.retain(|a| a.seq <= snapshot);
-        let buffered = disjointize(buffered, &[snapshot], 0)?;
+        let buffered = if snapshot >= self.last_seq {
+            // Every buffered record is visible (their sequence numbers are at most `last_seq`), so the view does
+            // not depend on `snapshot`: one stripe either way. It covers the whole key space, a superset of
+            // `[lo, hi)`.
+            let mut view = self.buffer_view.lock().unwrap_or_else(|p| p.into_inner());
+            match &*view {
+                Some(v) => Arc::clone(v),
+                None => {
+                    let v = Arc::new(disjointize(self.buffer.areas(), &[snapshot], 0)?);
+                    *view = Some(Arc::clone(&v));
+                    v
+                }
+            }
+        } else {
+            let mut buffered = self.buffer.overlapping(lo, hi);
+            buffered.retain(|a| a.seq <= snapshot);
+            Arc::new(disjointize(buffered, &[snapshot], 0)?)
+        };
         let mut levels = Vec::new();
         for l in self.levels.iter().flatten() {
             levels.push(l.tree.iter_from(lo)?);
         }
-        Ok(Cursor::new(buffered, levels, snapshot))
+        Ok(Cursor::new(buffered, levels, lo, snapshot))
     }
 
     /// Iterates the areas of disk level `level` in key order (`None` if the level is empty).

@@ -137,6 +137,12 @@ fn run(seed: u64) {
                 want,
                 "trial {trial} (budget {budget}): {k:?}@{e} with {count} durable records"
             );
+            // The estimator is rebuilt at open from the surviving files: it must not miss a durable record.
+            assert_eq!(
+                idx.check_entry(&k, e, u64::MAX).unwrap(),
+                want,
+                "trial {trial} (budget {budget}): check_entry {k:?}@{e} with {count} durable records"
+            );
         }
     }
 }

@@ -199,6 +199,21 @@ fn run(seed: u64) {
                     "step {step}: cursor({k:?}, {e}, snapshot {s})"
                 );
             }
+            // The same cursor walked back (reverse iteration), then asked in random order (seeks anywhere),
+            // without being told where it goes.
+            let mut order: Vec<&Vec<u8>> = keys.iter().rev().collect();
+            let n = order.len();
+            for i in 0..n {
+                order.push(&keys[rng.random_range(i..n)]);
+            }
+            for k in order {
+                let e = rng.random_range(watermark..=seq + 1);
+                assert_eq!(
+                    cur.covered(k, e).unwrap(),
+                    model_covered(&recs, k, e, s),
+                    "step {step}: reverse/random cursor({k:?}, {e}, snapshot {s})"
+                );
+            }
         }
     }
     idx.check().unwrap();

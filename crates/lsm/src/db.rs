@@ -261,7 +261,7 @@ impl Db {
         edit.log_number = Some(wal_number);
         edit.last_seq = Some(last_seq);
         // Replayed range records go to synced index files before the edit that lets their WALs be deleted.
-        edit.range_index = range_deletes.flush(&[], last_seq)?;
+        edit.range_index = range_deletes.flush(&[], last_seq, &mut || {})?;
         vs.log_and_apply(edit)?;
         let current = vs.current();
         let pending = compaction::pending_compaction_bytes(&current, &opts);
@@ -599,24 +599,28 @@ impl Inner {
     /// Runs `f` (an index flush of a strategy keeping range records outside the memtables) with the WAL synced and
     /// held: every record the index holds is then durable in the WAL too, so the index never makes a delete
     /// durable whose preceding writes a crash could still lose (recovery must give a prefix of the writes). While
-    /// the WAL is held no record can be appended; one appended before is covered by the sync.
-    fn with_wal_synced<T>(&self, f: impl FnOnce() -> Result<T>) -> Result<T> {
+    /// the WAL is held no record can be appended; one appended before is covered by the sync. The strategy
+    /// releases the WAL early (the callback `f` receives) once its index takes no further record, so writers do
+    /// not wait for the index's file writes and syncs; records appended after that wait for the index.
+    fn with_wal_synced<T>(&self, f: impl FnOnce(&mut dyn FnMut()) -> Result<T>) -> Result<T> {
         if self.range_deletes.keeps_local_tombstones() {
-            return f();
+            return f(&mut || {});
         }
-        let mut w = lock(&self.wal);
-        if let Some(w) = w.as_mut() {
-            w.writer.sync()?;
+        let mut w = Some(lock(&self.wal));
+        if let Some(wal) = w.as_mut().and_then(|g| g.as_mut()) {
+            wal.writer.sync()?;
             self.counters.wal_syncs.fetch_add(1, Ordering::Relaxed);
         }
-        f()
+        // `f` may release the WAL once it has stopped new records (writers append to the WAL before they record);
+        // otherwise it is released when `f` returns.
+        f(&mut || drop(w.take()))
     }
 
     /// Background work of the range-delete strategy (index flush, GC), recorded in its own MANIFEST edit.
     /// REQUIRES: `work` held.
     fn maintain_range_deletes(&self) -> Result<()> {
         let (snaps, published) = self.snapshot_list();
-        let state = self.with_wal_synced(|| self.range_deletes.maintain(&snaps, published))?;
+        let state = self.with_wal_synced(|frozen| self.range_deletes.maintain(&snaps, published, frozen))?;
         let Some(state) = state else { return Ok(()) };
         let edit = VersionEdit { range_index: Some(state), ..VersionEdit::default() };
         lock(&self.versions).log_and_apply(edit)?;
@@ -911,7 +915,8 @@ impl Inner {
         edit.last_seq = Some(self.last_seq.load(Ordering::Acquire));
         // Range records outside the memtable live only in the WAL until the index has written them.
         let (snaps, published) = self.snapshot_list();
-        edit.range_index = self.with_wal_synced(|| self.range_deletes.flush(&snaps, published))?;
+        edit.range_index =
+            self.with_wal_synced(|frozen| self.range_deletes.flush(&snaps, published, frozen))?;
         let recorded = edit.range_index.is_some();
         let output_files = edit.added.len() as u64;
         let new_tables: Vec<(u64, u64)> = edit.added.iter().map(|(_, f)| (f.number, f.size)).collect();
@@ -1002,7 +1007,7 @@ impl Inner {
         vs_edit.last_seq = Some(self.last_seq.load(Ordering::Acquire));
         // Entries dropped under a range record of the global index: that record must be durable before the edit
         // that drops them is (its WAL may not be synced yet).
-        self.with_wal_synced(|| Ok(()))?;
+        self.with_wal_synced(|_| Ok(()))?;
         let mut vs = lock(&self.versions);
         // On failure the outputs stay on disk: a MANIFEST write or sync that failed may still have made the edit
         // durable, and removing tables it names would leave the next open with a MANIFEST pointing at nothing.

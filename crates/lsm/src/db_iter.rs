@@ -28,10 +28,11 @@ pub struct DbIter {
     saved_value: Vec<u8>,
     err: Option<Error>,
     _version: Arc<Version>,
-    /// Range records kept outside the sources (GLORAN's global index), asked in key order.
+    /// Range records kept outside the sources (GLORAN's global index).
     global: Option<Box<dyn RangeCover>>,
-    /// The last key asked of `global` (a smaller key repositions it first: reverse steps, seeks).
-    global_at: Option<Vec<u8>>,
+    /// The iterator was repositioned: the next key asked of `global` repositions it too, so it does not walk
+    /// over every range record between its old position and the new one.
+    global_reseek: bool,
     _pin: Option<ReadPin>,
 }
 
@@ -63,7 +64,7 @@ impl DbIter {
             err: None,
             _version: version,
             global: None,
-            global_at: None,
+            global_reseek: false,
             _pin: None,
         }
     }
@@ -79,21 +80,14 @@ impl DbIter {
             return true;
         }
         let Some(g) = self.global.as_mut() else { return false };
-        let r = (|| {
-            // Forward scans ask in ascending order and share one pass over the index; a reverse step asks a smaller
-            // key, so the cursor is repositioned there (one leaf per index level, like a point check).
-            if self.global_at.as_deref().is_some_and(|at| uk < at) {
-                g.seek(uk)?;
-            }
+        // Forward scans ask in ascending order and share one pass over the index; reverse steps and seeks ask
+        // smaller keys, which the cover answers by repositioning only when the key leaves the area or gap it
+        // stands on.
+        let r = if std::mem::take(&mut self.global_reseek) {
+            g.seek(uk).and_then(|()| g.covered(uk, seq))
+        } else {
             g.covered(uk, seq)
-        })();
-        match &mut self.global_at {
-            Some(at) => {
-                at.clear();
-                at.extend_from_slice(uk);
-            }
-            None => self.global_at = Some(uk.to_vec()),
-        }
+        };
         match r {
             Ok(c) => c,
             Err(e) => {
@@ -277,6 +271,7 @@ impl DbIter {
 
     /// Positions at the first live key >= `target` (and >= the lower bound).
     pub fn seek(&mut self, target: &[u8]) {
+        self.global_reseek = true;
         let t = match &self.lower {
             Some(l) if target < l.as_slice() => l.clone(),
             _ => target.to_vec(),
@@ -290,6 +285,7 @@ impl DbIter {
 
     /// Positions at the last live key <= `target` (and below the upper bound).
     pub fn seek_for_prev(&mut self, target: &[u8]) {
+        self.global_reseek = true;
         if self.upper.as_ref().is_some_and(|u| target >= u.as_slice()) {
             self.seek_to_last();
             return;
@@ -309,6 +305,7 @@ impl DbIter {
 
     /// Positions at the first live key.
     pub fn seek_to_first(&mut self) {
+        self.global_reseek = true;
         match self.lower.clone() {
             Some(l) => self.seek(&l),
             None => {
@@ -323,6 +320,7 @@ impl DbIter {
 
     /// Positions at the last live key.
     pub fn seek_to_last(&mut self) {
+        self.global_reseek = true;
         self.forward = false;
         self.saved_key.clear();
         self.saved_value.clear();

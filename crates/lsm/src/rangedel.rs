@@ -34,9 +34,11 @@ use crate::version::Version;
 
 /// Answers "is `(key, seq)` deleted for this reader?" for keys asked in ascending order (iterators, compaction).
 pub trait RangeCover: Send {
-    /// Whether `(key, seq)` is covered. Keys may go backwards only after [`RangeCover::seek`].
+    /// Whether `(key, seq)` is covered. Keys may come in any order within the range the cover was made for;
+    /// ascending keys are cheapest, descending ones (reverse iteration) cheap.
     fn covered(&mut self, key: &[u8], seq: u64) -> Result<bool>;
-    /// Repositions so keys from `key` on can be asked (an iterator's seek or change of direction).
+    /// Repositions at `key` (an iterator's seek): saves walking over the areas in between, never needed for
+    /// correctness.
     fn seek(&mut self, key: &[u8]) -> Result<()>;
 }
 
@@ -122,8 +124,18 @@ pub trait RangeDeleteStrategy: Send + Sync {
     /// Makes every record so far durable outside the WAL (called in the memtable flush before its MANIFEST edit,
     /// so the WAL may then be dropped). `snapshots`: live snapshots; `published`: the last visible sequence
     /// (snapshots taken meanwhile are at or after it). Returns the state to record in the edit if it changed.
-    fn flush(&self, snapshots: &[u64], published: u64) -> Result<Option<RangeIndexState>> {
-        let _ = (snapshots, published);
+    ///
+    /// The engine calls it with the WAL synced and locked, so every record present is durable in the WAL.
+    /// `records_frozen` releases the WAL: call it once no further record can be added before this call returns
+    /// (for GLORAN, once the index's write lock is held), so writers are not held up by the index's file writes
+    /// and syncs.
+    fn flush(
+        &self,
+        snapshots: &[u64],
+        published: u64,
+        records_frozen: &mut dyn FnMut(),
+    ) -> Result<Option<RangeIndexState>> {
+        let _ = (snapshots, published, records_frozen);
         Ok(None)
     }
 
@@ -134,8 +146,14 @@ pub trait RangeDeleteStrategy: Send + Sync {
 
     /// Background work under the engine's work lock: an index flush when its buffer is full, a pending GC whose
     /// older readers have finished. Returns the state to record in a MANIFEST edit if it changed.
-    fn maintain(&self, snapshots: &[u64], published: u64) -> Result<Option<RangeIndexState>> {
-        let _ = (snapshots, published);
+    /// Called as [`RangeDeleteStrategy::flush`], with the same `records_frozen` contract.
+    fn maintain(
+        &self,
+        snapshots: &[u64],
+        published: u64,
+        records_frozen: &mut dyn FnMut(),
+    ) -> Result<Option<RangeIndexState>> {
+        let _ = (snapshots, published, records_frozen);
         Ok(None)
     }
 

@@ -234,8 +234,14 @@ impl RangeDeleteStrategy for Instance {
         Some(e)
     }
 
-    fn flush(&self, snapshots: &[u64], published: u64) -> Result<Option<RangeIndexState>> {
+    fn flush(
+        &self,
+        snapshots: &[u64],
+        published: u64,
+        records_frozen: &mut dyn FnMut(),
+    ) -> Result<Option<RangeIndexState>> {
         let mut idx = self.write();
+        records_frozen();
         self.flush_locked(&mut idx, snapshots, published)?;
         Ok(self.take_state(&idx))
     }
@@ -244,8 +250,14 @@ impl RangeDeleteStrategy for Instance {
         self.read().needs_flush() || self.gc_ready().is_some()
     }
 
-    fn maintain(&self, snapshots: &[u64], published: u64) -> Result<Option<RangeIndexState>> {
+    fn maintain(
+        &self,
+        snapshots: &[u64],
+        published: u64,
+        records_frozen: &mut dyn FnMut(),
+    ) -> Result<Option<RangeIndexState>> {
         let mut idx = self.write();
+        records_frozen();
         if idx.needs_flush() {
             self.flush_locked(&mut idx, snapshots, published)?;
         }

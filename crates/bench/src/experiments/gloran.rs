@@ -18,13 +18,15 @@
 //! - `balanced-len{16,64,256,1024}`: range length sweep at 10 % range deletes (Exp 2, Fig. 10);
 //! - `ycsb-a-zipf-rd10`: YCSB-A (50/50) with scrambled-Zipfian keys, 10 % of updates as range deletes (Table 4);
 //! - `scan-100`: range lookups (seek + 100 nexts) after the workloads (Table 3);
-//! - `space`: bytes on disk, engine memory of the range-delete structures, global-index statistics.
+//! - `space`: bytes on disk, engine memory of the range-delete structures, global-index statistics;
+//! - `kv-k{K}-v{V}`: key and value size sweep (Fig. 11 (a)(b)): balanced with 10 % range deletes on a fresh store
+//!   of `n / 4` keys of `K` bytes with `V`-byte values, `ops / 4` operations (`--set kv=false` skips it).
 //!
 //! Each mix reports throughput, point-lookup latency (P50/P95/P99), update and range-delete latency. Ratios of
 //! `lsm-gloran` against every other system are added as `*_speedup` rows and notes, with the issue's targets.
 //! The workloads run one after another on the same store per system (the same sequence for every system).
 //!
-//! `--set n=KEYS ops=N len=KEYS`.
+//! `--set n=KEYS ops=N len=KEYS kv=BOOL systems=a,b` (`systems`: a subset of the systems, e.g. for profiling one).
 
 use std::path::Path;
 use std::sync::Arc;
@@ -41,13 +43,43 @@ use crate::{Ctx, Experiment, Report, Result};
 pub struct Gloran;
 
 const VALUE_LEN: usize = 100;
+const MAX_KEY: usize = 256;
+const MAX_VALUE: usize = 1024;
 
-fn key(i: u64) -> [u8; 16] {
-    super::rocks::user_key(i)
+/// Key and value sizes of a store. Keys are `user` + 12 decimal digits (ordered like the integers), padded with
+/// `k` bytes to `key_len`; values are pseudo-random letters.
+#[derive(Debug, Clone, Copy)]
+struct Shape {
+    key_len: usize,
+    value_len: usize,
 }
 
-fn value(i: u64) -> [u8; VALUE_LEN] {
-    super::rocks::letters_value(i)
+/// A key or value on the stack (no allocation on the measured path).
+struct Buf<const N: usize> {
+    b: [u8; N],
+    len: usize,
+}
+
+impl<const N: usize> std::ops::Deref for Buf<N> {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        &self.b[..self.len]
+    }
+}
+
+impl Shape {
+    const DEFAULT: Shape = Shape { key_len: 16, value_len: VALUE_LEN };
+
+    fn key(&self, i: u64) -> Buf<MAX_KEY> {
+        let mut b = [b'k'; MAX_KEY];
+        b[..16].copy_from_slice(&super::rocks::user_key(i));
+        Buf { b, len: self.key_len }
+    }
+
+    fn value(&self, i: u64) -> Buf<MAX_VALUE> {
+        let v: [u8; MAX_VALUE] = super::rocks::letters_value(i);
+        Buf { b: v, len: self.value_len }
+    }
 }
 
 /// How a system executes a range delete of keys `[a, b)`.
@@ -68,6 +100,7 @@ enum Engine {
 struct System {
     engine: Engine,
     mode: RangeMode,
+    shape: Shape,
 }
 
 impl System {
@@ -90,10 +123,11 @@ impl System {
     }
 
     fn delete_range(&self, a: u64, b: u64) {
+        let key = |i| self.shape.key(i);
         let Engine::Ours(d) = &self.engine else {
             if let Engine::Rocks(d) = &self.engine {
                 let mut wb = rocksdb::WriteBatch::default();
-                wb.delete_range(key(a), key(b));
+                wb.delete_range(&*key(a), &*key(b));
                 let _ = d.write(wb);
             }
             return;
@@ -182,7 +216,7 @@ struct Config {
     block_cache: usize,
 }
 
-fn open(name: &str, dir: &Path, c: Config) -> Result<(System, String)> {
+fn open(name: &str, dir: &Path, c: Config, shape: Shape) -> Result<(System, String)> {
     if name == "rocksdb" {
         let mut o = rocksdb::Options::default();
         o.create_if_missing(true);
@@ -205,7 +239,7 @@ fn open(name: &str, dir: &Path, c: Config) -> Result<(System, String)> {
              bloom=10 block_cache={} compression=none",
             c.write_buffer_size, c.level_base, c.target_file_size, c.block_cache
         );
-        return Ok((System { engine: Engine::Rocks(db), mode: RangeMode::Native }, desc));
+        return Ok((System { engine: Engine::Rocks(db), mode: RangeMode::Native, shape }, desc));
     }
     let (strategy, mode) = match name {
         "lsm-gloran" => ("global", RangeMode::Native),
@@ -228,7 +262,7 @@ fn open(name: &str, dir: &Path, c: Config) -> Result<(System, String)> {
     let desc = format!("{o:?}");
     let fs: Arc<dyn vfs::Fs> = Arc::new(vfs::OsFs::new());
     let db = lsm::Db::open(fs, dir, o).map_err(|e| e.to_string())?;
-    Ok((System { engine: Engine::Ours(db), mode }, desc))
+    Ok((System { engine: Engine::Ours(db), mode, shape }, desc))
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -280,11 +314,11 @@ fn run_mix(sys: &System, ops: &[Op], len: u64, salt: u64) -> MixResult {
         let t = std::time::Instant::now();
         match *op {
             Op::Get(k) => {
-                std::hint::black_box(sys.get(&key(k)));
+                std::hint::black_box(sys.get(&sys.shape.key(k)));
                 get.record_duration(t.elapsed());
             }
             Op::Put(k) => {
-                sys.put(&key(k), &value(salt + i as u64));
+                sys.put(&sys.shape.key(k), &sys.shape.value(salt + i as u64));
                 put.record_duration(t.elapsed());
             }
             Op::RangeDelete(k) => {
@@ -397,13 +431,15 @@ impl Experiment for Gloran {
         let mut perm: Vec<u64> = (0..n).collect();
         perm.shuffle(&mut rng);
         let seeks: Vec<u64> = (0..ops / 10).map(|_| rng.random_range(0..n)).collect();
-        for name in SYSTEMS {
+        let only: Option<Vec<String>> =
+            ctx.set.get("systems").map(|s| s.split(',').map(|x| x.trim().to_string()).collect());
+        for name in SYSTEMS.into_iter().filter(|s| only.as_ref().is_none_or(|o| o.iter().any(|x| x == s))) {
             let dir = ctx.scratch.join(format!("gloran-{name}"));
             let _ = std::fs::remove_dir_all(&dir);
-            let (sys, desc) = open(name, &dir, cfg)?;
+            let (sys, desc) = open(name, &dir, cfg, Shape::DEFAULT)?;
             report.note(format!("{name}: {desc}"));
             for (i, &k) in perm.iter().enumerate() {
-                sys.put(&key(k), &value(i as u64));
+                sys.put(&sys.shape.key(k), &sys.shape.value(i as u64));
             }
             sys.settle();
             for (i, (w, _, _, l, _, _)) in mixes.iter().enumerate() {
@@ -413,7 +449,7 @@ impl Experiment for Gloran {
             let t = std::time::Instant::now();
             let mut read = 0;
             for &k in &seeks {
-                read += sys.seek_next(&key(k), 100);
+                read += sys.seek_next(&sys.shape.key(k), 100);
             }
             let secs = t.elapsed().as_secs_f64();
             report.row(
@@ -442,6 +478,43 @@ impl Experiment for Gloran {
             report.row("space", name, space);
             drop(sys);
             let _ = std::fs::remove_dir_all(&dir);
+        }
+        // Key and value size sweep (§6 Fig. 11 (a)(b)): balanced with 10 % range deletes, a fresh store of `n / 4`
+        // keys per size and system, `ops / 4` operations.
+        let kv: bool = ctx.setting("kv", true)?;
+        let (kv_n, kv_ops) = ((n / 4).max(1_000), (ops / 4).max(1_000));
+        let shapes: &[(usize, usize)] =
+            if kv { &[(64, 100), (256, 100), (16, 768), (256, 768)] } else { &[] };
+        for (j, &(key_len, value_len)) in shapes.iter().enumerate() {
+            let shape = Shape { key_len, value_len };
+            let w = format!("kv-k{key_len}-v{value_len}");
+            let mut p = base.clone();
+            p["keys"] = json!(kv_n);
+            p["ops"] = json!(kv_ops);
+            p["key_bytes"] = json!(key_len);
+            p["value_bytes"] = json!(value_len);
+            p["lookup_share"] = json!(0.5);
+            p["range_delete_share"] = json!(0.10);
+            p["range_len_keys"] = json!(len);
+            report.workload(&w, p);
+            let ops_plan = plan(ctx.seed ^ (0x6b76 + j as u64), kv_ops, kv_n, 0.5, 0.10, false)?;
+            let mut perm: Vec<u64> = (0..kv_n).collect();
+            perm.shuffle(&mut SmallRng::seed_from_u64(ctx.seed ^ (0x6b76 + j as u64)));
+            for name in SYSTEMS.into_iter().filter(|s| only.as_ref().is_none_or(|o| o.iter().any(|x| x == s)))
+            {
+                let dir = ctx.scratch.join(format!("gloran-{name}-{w}"));
+                let _ = std::fs::remove_dir_all(&dir);
+                let (sys, _) = open(name, &dir, cfg, shape)?;
+                for (i, &k) in perm.iter().enumerate() {
+                    sys.put(&shape.key(k), &shape.value(i as u64));
+                }
+                sys.settle();
+                let m = run_mix(&sys, &ops_plan, len, 1 << 40);
+                report.row(&w, name, mix_metrics(&m));
+                drop(sys);
+                let _ = std::fs::remove_dir_all(&dir);
+            }
+            mixes.push((w, 0.5, 0.10, len, false, kv_ops));
         }
         add_speedups(&mut report, &mixes);
         Ok(report)
