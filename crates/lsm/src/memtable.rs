@@ -32,17 +32,60 @@ use crate::tombstones::{Fragments, Tombstone};
 /// User keys an iterator copies per refill.
 pub const ITER_BATCH: usize = 64;
 
-/// Per-entry bookkeeping overhead charged to the memtable size (slot, vector and allocation headers).
-const ENTRY_OVERHEAD: usize = 48;
+/// Per range tombstone, the vector slots of its raw copy and of about one fragment.
+const TOMBSTONE_SLOTS: usize = 2 * std::mem::size_of::<Tombstone>();
 
-/// The versions of one user key: `(trailer, value)`, trailer ascending.
+/// The versions of one user key in one exact-size allocation, newest (largest trailer) first, each version
+/// `[trailer: u64 LE][value length: u32 LE][value]`.
+///
+/// Why one allocation: a `Vec<(trailer, Box<[u8]>)>` cost a 24-byte leaf slot, a 24-byte element allocation and
+/// the value's own allocation per entry (191 requested bytes per 16-byte key with a 100-byte value, memtable
+/// included); this form costs a 16-byte slot and `12 + value` bytes, and the write path makes one allocation per
+/// entry instead of two (three when a key already had versions: the old list was cloned, then grown). A new
+/// version of a key copies the older ones into the new allocation: keys rarely have more than a few versions in
+/// one memtable, and the copy replaces the clone the list form needed anyway (the tree has no in-place update).
 #[derive(Debug, Default, Clone)]
-pub struct Versions(Vec<(u64, Box<[u8]>)>);
+pub struct Versions(Box<[u8]>);
+
+/// Bytes of a version's header (trailer and value length).
+const VERSION_HEADER: usize = 12;
+
+impl Versions {
+    /// `(trailer, value)` newest first.
+    fn iter(&self) -> VersionsIter<'_> {
+        VersionsIter(&self.0)
+    }
+
+    /// This list with `(trailer, value)` in front. REQUIRES: `trailer` larger than every trailer in the list.
+    fn with_newest(older: &[u8], trailer: u64, value: &[u8]) -> Versions {
+        let mut b = Vec::with_capacity(VERSION_HEADER + value.len() + older.len());
+        b.extend_from_slice(&trailer.to_le_bytes());
+        b.extend_from_slice(&(value.len() as u32).to_le_bytes());
+        b.extend_from_slice(value);
+        b.extend_from_slice(older);
+        Versions(b.into_boxed_slice())
+    }
+}
+
+/// Cursor over an encoded version list. The list is only ever built by [`Versions::with_newest`], so it is well
+/// formed; a short remainder ends the walk rather than panicking.
+struct VersionsIter<'a>(&'a [u8]);
+
+impl<'a> Iterator for VersionsIter<'a> {
+    type Item = (u64, &'a [u8]);
+    fn next(&mut self) -> Option<Self::Item> {
+        let head = self.0.get(..VERSION_HEADER)?;
+        let t = u64::from_le_bytes(head[..8].try_into().ok()?);
+        let n = u32::from_le_bytes(head[8..].try_into().ok()?) as usize;
+        let v = self.0.get(VERSION_HEADER..VERSION_HEADER + n)?;
+        self.0 = &self.0[VERSION_HEADER + n..];
+        Some((t, v))
+    }
+}
 
 impl HeapSize for Versions {
     fn heap_size(&self) -> usize {
-        self.0.capacity() * std::mem::size_of::<(u64, Box<[u8]>)>()
-            + self.0.iter().map(|(_, v)| v.len()).sum::<usize>()
+        self.0.len()
     }
 }
 
@@ -69,7 +112,10 @@ pub struct MemTable {
     /// Raw tombstones (for counting) and the fragmented list, kept current incrementally (copy-on-write when an
     /// iterator still holds the previous list).
     tombs: RwLock<(Vec<Tombstone>, Arc<Fragments>)>,
-    size: AtomicUsize,
+    /// Approximate bytes of the range tombstones (raw and fragmented).
+    tomb_bytes: AtomicUsize,
+    /// The empty tree's `memory_usage`, not charged (see `approx_size`).
+    empty_bytes: usize,
     entries: AtomicUsize,
     frozen: AtomicBool,
     /// The WAL file that holds this memtable's writes.
@@ -79,10 +125,12 @@ pub struct MemTable {
 impl MemTable {
     /// An empty memtable whose writes are logged in WAL `log_number`.
     pub fn new(log_number: u64) -> Self {
+        let map = Map(ConcurrentBpTree::new());
         MemTable {
-            map: Map(ConcurrentBpTree::new()),
+            empty_bytes: map.memory_usage(),
+            map,
             tombs: RwLock::new((Vec::new(), Arc::new(Fragments::default()))),
-            size: AtomicUsize::new(0),
+            tomb_bytes: AtomicUsize::new(0),
             entries: AtomicUsize::new(0),
             frozen: AtomicBool::new(false),
             log_number,
@@ -94,16 +142,12 @@ impl MemTable {
     /// reading the key's versions and inserting the longer list.
     pub fn add(&self, seq: u64, kind: Kind, key: &[u8], value: &[u8]) {
         debug_assert!(!self.frozen.load(Ordering::Acquire), "write to a frozen memtable");
-        let v = (ikey::pack(seq, kind), Box::<[u8]>::from(value));
-        let vs = match self.map.get(key) {
-            Some(mut vs) => {
-                vs.0.push(v);
-                vs
-            }
-            None => Versions(vec![v]),
-        };
+        let t = ikey::pack(seq, kind);
+        let vs = self
+            .map
+            .get_with(key, |old| Versions::with_newest(&old.0, t, value))
+            .unwrap_or_else(|| Versions::with_newest(&[], t, value));
         self.map.insert(ByteKey::new(key), vs);
-        self.size.fetch_add(key.len() + value.len() + ENTRY_OVERHEAD, Ordering::Relaxed);
         self.entries.fetch_add(1, Ordering::Relaxed);
     }
 
@@ -112,7 +156,9 @@ impl MemTable {
         let mut t = self.tombs.write().unwrap_or_else(|p| p.into_inner());
         t.0.push(Tombstone { start: start.to_vec(), end: end.to_vec(), seq });
         Arc::make_mut(&mut t.1).insert(start, end, seq);
-        self.size.fetch_add(start.len() + end.len() + ENTRY_OVERHEAD, Ordering::Relaxed);
+        // The raw copy plus about as much again in fragments (a fragment holds a start, an end and its
+        // sequences), with the vector slots of both.
+        self.tomb_bytes.fetch_add(2 * (start.len() + end.len()) + TOMBSTONE_SLOTS, Ordering::Relaxed);
     }
 
     /// The fragmented range tombstones.
@@ -129,15 +175,19 @@ impl MemTable {
     pub fn get(&self, key: &[u8], snapshot: u64) -> Option<(u64, Kind, Vec<u8>)> {
         self.map
             .get_with(key, |v| {
-                let (t, val) = v.0.iter().rev().find(|(t, _)| t >> 8 <= snapshot)?;
+                let (t, val) = v.iter().find(|(t, _)| t >> 8 <= snapshot)?;
                 Some((t >> 8, Kind::from_u8((t & 0xff) as u8)?, val.to_vec()))
             })
             .flatten()
     }
 
-    /// Approximate bytes used.
+    /// Bytes used by what was added: the BP-tree's own count of its nodes and of every key's and version list's
+    /// allocation (kept incrementally by the tree) above the empty tree's, plus the range tombstones. This is what
+    /// is compared with `write_buffer_size`, as RocksDB compares its arena's allocated bytes. The empty tree (its
+    /// root leaf) is left out: with a budget of a few KiB it alone would reach the limit, and every write would
+    /// switch to another empty memtable. An empty memtable is therefore 0.
     pub fn approx_size(&self) -> usize {
-        self.size.load(Ordering::Relaxed)
+        self.map.memory_usage().saturating_sub(self.empty_bytes) + self.tomb_bytes.load(Ordering::Relaxed)
     }
 
     /// Whether nothing (no entry, no tombstone) was added.
@@ -191,14 +241,14 @@ impl MemIter {
         let buf = &mut self.buf;
         mem.map.iterate_range(lo, ITER_BATCH, |k, vs| {
             let kb = k.as_bytes();
-            for (vt, v) in vs.0.iter().rev() {
+            for (vt, v) in vs.iter() {
                 if let Some((uk, t)) = from
                     && kb == uk
-                    && (if after { *vt >= t } else { *vt > t })
+                    && (if after { vt >= t } else { vt > t })
                 {
                     continue;
                 }
-                buf.push((ik(kb, *vt), v.clone()));
+                buf.push((ik(kb, vt), Box::from(v)));
             }
         });
     }
@@ -214,15 +264,18 @@ impl MemIter {
         // Collected in descending internal order, reversed at the end.
         for (k, vs) in mem.map.range((Bound::Unbounded, hi)).rev().take(ITER_BATCH) {
             let kb = k.as_bytes();
-            for (vt, v) in vs.0.iter() {
+            // Oldest first: the whole buffer is reversed at the end.
+            let start = self.buf.len();
+            for (vt, v) in vs.iter() {
                 if let Some((uk, t)) = before
                     && kb == uk
-                    && *vt <= t
+                    && vt <= t
                 {
                     continue;
                 }
-                self.buf.push((ik(kb, *vt), v.clone()));
+                self.buf.push((ik(kb, vt), Box::from(v)));
             }
+            self.buf[start..].reverse();
         }
         self.buf.reverse();
         self.pos = self.buf.len().saturating_sub(1);
@@ -325,6 +378,19 @@ mod tests {
         assert_eq!(m.get(b"b", 2).map(|x| x.2), Some(b"b1".to_vec()));
         assert_eq!(m.get(b"b", 3).map(|x| x.1), Some(Kind::Delete));
         assert_eq!(m.get(b"a", 1), None);
+    }
+
+    /// Regression: charging the empty tree's root leaf made a memtable with a few-KiB budget full before its first
+    /// write, and the write path switched memtables forever.
+    #[test]
+    fn empty_memtable_is_charged_nothing() {
+        let m = MemTable::new(1);
+        assert_eq!(m.approx_size(), 0);
+        m.add(1, Kind::Value, b"0123456789abcdef", &[1u8; 100]);
+        let one = m.approx_size();
+        assert!((128..1024).contains(&one), "one 16+100-byte entry charged {one} bytes");
+        m.add_range_delete(2, b"a", b"b");
+        assert!(m.approx_size() > one);
     }
 
     #[test]
