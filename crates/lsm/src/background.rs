@@ -14,9 +14,10 @@
 //! A compaction thread picks under the `running` lock, from the newest installed version, a compaction whose
 //! files no running compaction holds (`picker::pick`), marks its files `being_compacted` and registers its
 //! output range, runs it holding `work` shared, installs its edit, and only then unregisters: a compaction
-//! picked after that sees the installed version. Work that needs the levels to itself (RangeReduce rewrites,
-//! level renaming, manual `compact_range`) takes `work` exclusively, so no automatic compaction runs during it;
-//! flushes still do (they only add L0 files, which those jobs tolerate).
+//! picked after that sees the installed version. A RangeReduce rewrite holds `work` shared too and claims its
+//! files the same way (`range_reduce/claim.rs`). Work that needs the levels to itself (level renaming, manual
+//! `compact_range`) takes `work` exclusively, so no automatic compaction runs during it; flushes still do (they
+//! only add L0 files, which those jobs tolerate).
 //!
 //! Edits from different threads interleave in the MANIFEST; each names only its own files, so applying them in
 //! any order gives the same levels. `Inner::install` makes the in-memory `current` follow MANIFEST order.
@@ -158,15 +159,21 @@ impl Inner {
         }
     }
 
-    /// A RangeReduce rewrite or level renaming, with `work` held exclusively.
+    /// A RangeReduce rewrite (with `work` held shared: it claims its files like a compaction), else a level
+    /// renaming when due (with `work` held exclusively).
     fn exclusive_step(&self) -> Option<Result<()>> {
-        let rr = &self.opts.range_reduce;
-        let renaming = rr.mode != crate::RangeReduceMode::Off && rr.level_renaming;
-        if !self.rr.has_work() && !renaming {
+        if self.rr.has_work() {
+            let _w = self.work.read().unwrap_or_else(|p| p.into_inner());
+            if let Some(r) = self.range_reduce_rewrite_step() {
+                return Some(r);
+            }
+        }
+        let v = lock(&self.state).current.clone();
+        if !self.renaming_due(&v) {
             return None;
         }
         let _w = self.work.write().unwrap_or_else(|p| p.into_inner());
-        self.range_reduce_step()
+        self.rename_levels_if_due()
     }
 
     /// One automatic compaction, if one is due and free of conflicts.

@@ -17,6 +17,7 @@
 //! The module is a child of `db` (declared there) so it can reach the engine's internals without widening their
 //! visibility; its hooks in `db.rs` are one line each.
 
+mod claim;
 mod rewrite;
 mod select;
 mod tap;
@@ -120,6 +121,9 @@ pub struct RangeReduceStats {
     pub rewrites: u64,
     /// Rewrites aborted because a flush or compaction changed a level they depend on.
     pub rewrites_aborted: u64,
+    /// Of `rewrites_aborted`: rewrites that found a file they would delete held by a running compaction (or a
+    /// compaction writing where they would).
+    pub rewrites_claim_conflicts: u64,
     /// Rewrites abandoned after an I/O error before their edit (nothing installed, nothing lost).
     pub rewrites_failed: u64,
     /// Bytes written by RQ-triggered compactions (merged runs plus rewritten heads and tails).
@@ -140,7 +144,7 @@ pub struct RangeReduceStats {
 impl RangeReduceStats {
     /// A JSON object of every field.
     pub fn to_json(&self) -> String {
-        let f: [(&str, u64); 15] = [
+        let f: [(&str, u64); 16] = [
             ("range_queries", self.range_queries),
             ("range_query_bytes_read", self.range_query_bytes_read),
             ("rewrites_planned", self.rewrites_planned),
@@ -149,6 +153,7 @@ impl RangeReduceStats {
             ("rewrites_skipped_busy", self.rewrites_skipped_busy),
             ("rewrites", self.rewrites),
             ("rewrites_aborted", self.rewrites_aborted),
+            ("rewrites_claim_conflicts", self.rewrites_claim_conflicts),
             ("rewrites_failed", self.rewrites_failed),
             ("rewrite_write_bytes", self.rewrite_write_bytes),
             ("rewrite_read_bytes", self.rewrite_read_bytes),
@@ -172,6 +177,7 @@ pub(crate) struct Counters {
     rewrites_skipped_busy: AtomicU64,
     rewrites: AtomicU64,
     rewrites_aborted: AtomicU64,
+    rewrites_claim_conflicts: AtomicU64,
     rewrites_failed: AtomicU64,
     rewrite_write_bytes: AtomicU64,
     rewrite_read_bytes: AtomicU64,
@@ -211,7 +217,13 @@ pub(crate) struct Shared {
     queue: Mutex<VecDeque<Job>>,
     running: AtomicBool,
     owner: OnceLock<Weak<Inner>>,
+    /// Test hook run right after a rewrite claimed its files, before it writes anything.
+    #[cfg(test)]
+    pub(crate) on_claim: Mutex<Option<ClaimHook>>,
 }
+
+#[cfg(test)]
+pub(crate) type ClaimHook = Box<dyn FnMut(&Inner, &[(usize, Arc<FileMeta>)]) + Send>;
 
 impl std::fmt::Debug for Shared {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -229,6 +241,16 @@ impl Shared {
     pub(crate) fn has_work(&self) -> bool {
         self.running.load(Ordering::Acquire) || !lock(&self.queue).is_empty()
     }
+
+    #[cfg(test)]
+    fn after_claim(&self, inner: &Inner, claimed: &[(usize, Arc<FileMeta>)]) {
+        if let Some(h) = lock(&self.on_claim).as_mut() {
+            h(inner, claimed);
+        }
+    }
+
+    #[cfg(not(test))]
+    fn after_claim(&self, _: &Inner, _: &[(usize, Arc<FileMeta>)]) {}
 
     fn pending(&self) -> usize {
         lock(&self.queue).len() + usize::from(self.running.load(Ordering::Acquire))
@@ -397,6 +419,7 @@ impl Inner {
             rewrites_skipped_busy: load(&c.rewrites_skipped_busy),
             rewrites: load(&c.rewrites),
             rewrites_aborted: load(&c.rewrites_aborted),
+            rewrites_claim_conflicts: load(&c.rewrites_claim_conflicts),
             rewrites_failed: load(&c.rewrites_failed),
             rewrite_write_bytes: load(&c.rewrite_write_bytes),
             rewrite_read_bytes: load(&c.rewrite_read_bytes),

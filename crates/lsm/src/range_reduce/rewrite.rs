@@ -1,8 +1,10 @@
 //! The background half of a query-driven compaction: validate the claim, write the merged run at the deepest
 //! chosen level and the out-of-range heads and tails at their own levels, install one version edit. Also
-//! Level-Renaming. Runs on a compaction thread with the `work` lock held exclusively, so no compaction runs at
-//! the same time (flushes may: they only add L0 files); what it guards against is what changed between the
-//! query's decision and now.
+//! Level-Renaming. A rewrite runs on a compaction thread with the `work` lock held shared, like a compaction,
+//! beside other compactions: it claims the files it deletes (`claim.rs`) so no compaction takes them, and aborts
+//! if a compaction holds one. Level-Renaming takes `work` exclusively. What the checks below guard against is
+//! what changed between the query's decision and the claim, and what compactions of unclaimed files changed
+//! between the claim and the install (checked again under the `versions` lock the edit is applied under).
 //!
 //! Validity. The plan recorded, for every level from the shallowest chosen one down, the files whose keys meet
 //! `[lower, upper)`. If any of these sets changed, a flush or compaction moved data into, out of or through the
@@ -143,23 +145,31 @@ fn stays_disjoint(v: &Version, deleted: &[(u32, u64)], added: &[(u32, FileInfo)]
     true
 }
 
+/// Whether the files meeting `[lo, hi)` at every planned level shallower than `until` are still those the
+/// plan recorded. New L0 files are flushes: newer than everything collected, they stay above the run; every
+/// other change conflicts.
+fn plan_still_holds(v: &Version, meeting: &[(usize, Vec<u64>)], lo: &[u8], hi: &[u8], until: usize) -> bool {
+    meeting.iter().filter(|(l, _)| *l < until).all(|(l, want)| {
+        let mut now: Vec<u64> =
+            v.levels[*l].iter().filter(|f| meets(f, lo, hi)).map(|f| f.number()).collect();
+        let mut want = want.clone();
+        now.sort_unstable();
+        want.sort_unstable();
+        if *l == 0 { want.iter().all(|n| now.binary_search(n).is_ok()) } else { now == want }
+    })
+}
+
 impl Inner {
-    /// Hook of `background_step` (`work` held): runs one queued rewrite, else a level renaming when due.
-    pub(in crate::db) fn range_reduce_step(&self) -> Option<Result<()>> {
-        let job = {
-            let mut q = lock(&self.rr.queue);
-            let j = q.pop_front();
-            if j.is_some() {
-                self.rr.running.store(true, Ordering::Release);
-            }
-            j
-        };
-        if let Some(job) = job {
-            let r = self.rewrite(job);
-            self.rr.running.store(false, Ordering::Release);
-            return Some(r);
+    /// Hook of the compaction loop (`work` held shared, as a compaction): runs one queued rewrite unless one
+    /// is already running on another thread.
+    pub(in crate::db) fn range_reduce_rewrite_step(&self) -> Option<Result<()>> {
+        if self.rr.running.compare_exchange(false, true, Ordering::AcqRel, Ordering::Acquire).is_err() {
+            return None;
         }
-        self.rename_levels_if_due()
+        let job = lock(&self.rr.queue).pop_front();
+        let r = job.map(|job| self.rewrite(job));
+        self.rr.running.store(false, Ordering::Release);
+        r
     }
 
     fn rewrite(&self, job: Job) -> Result<()> {
@@ -167,20 +177,9 @@ impl Inner {
         let Job { plan, runs } = job;
         let (lo, hi) = (plan.lower.as_slice(), plan.upper.as_slice());
         let v = lock(&self.state).current.clone();
-        for (l, want) in &plan.meeting {
-            let mut now: Vec<u64> =
-                v.levels[*l].iter().filter(|f| meets(f, lo, hi)).map(|f| f.number()).collect();
-            let mut want = want.clone();
-            now.sort_unstable();
-            want.sort_unstable();
-            // New L0 files are flushes: newer than everything collected, and they stay above the run. Every
-            // other change below the shallowest chosen level conflicts.
-            let conflict =
-                if *l == 0 { !want.iter().all(|n| now.binary_search(n).is_ok()) } else { now != want };
-            if conflict {
-                add(&c.rewrites_aborted, 1);
-                return Ok(());
-            }
+        if !plan_still_holds(&v, &plan.meeting, lo, hi, NUM_LEVELS) {
+            add(&c.rewrites_aborted, 1);
+            return Ok(());
         }
         let Some(&target) = plan.levels.last() else { return Ok(()) };
         // The claimed files are the ones the query read (new L0 flushes were not collected and stay).
@@ -192,6 +191,14 @@ impl Inner {
                 v.levels[*l].iter().filter(|f| nums.contains(&f.number())).map(move |f| (*l, f.clone()))
             })
             .collect();
+        // Held until the edit is installed or the rewrite gives up; a compaction holding any of these files
+        // (or writing where the rewrite will) aborts the rewrite instead.
+        let Some(_claim) = self.claim_for_rewrite(&v, &plan.levels, &claimed) else {
+            add(&c.rewrites_aborted, 1);
+            add(&c.rewrites_claim_conflicts, 1);
+            return Ok(());
+        };
+        self.rr.after_claim(self, &claimed);
         let mut created: Vec<FileInfo> = Vec::new();
         let read = Arc::new(AtomicU64::new(0));
         let written =
@@ -215,11 +222,6 @@ impl Inner {
             edit.deleted.push((*l as u32, f.number()));
         }
         edit.added = added;
-        if !stays_disjoint(&v, &edit.deleted, &edit.added) {
-            remove_outputs(&created);
-            add(&c.rewrites_aborted, 1);
-            return Ok(());
-        }
         if let Err(e) = self.fs.sync_dir(&self.dir) {
             remove_outputs(&created);
             add(&c.rewrites_failed, 1);
@@ -229,6 +231,19 @@ impl Inner {
         edit.last_seq = Some(self.last_seq.load(Ordering::Acquire));
         let bytes: u64 = edit.added.iter().map(|(_, f)| f.size).sum();
         let mut vs = lock(&self.versions);
+        // Compactions of unclaimed files ran meanwhile: re-check against the version the edit applies to, under
+        // the lock every edit is applied under. Down to the target level nothing that meets the range may have
+        // changed (new L0 flushes aside); below it, compactions only move older data deeper, which stays below
+        // the run. And a compaction's output may now sit where a head, tail or run goes.
+        let now = vs.current();
+        if !plan_still_holds(&now, &plan.meeting, lo, hi, target + 1)
+            || !stays_disjoint(&now, &edit.deleted, &edit.added)
+        {
+            drop(vs);
+            remove_outputs(&created);
+            add(&c.rewrites_aborted, 1);
+            return Ok(());
+        }
         // As for compactions: after a failed MANIFEST write the outputs stay (the edit may be durable anyway).
         vs.log_and_apply(edit)?;
         self.install(vs, |_| {});
@@ -375,19 +390,27 @@ impl Inner {
         Ok(added)
     }
 
+    /// Whether Level-Renaming is enabled and due on `v` (cheap: the compaction loop asks before it takes
+    /// `work` exclusively, which would wait for every running compaction).
+    pub(in crate::db) fn renaming_due(&self, v: &Version) -> bool {
+        let ro = &self.opts.range_reduce;
+        if ro.mode == RangeReduceMode::Off || !ro.level_renaming || self.opts.disable_auto_compactions {
+            return false;
+        }
+        let Some(last) = (1..NUM_LEVELS).rev().find(|&l| !v.levels[l].is_empty()) else { return false };
+        last + 1 < NUM_LEVELS && v.level_bytes(last) >= compaction::level_target(&self.opts, last)
+    }
+
     /// Level-Renaming (§IV-C): when the deepest non-empty level reaches its target, every level from L1 down is
     /// renamed one deeper (a metadata-only edit), so L1 is empty and each level gains a factor T of capacity.
     /// L0 keeps its name: it is where flushes land.
-    fn rename_levels_if_due(&self) -> Option<Result<()>> {
-        let ro = &self.opts.range_reduce;
-        if ro.mode == RangeReduceMode::Off || !ro.level_renaming || self.opts.disable_auto_compactions {
-            return None;
-        }
+    /// REQUIRES: `work` held exclusively.
+    pub(in crate::db) fn rename_levels_if_due(&self) -> Option<Result<()>> {
         let v = lock(&self.state).current.clone();
-        let last = (1..NUM_LEVELS).rev().find(|&l| !v.levels[l].is_empty())?;
-        if last + 1 >= NUM_LEVELS || v.level_bytes(last) < compaction::level_target(&self.opts, last) {
+        if !self.renaming_due(&v) {
             return None;
         }
+        let last = (1..NUM_LEVELS).rev().find(|&l| !v.levels[l].is_empty())?;
         let mut edit = VersionEdit::default();
         for l in 1..=last {
             for f in &v.levels[l] {
