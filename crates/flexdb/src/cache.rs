@@ -6,7 +6,10 @@
 //! Entries are keyed by the interval's stable id from the sparse index and hold the interval's records as an
 //! `Arc<[Rec]>`, so a lookup binary-searches the array with no lock held. The cache is split into partitions
 //! (by id) each with its own mutex, CLOCK hand and byte budget, so concurrent readers rarely contend; the
-//! reference implementation uses 1,024 partitions. Write-through: the committer installs the new array of every
+//! reference implementation uses 1,024 partitions. A partition must hold several intervals of the largest size
+//! the store makes, or CLOCK degenerates and a large interval is never cached: with 1,024 partitions a cache
+//! under 16 MiB gives each under 16 KiB, less than one full interval. So the cache uses fewer partitions than
+//! asked when the budget is small ([`MIN_INTERVALS_PER_PARTITION`] full intervals each). Write-through: the committer installs the new array of every
 //! interval it changes, so a cached interval is never stale; an interval that is removed is dropped.
 
 use std::collections::HashMap;
@@ -46,15 +49,30 @@ pub struct IntervalCache {
     pub misses: AtomicU64,
 }
 
+/// Intervals of the largest size every partition can hold at once (when the budget allows any partitioning).
+pub const MIN_INTERVALS_PER_PARTITION: usize = 8;
+
+/// Per-record and per-interval overheads of [`charge`].
+const RECORD_OVERHEAD: usize = 32;
+const INTERVAL_OVERHEAD: usize = 64;
+
 /// Memory charged for an interval: its bytes plus a per-record overhead.
 pub fn charge(data: &[Rec]) -> usize {
-    data.iter().map(|(k, v)| k.len() + v.len() + 32).sum::<usize>() + 64
+    data.iter().map(|(k, v)| k.len() + v.len() + RECORD_OVERHEAD).sum::<usize>() + INTERVAL_OVERHEAD
+}
+
+/// The charge of the largest interval the split rule lets grow: `max_keys` records of `max_bytes` in total.
+pub fn max_charge(max_keys: usize, max_bytes: u64) -> usize {
+    usize::try_from(max_bytes).unwrap_or(usize::MAX).saturating_add(max_keys.saturating_mul(RECORD_OVERHEAD))
+        + INTERVAL_OVERHEAD
 }
 
 impl IntervalCache {
-    /// A cache of `bytes` total split into `partitions`.
-    pub fn new(bytes: usize, partitions: usize) -> Self {
-        let partitions = partitions.max(1);
+    /// A cache of `bytes` total split into at most `partitions`, each holding at least
+    /// [`MIN_INTERVALS_PER_PARTITION`] intervals charged `interval_charge` (fewer partitions when `bytes` is small).
+    pub fn new(bytes: usize, partitions: usize, interval_charge: usize) -> Self {
+        let fit = bytes / MIN_INTERVALS_PER_PARTITION.saturating_mul(interval_charge.max(1)).max(1);
+        let partitions = partitions.min(fit).max(1);
         IntervalCache {
             parts: (0..partitions).map(|_| Mutex::new(Part::default())).collect(),
             cap_per_part: bytes / partitions,
@@ -142,6 +160,11 @@ impl IntervalCache {
         }
     }
 
+    /// Partitions in use.
+    pub fn partitions(&self) -> usize {
+        self.parts.len()
+    }
+
     /// Bytes currently charged.
     pub fn bytes(&self) -> usize {
         self.parts.iter().map(|p| p.lock().bytes).sum()
@@ -158,7 +181,7 @@ mod tests {
 
     #[test]
     fn clock_keeps_referenced_and_respects_budget() {
-        let c = IntervalCache::new(4 * charge(&data(4)), 1);
+        let c = IntervalCache::new(4 * charge(&data(4)), 1, charge(&data(4)));
         for id in 0..4 {
             c.put(id, data(4));
         }
@@ -170,5 +193,25 @@ mod tests {
         assert!(c.bytes() <= 4 * charge(&data(4)));
         c.remove(0);
         assert!(c.get(0).is_none());
+    }
+
+    /// With the reference's 1,024 partitions, an 8 MiB cache gave each partition 8 KiB, so no interval of the
+    /// default maximum size (16 KiB) was ever cached.
+    #[test]
+    fn regression_small_cache_still_holds_max_size_intervals() {
+        let full: IntervalData =
+            (0..16u8).map(|i| (vec![i; 16].into_boxed_slice(), vec![0u8; 1000].into_boxed_slice())).collect();
+        let max = max_charge(16, 16 << 10);
+        assert!(charge(&full) <= max);
+        let c = IntervalCache::new(8 << 20, 1024, max);
+        assert!(c.partitions() >= 1 && c.partitions() <= (8 << 20) / (MIN_INTERVALS_PER_PARTITION * max));
+        for id in 0..(8 << 20) / (2 * max) as u64 {
+            c.put(id, full.clone());
+        }
+        // Half the budget in full intervals: each partition holds its share, so nearly all stay.
+        let held = (0..(8 << 20) / (2 * max) as u64).filter(|&id| c.get(id).is_some()).count();
+        assert!(held * 10 >= 9 * ((8 << 20) / (2 * max)), "only {held} intervals cached");
+        // A large budget keeps the requested partitioning.
+        assert_eq!(IntervalCache::new(1 << 30, 1024, max).partitions(), 1024);
     }
 }

@@ -16,7 +16,8 @@ pub struct Options {
     pub interval_max_bytes: u64,
     /// Interval cache budget in bytes. Default 1 GiB.
     pub cache_bytes: usize,
-    /// Interval cache partitions. Default 1,024.
+    /// Interval cache partitions. Default 1,024; fewer are used when the budget would give a partition room for
+    /// under 8 intervals of the largest size (see `cache.rs`).
     pub cache_partitions: usize,
     /// The committer releases and retakes the index lock after this many committed bytes (§5.2). Default 4 MiB.
     pub commit_lock_bytes: u64,

@@ -25,7 +25,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use flexfile::FlexFile;
 use parking_lot::RwLock;
 
-use crate::cache::{IntervalCache, IntervalData};
+use crate::cache::{self, IntervalCache, IntervalData};
 use crate::error::{Error, Result};
 use crate::index::{Pos, SparseIndex};
 use crate::memtable::MemValue;
@@ -86,7 +86,11 @@ impl Table {
         Ok(Table {
             file: RwLock::new(file),
             index: RwLock::new(index),
-            cache: IntervalCache::new(opts.cache_bytes, opts.cache_partitions),
+            cache: IntervalCache::new(
+                opts.cache_bytes,
+                opts.cache_partitions,
+                cache::max_charge(opts.interval_max_keys, opts.interval_max_bytes),
+            ),
             max_keys: opts.interval_max_keys,
             max_bytes: opts.interval_max_bytes,
             lock_bytes: opts.commit_lock_bytes,

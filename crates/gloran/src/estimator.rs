@@ -19,6 +19,15 @@
 //! skipping an RAE whose records are all too old to cover the entry (`seq >= max_seq`) or too new for the reader
 //! (`min_vis > snapshot`), and stops at the first positive. All negative: the entry is valid, the index is not read.
 //!
+//! Calibration (our addition): the first RAE's scaling must fit the keys, and nothing is known about them
+//! before the first record. With the default universe (all 2^64 projections) and a fixed `virtual_bits`, a
+//! position spans whatever 2^64 / `virtual_bits` projected units are, which for decimal-string keys can be
+//! thousands of keys: every probe near a record is then a positive. So the estimator first keeps the projected
+//! intervals of `calibration_records` records exactly (probes over them are exact), then creates the first RAE
+//! with the scaling later RAEs use (a position per average record width) and moves them in. Set
+//! `calibration_records = 0` to use `virtual_bits` for the first RAE, as the paper does when the integer key
+//! universe is known.
+//!
 //! GC (§4.4) drops whole RAEs whose every record is below the garbage-collection watermark.
 
 use crate::area::{Area, project_after};
@@ -31,7 +40,7 @@ pub struct EstimatorOptions {
     /// Records the first RAE holds before a new one (of twice the capacity) takes over. The paper's default is
     /// 0.8 M; ours is 64 Ki so a small database does not allocate a megabyte up front.
     pub first_capacity: u64,
-    /// Positions of the virtual bit array (default 2^32).
+    /// Positions of the first RAE's virtual bit array when `calibration_records` is 0 (default 2^32).
     pub virtual_bits: u64,
     /// Smallest projected key of the universe (default 0). Keys below map to position 0.
     pub universe_min: u64,
@@ -39,6 +48,9 @@ pub struct EstimatorOptions {
     pub universe_max: u64,
     /// Widest record (in positions) spread into the Bloom filter; wider ones go to the exact side list (default 32).
     pub max_positions_per_range: u64,
+    /// Records kept exactly before the first RAE is created with a scaling fitted to them (default 256; 0: the
+    /// first RAE starts at once with `virtual_bits` positions).
+    pub calibration_records: u64,
 }
 
 impl Default for EstimatorOptions {
@@ -50,6 +62,7 @@ impl Default for EstimatorOptions {
             universe_min: 0,
             universe_max: u64::MAX,
             max_positions_per_range: 32,
+            calibration_records: 256,
         }
     }
 }
@@ -71,6 +84,9 @@ impl EstimatorOptions {
         }
         if self.max_positions_per_range == 0 {
             return Err("estimator max_positions_per_range must be positive".into());
+        }
+        if self.calibration_records > 1 << 20 {
+            return Err("estimator calibration_records must be at most 2^20".into());
         }
         Ok(())
     }
@@ -157,12 +173,10 @@ impl Rae {
         })
     }
 
-    fn insert(&mut self, a: &Area, opts: &EstimatorOptions, prefix: &[u8]) {
+    /// Adds a record whose start and end project to `r.lo` and `r.hi`.
+    fn insert(&mut self, r: &Projected, opts: &EstimatorOptions) {
         // An exclusive end projects to an inclusive upper bound: the projection is monotone.
-        let (p0, p1) = (
-            opts.scale(project_after(&a.start, prefix), self.virtual_bits),
-            opts.scale(project_after(&a.end, prefix), self.virtual_bits),
-        );
+        let (p0, p1) = (opts.scale(r.lo, self.virtual_bits), opts.scale(r.hi, self.virtual_bits));
         if p1 - p0 < opts.max_positions_per_range {
             for p in p0..=p1 {
                 self.set(p);
@@ -181,12 +195,13 @@ impl Rae {
             self.wide.splice(i..j, [(lo, hi)]);
         }
         self.records += 1;
-        self.min_vis = self.min_vis.min(a.seq);
-        self.max_seq = self.max_seq.max(a.max_seq);
+        self.min_vis = self.min_vis.min(r.seq);
+        self.max_seq = self.max_seq.max(r.max_seq);
     }
 
-    fn may_contain(&self, key: &[u8], opts: &EstimatorOptions, prefix: &[u8]) -> bool {
-        let p = opts.scale(project_after(key, prefix), self.virtual_bits);
+    /// REQUIRES: `x` is the key's projection clamped to the universe.
+    fn may_contain(&self, x: u64, opts: &EstimatorOptions) -> bool {
+        let p = opts.scale(x, self.virtual_bits);
         if self.get(p) {
             return true;
         }
@@ -200,11 +215,30 @@ impl Rae {
     }
 }
 
+/// A record reduced to what an RAE needs: its projected key bounds (clamped to the universe) and sequences.
+#[derive(Debug, Clone, Copy)]
+struct Projected {
+    lo: u64,
+    hi: u64,
+    /// The record's delete sequence (readers below it do not see it).
+    seq: u64,
+    /// Exclusive upper bound of the sequences it covers.
+    max_seq: u64,
+}
+
+impl Projected {
+    fn may_cover(&self, x: u64, seq: u64, snapshot: u64) -> bool {
+        seq < self.max_seq && self.seq <= snapshot && self.lo <= x && x <= self.hi
+    }
+}
+
 /// The chained entry validity estimator.
 #[derive(Debug, Clone)]
 pub struct Eve {
     opts: EstimatorOptions,
-    /// Oldest first; the last is active.
+    /// Records held exactly until `calibration_records` have arrived; empty once the chain has started.
+    pending: Vec<Projected>,
+    /// Oldest first; the last is active. Empty while calibrating.
     chain: Vec<Rae>,
     /// Records seen and the sum of their projected widths (in universe units): the next RAE's scaling.
     seen: u64,
@@ -232,8 +266,11 @@ impl Eve {
     /// An empty estimator projecting keys after `prefix` (any prefix is correct: keys that do not extend it
     /// project to the ends of the universe; a prefix every key shares gives the best precision).
     pub fn with_prefix(opts: EstimatorOptions, prefix: Vec<u8>) -> Self {
-        let first = Rae::new(opts.first_capacity, &opts, opts.virtual_bits, 2.0);
-        Eve { opts, chain: vec![first], seen: 0, width_sum: 0.0, prefix }
+        let mut chain = Vec::new();
+        if opts.calibration_records == 0 {
+            chain.push(Rae::new(opts.first_capacity, &opts, opts.virtual_bits, 2.0));
+        }
+        Eve { opts, pending: Vec::new(), chain, seen: 0, width_sum: 0.0, prefix }
     }
 
     /// The prefix keys are projected after.
@@ -259,32 +296,60 @@ impl Eve {
         &self.opts
     }
 
+    /// The key's projection, clamped to the universe.
+    fn project(&self, key: &[u8]) -> u64 {
+        project_after(key, &self.prefix).clamp(self.opts.universe_min, self.opts.universe_max)
+    }
+
     /// Adds a range record (or a disjointized area when rebuilding at open).
     pub fn insert(&mut self, a: &Area) {
-        let full = self.chain.last().is_none_or(|r| r.records >= r.capacity);
+        let r = Projected {
+            lo: self.project(&a.start),
+            hi: self.project(&a.end),
+            seq: a.seq,
+            max_seq: a.max_seq,
+        };
+        self.seen += 1;
+        self.width_sum += (r.hi - r.lo) as f64;
+        if self.chain.is_empty() && (self.pending.len() as u64) < self.opts.calibration_records {
+            self.pending.push(r);
+            if self.pending.len() as u64 == self.opts.calibration_records {
+                // Calibrated: the first RAE takes its scaling from the records seen, then holds them.
+                for p in std::mem::take(&mut self.pending) {
+                    self.push_record(&p);
+                }
+            }
+            return;
+        }
+        self.push_record(&r);
+    }
+
+    /// Adds `r` to the active RAE, starting a new one when it is full (or there is none yet).
+    fn push_record(&mut self, r: &Projected) {
+        let full = self.chain.last().is_none_or(|x| x.records >= x.capacity);
         if full {
-            let cap = self.chain.last().map_or(self.opts.first_capacity, |r| r.capacity.saturating_mul(2));
+            let cap = self.chain.last().map_or(self.opts.first_capacity, |x| x.capacity.saturating_mul(2));
             let (vbits, per_record) = self.next_scaling();
             self.chain.push(Rae::new(cap.min(1 << 34), &self.opts, vbits, per_record));
         }
-        let lo = project_after(&a.start, &self.prefix).clamp(self.opts.universe_min, self.opts.universe_max);
-        let hi = project_after(&a.end, &self.prefix).clamp(self.opts.universe_min, self.opts.universe_max);
-        self.seen += 1;
-        self.width_sum += (hi - lo) as f64;
-        if let Some(r) = self.chain.last_mut() {
-            r.insert(a, &self.opts, &self.prefix);
+        if let Some(x) = self.chain.last_mut() {
+            x.insert(r, &self.opts);
         }
     }
 
     /// Whether `(key, seq)` may be covered by a record a reader at `snapshot` sees. `false` is certain.
     pub fn probe(&self, key: &[u8], seq: u64, snapshot: u64) -> Probe {
+        let x = self.project(key);
+        if self.pending.iter().any(|p| p.may_cover(x, seq, snapshot)) {
+            return Probe { positive: true, raes_checked: 0 };
+        }
         let mut checked = 0;
         for r in self.chain.iter().rev() {
             if r.records == 0 || seq >= r.max_seq || r.min_vis > snapshot {
                 continue;
             }
             checked += 1;
-            if r.may_contain(key, &self.opts, &self.prefix) {
+            if r.may_contain(x, &self.opts) {
                 return Probe { positive: true, raes_checked: checked };
             }
         }
@@ -293,6 +358,7 @@ impl Eve {
 
     /// Drops RAEs whose records cannot cover any entry at or above `watermark`. Returns how many were dropped.
     pub fn gc(&mut self, watermark: u64) -> usize {
+        self.pending.retain(|p| p.max_seq > watermark);
         let before = self.chain.len();
         let last = self.chain.len().saturating_sub(1);
         let mut i = 0;
@@ -309,13 +375,14 @@ impl Eve {
         self.chain.len()
     }
 
-    /// Whether the chain has no RAE (never: there is always an active one).
+    /// Whether the chain has no RAE (only while calibrating).
     pub fn is_empty(&self) -> bool {
         self.chain.is_empty()
     }
 
-    /// Memory held by all RAEs.
+    /// Memory held by all RAEs and the records awaiting calibration.
     pub fn bytes(&self) -> usize {
-        self.chain.iter().map(Rae::bytes).sum()
+        self.chain.iter().map(Rae::bytes).sum::<usize>()
+            + self.pending.len() * std::mem::size_of::<Projected>()
     }
 }

@@ -292,6 +292,7 @@ impl GlobalIndex {
         if area.is_empty() {
             return Ok(()); // Entirely below the GC watermark: it cannot delete anything.
         }
+        self.follow_prefix()?;
         if self.opts.use_estimator {
             self.eve.insert(&area);
         }
@@ -376,7 +377,28 @@ impl GlobalIndex {
         self.check_invariants()
     }
 
-    /// Rebuilds the estimator from every level's areas with a new projection prefix. REQUIRES: empty buffer.
+    /// Keeps the buffer's and, while no level exists, the estimator's projection prefix equal to the common prefix
+    /// of the keys seen. Called before a record goes in.
+    ///
+    /// Without it a new index projected every key with an empty prefix until its first flush: keys sharing their
+    /// first 8 bytes (most real key sets) all looked alike, so the estimator said "maybe" for every key and the
+    /// buffer's R-tree could not cluster. The prefix only shrinks (and starts empty), so this rebuilds at most
+    /// once per byte of key length plus once, and each rebuild is of the in-memory buffer only. Once levels exist
+    /// the estimator's rebuild reads their files and waits for the next flush, which reads them anyway; until then
+    /// the old prefix stays correct (any prefix is), only less precise for the new keys.
+    fn follow_prefix(&mut self) -> Result<()> {
+        let prefix = projection_prefix(&self.key_lo, &self.key_hi);
+        if prefix.len() != self.buffer.skip() {
+            self.buffer_changed();
+            self.buffer.reskip(prefix.len());
+        }
+        if prefix != self.eve.prefix() && self.levels.iter().all(Option::is_none) {
+            self.rebuild_estimator(prefix)?;
+        }
+        Ok(())
+    }
+
+    /// Rebuilds the estimator from the buffer's and every level's areas with a new projection prefix.
     fn rebuild_estimator(&mut self, prefix: Vec<u8>) -> Result<()> {
         let mut eve = Eve::with_prefix(self.opts.estimator.clone(), prefix);
         if self.opts.use_estimator {
@@ -387,6 +409,12 @@ impl GlobalIndex {
                         eve.insert(&a);
                     }
                 }
+            }
+            // The buffer's records are newer than every level's; in sequence order the chain stays ordered.
+            let mut buffered = self.buffer.areas();
+            buffered.sort_unstable_by_key(|a| a.seq);
+            for a in &buffered {
+                eve.insert(a);
             }
         }
         self.eve = eve;

@@ -330,6 +330,21 @@ impl RTree {
         self.overlapping(&[], None)
     }
 
+    /// Leading key bytes the split heuristics skip.
+    pub fn skip(&self) -> usize {
+        self.skip
+    }
+
+    /// Rebuilds the tree with split heuristics that skip `skip` key bytes (the index learned a different common
+    /// prefix). The areas stay; only their grouping into nodes changes.
+    pub fn reskip(&mut self, skip: usize) {
+        let areas = self.take();
+        self.skip = skip;
+        for a in areas {
+            self.insert(a);
+        }
+    }
+
     /// Empties the buffer, returning its areas.
     pub fn take(&mut self) -> Vec<Area> {
         let out = self.areas();

@@ -63,6 +63,7 @@ fn options(rng: &mut SmallRng) -> IndexOptions {
             first_capacity: rng.random_range(1..8),
             virtual_bits: 1 << rng.random_range(1..40),
             max_positions_per_range: rng.random_range(1..40),
+            calibration_records: [0, 1, 5, 256][rng.random_range(0..4)],
             ..EstimatorOptions::default()
         },
     }

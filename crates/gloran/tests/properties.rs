@@ -65,6 +65,7 @@ fn estimator_has_no_false_negatives() {
                     rng.random_range(1 << 41..1 << 60)
                 },
                 max_positions_per_range: rng.random_range(1..64),
+                calibration_records: [0, 1, 7, 256][rng.random_range(0..4)],
             };
             opts.validate().unwrap();
             let mut eve = Eve::new(opts.clone());

@@ -178,6 +178,8 @@ fn index_runs(
             universe_max: universe + 1024,
             // One position per average range length (520 keys): a record occupies about two positions.
             virtual_bits: (universe / 520).max(2),
+            // The paper's setup: the integer key universe is known, so the scaling is set, not calibrated.
+            calibration_records: 0,
             ..EstimatorOptions::default()
         },
         ..IndexOptions::default()
@@ -328,6 +330,7 @@ fn estimator_fpr(ctx: &Ctx, report: &mut Report) -> Result<()> {
             universe_min: 0,
             universe_max: universe + 100,
             virtual_bits: (universe + 100) / 100,
+            calibration_records: 0,
             ..EstimatorOptions::default()
         };
         let mut eve = Eve::new(opts);

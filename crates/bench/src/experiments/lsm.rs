@@ -51,7 +51,7 @@ trait Kv: Send + Sync {
     fn settle(&self);
     /// Bytes written by flushes and by compactions, stored entries, compaction debt bytes.
     fn amplification(&self) -> Amplification;
-    /// Compactions per output level so far: count, bytes read and written, trivial moves (one line).
+    /// Compactions per output level so far (count, bytes read and written, trivial moves) and files per level.
     fn per_level(&self) -> String;
 }
 
@@ -130,7 +130,20 @@ impl Kv for Ours {
                 )
             })
             .collect();
-        format!("{} flushes wrote {:.1} MB; {}", s.flushes, mb(s.bytes_flushed), rows.join("; "))
+        let shape: Vec<String> = s
+            .levels
+            .iter()
+            .enumerate()
+            .filter(|(_, l)| l.files > 0)
+            .map(|(l, st)| format!("L{l} {} files {:.1} MB", st.files, mb(st.bytes)))
+            .collect();
+        format!(
+            "{} flushes wrote {:.1} MB; {}; shape: {}",
+            s.flushes,
+            mb(s.bytes_flushed),
+            rows.join("; "),
+            shape.join(", ")
+        )
     }
 }
 
@@ -219,7 +232,13 @@ impl Kv for Rocks {
     fn per_level(&self) -> String {
         // RocksDB's per-level compaction table prints GB with one decimal; its event log has exact bytes.
         let log = std::fs::read_to_string(self.dir.join("LOG")).unwrap_or_default();
-        super::rocks::per_level_from_log(&log)
+        let shape: Vec<String> = (0..7)
+            .filter_map(|l| {
+                let files = self.db.property_int_value(&format!("rocksdb.num-files-at-level{l}")).ok()??;
+                (files > 0).then(|| format!("L{l} {files} files"))
+            })
+            .collect();
+        format!("{}; shape: {}", super::rocks::per_level_from_log(&log), shape.join(", "))
     }
 }
 
@@ -446,6 +465,7 @@ impl Experiment for Lsm {
                     ("compaction_debt_bytes", a.debt as f64),
                 ],
             );
+            report.note(format!("{name} at the end: {}", db.per_level()));
             drop(db);
             // GLORAN's lookup workload: point lookups mixed with range deletes of 100 keys.
             for pct in [1u64, 5] {
@@ -475,8 +495,8 @@ impl Experiment for Lsm {
         report.note(
             "Background threads: lsm-local runs one flush thread and max_background_compactions=1 compaction \
              thread; RocksDB's default max_background_jobs=2 splits into the same (one flush, one compaction). \
-             Equal settings otherwise (see the two configuration lines). Per-level compaction work after the load \
-             is in the 'after the load' notes.",
+             Equal settings otherwise (see the two configuration lines). Per-level compaction work and level shapes \
+             are in the 'after the load' and 'at the end' notes.",
         );
         Ok(report)
     }

@@ -1,0 +1,65 @@
+//! Named regression tests for bugs found in the global index.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::Path;
+use std::sync::Arc;
+
+use gloran::{GlobalIndex, IndexOptions};
+use vfs::MemFs;
+
+/// Keys with a long shared prefix, the shape benchmark keys have: the first 8 bytes are the same for all of them.
+fn key(i: u64) -> Vec<u8> {
+    format!("user0000{i:012}").into_bytes()
+}
+
+/// A new index whose buffer never flushes, holding `n` disjoint records `[key(1000 i), key(1000 i + 5))`.
+fn buffered_index(n: u64) -> GlobalIndex {
+    let fs = Arc::new(MemFs::new());
+    let opts = IndexOptions { auto_flush: false, ..IndexOptions::default() };
+    let mut idx = GlobalIndex::open(fs, Path::new("/g"), opts, &[]).unwrap();
+    // Scattered order, so the buffer cannot cluster by arrival.
+    for j in 0..n {
+        let i = (j * 7919) % n;
+        idx.insert(&key(1000 * i), &key(1000 * i + 5), 0, j + 1).unwrap();
+    }
+    assert_eq!(idx.stats().flushes, 0);
+    idx
+}
+
+/// Before its first flush, a new index projected keys with an empty prefix: every key whose first 8 bytes were the
+/// same mapped to one estimator position, so the estimator said "maybe" for every key and each lookup searched
+/// the buffer. The projection prefix now follows the records as they arrive.
+#[test]
+fn regression_new_index_estimator_precise_before_first_flush() {
+    let n = 4000;
+    let idx = buffered_index(n);
+    let probe_seq = 0; // Older than every record: only the keys decide.
+    for i in 0..n {
+        // Inside a record: never a false negative.
+        assert!(idx.check_entry(&key(1000 * i + 2), probe_seq, u64::MAX).unwrap(), "key {i} missed");
+    }
+    let before = idx.stats();
+    for i in 0..n {
+        // Halfway between records: valid, and far enough that the scaling tells them apart.
+        assert!(!idx.check_entry(&key(1000 * i + 500), probe_seq, u64::MAX).unwrap());
+    }
+    let s = idx.stats();
+    let positives = s.estimator_positives - before.estimator_positives;
+    assert!(positives < n / 10, "estimator said maybe for {positives} of {n} uncovered keys");
+}
+
+/// The buffer's R-tree split with an empty skip until the first flush, so all its rectangles looked alike and
+/// a probe walked most of the tree (200 of its ~300 nodes). With the prefix known it visits about 16: a few per
+/// level, the overlap a Guttman R-tree has under scattered inserts.
+#[test]
+fn regression_first_buffer_rtree_clusters_by_key() {
+    let n = 4000;
+    let idx = buffered_index(n);
+    let before = idx.stats().buffer_nodes_visited;
+    for i in 0..n {
+        assert!(idx.covering(&key(1000 * i + 500), 0, u64::MAX).unwrap().is_none());
+    }
+    let per_probe = (idx.stats().buffer_nodes_visited - before) as f64 / n as f64;
+    assert!(per_probe < 40.0, "a buffer probe visited {per_probe:.1} nodes on average");
+}
