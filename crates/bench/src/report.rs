@@ -44,7 +44,7 @@ pub enum Direction {
 impl Direction {
     /// The direction of a metric by its name's unit suffix.
     pub fn of(metric: &str) -> Self {
-        if metric.ends_with("_per_sec") || metric.ends_with("_speedup") {
+        if metric.ends_with("_per_sec") || metric.ends_with("_speedup") || metric.ends_with("_hit_ratio") {
             Direction::HigherIsBetter
         } else {
             Direction::LowerIsBetter

@@ -4,7 +4,7 @@
 //! # Design
 //!
 //! Entries are keyed by the interval's stable id from the sparse index and hold the interval's records as an
-//! `Arc<[Rec]>`, so a lookup binary-searches the array with no lock held. The cache is split into partitions
+//! `Arc<Interval>` (one buffer, see `interval.rs`), so a lookup binary-searches it with no lock held. The cache is split into partitions
 //! (by id) each with its own mutex, CLOCK hand and byte budget, so concurrent readers rarely contend; the
 //! reference implementation uses 1,024 partitions. A partition must hold several intervals of the largest size
 //! the store makes, or CLOCK degenerates and a large interval is never cached: with 1,024 partitions a cache
@@ -18,10 +18,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use parking_lot::Mutex;
 
-use crate::record::Rec;
+use crate::interval::Interval;
 
 /// A decoded interval.
-pub type IntervalData = Arc<[Rec]>;
+pub type IntervalData = Arc<Interval>;
 
 struct Slot {
     id: u64,
@@ -52,19 +52,14 @@ pub struct IntervalCache {
 /// Intervals of the largest size every partition can hold at once (when the budget allows any partitioning).
 pub const MIN_INTERVALS_PER_PARTITION: usize = 8;
 
-/// Per-record and per-interval overheads of [`charge`].
-const RECORD_OVERHEAD: usize = 32;
-const INTERVAL_OVERHEAD: usize = 64;
-
-/// Memory charged for an interval: its bytes plus a per-record overhead.
-pub fn charge(data: &[Rec]) -> usize {
-    data.iter().map(|(k, v)| k.len() + v.len() + RECORD_OVERHEAD).sum::<usize>() + INTERVAL_OVERHEAD
+/// Memory charged for an interval: its buffer, its entries and a fixed overhead.
+pub fn charge(data: &Interval) -> usize {
+    data.charge()
 }
 
 /// The charge of the largest interval the split rule lets grow: `max_keys` records of `max_bytes` in total.
 pub fn max_charge(max_keys: usize, max_bytes: u64) -> usize {
-    usize::try_from(max_bytes).unwrap_or(usize::MAX).saturating_add(max_keys.saturating_mul(RECORD_OVERHEAD))
-        + INTERVAL_OVERHEAD
+    Interval::max_charge(max_keys, max_bytes)
 }
 
 impl IntervalCache {
@@ -175,8 +170,13 @@ impl IntervalCache {
 mod tests {
     use super::*;
 
+    use crate::record::Rec;
+
     fn data(n: usize) -> IntervalData {
-        (0..n).map(|i| (vec![i as u8; 8].into_boxed_slice(), vec![0u8; 100].into_boxed_slice())).collect()
+        let recs: Vec<Rec> = (0..n)
+            .map(|i| (vec![i as u8; 8].into_boxed_slice(), vec![0u8; 100].into_boxed_slice()))
+            .collect();
+        Arc::new(Interval::from_recs(&recs))
     }
 
     #[test]
@@ -199,8 +199,9 @@ mod tests {
     /// default maximum size (16 KiB) was ever cached.
     #[test]
     fn regression_small_cache_still_holds_max_size_intervals() {
-        let full: IntervalData =
+        let recs: Vec<Rec> =
             (0..16u8).map(|i| (vec![i; 16].into_boxed_slice(), vec![0u8; 1000].into_boxed_slice())).collect();
+        let full: IntervalData = Arc::new(Interval::from_recs(&recs));
         let max = max_charge(16, 16 << 10);
         assert!(charge(&full) <= max);
         let c = IntervalCache::new(8 << 20, 1024, max);

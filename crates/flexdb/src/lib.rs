@@ -23,6 +23,7 @@ pub mod cache;
 pub mod db;
 pub mod error;
 pub mod index;
+pub mod interval;
 pub mod memtable;
 pub mod options;
 pub mod record;

@@ -42,7 +42,7 @@ impl Default for Options {
             commit_lock_bytes: 4 << 20,
             rebuild_interval: 4 << 10,
             rebuild_threads: 4,
-            flexfile: flexfile::Options::default(),
+            flexfile: flexfile::Options { block_size: 1024, ..flexfile::Options::default() },
         }
     }
 }

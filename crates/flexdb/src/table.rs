@@ -28,6 +28,7 @@ use parking_lot::RwLock;
 use crate::cache::{self, IntervalCache, IntervalData};
 use crate::error::{Error, Result};
 use crate::index::{Pos, SparseIndex};
+use crate::interval::Interval;
 use crate::memtable::MemValue;
 use crate::options::Options;
 use crate::record::{self, Rec};
@@ -68,6 +69,11 @@ pub struct Table {
 
 fn rec_len(r: &Rec) -> u64 {
     record::encoded_len(&r.0, &r.1) as u64
+}
+
+/// The cached form of records the committer holds.
+fn packed(recs: &[Rec]) -> IntervalData {
+    Arc::new(Interval::from_recs(recs))
 }
 
 impl Table {
@@ -161,13 +167,11 @@ impl Table {
         let size = usize::try_from(iv.size).map_err(|_| Error::corruption("index", "interval too large"))?;
         let mut buf = vec![0u8; size];
         self.file.read().read_at(idx.offset(p), &mut buf)?;
-        let recs = record::decode_all(&buf)?;
-        if let Some(first) = recs.first()
-            && first.0 < iv.key
-        {
+        let data = Interval::decode(buf)?;
+        if !data.is_empty() && data.rec(0).0 < &*iv.key {
             return Err(Error::corruption("table", "interval holds a key below its index key"));
         }
-        let data: IntervalData = recs.into();
+        let data: IntervalData = Arc::new(data);
         self.cache.put(iv.id, data.clone());
         Ok(data)
     }
@@ -177,7 +181,7 @@ impl Table {
         let idx = self.index.read();
         let p = idx.locate(key);
         let data = self.load(&idx, p)?;
-        Ok(data.binary_search_by(|r| (*r.0).cmp(key)).ok().map(|i| data[i].1.clone()))
+        Ok(data.get(key).map(Box::from))
     }
 
     /// Committed records with `lo <= key < hi` (`hi = None`: unbounded), in order, at most `limit`.
@@ -188,12 +192,12 @@ impl Table {
             if hi.is_some_and(|h| *idx.get(q).key >= *h) && q != idx.first() {
                 break;
             }
-            for r in self.load(&idx, q)?.iter() {
-                if out.len() >= limit || hi.is_some_and(|h| *r.0 >= *h) {
+            for (k, v) in self.load(&idx, q)?.iter() {
+                if out.len() >= limit || hi.is_some_and(|h| k >= h) {
                     return Ok(());
                 }
-                if *r.0 >= *lo {
-                    out.push(r.clone());
+                if k >= lo {
+                    out.push((k.into(), v.into()));
                 }
             }
             p = idx.next(q);
@@ -210,12 +214,12 @@ impl Table {
             None => idx.last(),
         });
         while let Some(q) = p {
-            for r in self.load(&idx, q)?.iter().rev() {
-                if out.len() >= limit || *r.0 < *lo {
+            for (k, v) in self.load(&idx, q)?.iter().rev() {
+                if out.len() >= limit || k < lo {
                     return Ok(());
                 }
-                if hi.is_none_or(|h| *r.0 < *h) {
-                    out.push(r.clone());
+                if hi.is_none_or(|h| k < h) {
+                    out.push((k.into(), v.into()));
                 }
             }
             if *idx.get(q).key <= *lo {
@@ -279,13 +283,13 @@ impl Table {
             let mut last: Option<Box<[u8]>> = None;
             while let Some(q) = p {
                 let d = self.load(&idx, q)?;
-                if let (Some(l), Some(f)) = (&last, d.first())
-                    && *l >= f.0
+                if let (Some(l), Some((f, _))) = (&last, d.iter().next())
+                    && **l >= *f
                 {
                     return Err(Error::corruption("table", "keys out of order across intervals"));
                 }
-                if let Some(l) = d.last() {
-                    last = Some(l.0.clone());
+                if let Some((l, _)) = d.iter().next_back() {
+                    last = Some(l.into());
                 }
                 p = idx.next(q);
             }
@@ -325,7 +329,7 @@ impl Table {
 
     /// Applies one interval's worth of memtable entries; returns the bytes inserted.
     fn apply_group(&self, idx: &mut SparseIndex, p: Pos, group: &[(&[u8], &MemValue)]) -> Result<u64> {
-        let mut recs: Vec<Rec> = self.load(idx, p)?.to_vec();
+        let mut recs: Vec<Rec> = self.load(idx, p)?.to_recs();
         let base = idx.offset(p);
         let mut file = self.file.write();
         let (mut i, mut cur, mut delta, mut written, mut removed) = (0usize, 0u64, 0i64, 0u64, false);
@@ -376,7 +380,7 @@ impl Table {
             drop(file);
             self.maybe_merge(idx, p, recs)?;
         } else {
-            self.cache.put(id, recs.into());
+            self.cache.put(id, packed(&recs));
         }
         Ok(written)
     }
@@ -420,11 +424,11 @@ impl Table {
                 };
                 let id = idx.get(at).id;
                 let new = idx.split(at, size, next_key);
-                self.cache.put(id, chunk.into());
+                self.cache.put(id, packed(&chunk));
                 at = new;
                 self.stats.splits.fetch_add(1, Ordering::Relaxed);
             } else {
-                self.cache.put(idx.get(at).id, chunk.into());
+                self.cache.put(idx.get(at).id, packed(&chunk));
             }
             off += size;
         }
@@ -450,14 +454,14 @@ impl Table {
             if (size + nsize) * 2 <= self.max_bytes {
                 let next = self.load(idx, n)?;
                 if (recs.len() + next.len()) * 2 <= self.max_keys {
-                    recs.extend(next.iter().cloned());
+                    recs.extend(next.iter().map(|(k, v)| (k.into(), v.into())));
                     let gone = idx.remove(n);
                     self.cache.remove(gone.id);
                     self.stats.merges.fetch_add(1, Ordering::Relaxed);
                 }
             }
         }
-        self.cache.put(id, recs.into());
+        self.cache.put(id, packed(&recs));
         Ok(())
     }
 
@@ -472,10 +476,13 @@ impl Table {
         let pe = idx.locate(end);
         let sdata = self.load(&idx, ps)?;
         let edata = self.load(&idx, pe)?;
-        let s_keep: Vec<Rec> = sdata.iter().filter(|r| *r.0 < *start).cloned().collect();
-        let e_cut = edata.iter().take_while(|r| *r.0 < *end).count();
+        let s_keep: Vec<Rec> =
+            sdata.iter().filter(|(k, _)| *k < start).map(|(k, v)| (k.into(), v.into())).collect();
+        let e_cut = edata.iter().take_while(|(k, _)| *k < end).count();
+        let e_bytes: u64 = edata.iter().take(e_cut).map(|(k, v)| record::encoded_len(k, v) as u64).sum();
+        let rest: Vec<Rec> = edata.iter().skip(e_cut).map(|(k, v)| (k.into(), v.into())).collect();
         let a = idx.offset(ps) + s_keep.iter().map(rec_len).sum::<u64>();
-        let b = idx.offset(pe) + edata[..e_cut].iter().map(rec_len).sum::<u64>();
+        let b = idx.offset(pe) + e_bytes;
         if b <= a {
             return Ok(());
         }
@@ -484,7 +491,7 @@ impl Table {
         self.stats.collapsed_bytes.fetch_add(b - a, Ordering::Relaxed);
         if ps == pe {
             let mut recs = s_keep;
-            recs.extend(edata[e_cut..].iter().cloned());
+            recs.extend(rest);
             idx.resize(ps, -((b - a) as i64));
             let base = idx.offset(ps);
             if !recs.is_empty() && file.get_tag(base)? != ANCHOR_TAG {
@@ -495,7 +502,7 @@ impl Table {
                 idx.remove(ps);
                 self.cache.remove(id);
             } else {
-                self.cache.put(id, recs.into());
+                self.cache.put(id, packed(&recs));
             }
         } else {
             let pe_id = idx.get(pe).id;
@@ -514,9 +521,7 @@ impl Table {
             let Some(pe) = idx.next(ps) else {
                 return Err(Error::corruption("index", "range end interval vanished"));
             };
-            let e_bytes: u64 = edata[..e_cut].iter().map(rec_len).sum();
             idx.resize(pe, -(e_bytes as i64));
-            let rest: Vec<Rec> = edata[e_cut..].to_vec();
             let base = idx.offset(pe);
             if rest.is_empty() {
                 let gone = idx.remove(pe);
@@ -526,7 +531,7 @@ impl Table {
                 if file.get_tag(base)? != ANCHOR_TAG {
                     file.set_tag(base, ANCHOR_TAG)?;
                 }
-                self.cache.put(pe_id, rest.into());
+                self.cache.put(pe_id, packed(&rest));
             }
             let sid = idx.get(ps).id;
             if !s_keep.is_empty() {
@@ -539,7 +544,7 @@ impl Table {
                 idx.remove(ps);
                 self.cache.remove(sid);
             } else {
-                self.cache.put(sid, s_keep.into());
+                self.cache.put(sid, packed(&s_keep));
             }
         }
         #[cfg(feature = "invariants")]

@@ -60,6 +60,8 @@ trait Kv: Send + Sync {
     fn settle(&self);
     /// Bytes the engine has written to its files since it was opened.
     fn bytes_written(&self) -> u64;
+    /// Read-cache hits and misses since the store was opened (FlexDB: intervals; the LSMs: blocks).
+    fn cache_counts(&self) -> (u64, u64);
     /// Closes the store cleanly.
     fn close(self: Box<Self>) -> Result<()>;
 }
@@ -88,6 +90,10 @@ impl Kv for Flex {
     fn bytes_written(&self) -> u64 {
         let s = self.0.stats();
         s.wal_bytes + s.table_bytes_written
+    }
+    fn cache_counts(&self) -> (u64, u64) {
+        let s = self.0.stats();
+        (s.cache_hits, s.cache_misses)
     }
     fn close(self: Box<Self>) -> Result<()> {
         Ok(self.0.close()?)
@@ -121,6 +127,10 @@ impl Kv for Lsm {
     fn bytes_written(&self) -> u64 {
         let s = self.0.stats();
         s.wal_bytes + s.bytes_flushed + s.compact_write_bytes
+    }
+    fn cache_counts(&self) -> (u64, u64) {
+        let s = self.0.stats();
+        (s.block_cache_hits, s.block_cache_misses)
     }
     fn close(self: Box<Self>) -> Result<()> {
         drop(self);
@@ -164,6 +174,9 @@ impl Kv for Rocks {
         self.counter("rocksdb.wal.bytes")
             + self.counter("rocksdb.flush.write.bytes")
             + self.counter("rocksdb.compact.write.bytes")
+    }
+    fn cache_counts(&self) -> (u64, u64) {
+        (self.counter("rocksdb.block.cache.hit"), self.counter("rocksdb.block.cache.miss"))
     }
     fn close(self: Box<Self>) -> Result<()> {
         drop(self);
@@ -534,23 +547,35 @@ impl Experiment for FlexDbBench {
                 let streams = key_streams(Dist::Zipf, udb.n, threads, per, ctx.seed ^ 7)?;
                 put_streams(&*db, &udb, &streams, 1 << 32);
                 db.settle();
+                // Cache hit ratio of a phase, from the engine's counters before and after it.
+                let hit_ratio = |before: (u64, u64)| {
+                    let (h, m) = db.cache_counts();
+                    let (h, m) = (h - before.0, m - before.1);
+                    h as f64 / (h + m).max(1) as f64
+                };
                 for dist in dists {
                     let streams = key_streams(dist, udb.n, threads, reads / threads as u64, ctx.seed ^ 11)?;
                     let per = reads / threads as u64;
+                    let before = db.cache_counts();
                     let s = time_ops_parallel(threads, per, |t, i| {
                         let mut k = Vec::with_capacity(udb.klen);
                         udb.key(streams[t][i as usize], &mut k);
                         std::hint::black_box(db.get(&k));
                     });
-                    report.row(&format!("get-{}", dist.name()), name, s.metrics());
+                    let mut m = s.metrics();
+                    m.push(("cache_hit_ratio", hit_ratio(before)));
+                    report.row(&format!("get-{}", dist.name()), name, m);
                 }
                 let streams = key_streams(Dist::Zipf, udb.n, threads, scans / threads as u64, ctx.seed ^ 13)?;
+                let before = db.cache_counts();
                 let s = time_ops_parallel(threads, scans / threads as u64, |t, i| {
                     let mut k = Vec::with_capacity(udb.klen);
                     udb.key(streams[t][i as usize], &mut k);
                     std::hint::black_box(db.scan(&k, 50));
                 });
-                report.row("scan50-zipf", name, s.metrics());
+                let mut m = s.metrics();
+                m.push(("cache_hit_ratio", hit_ratio(before)));
+                report.row("scan50-zipf", name, m);
                 db.close()?;
             }
             // Recovery.
