@@ -86,6 +86,9 @@ pub struct Stats {
     pub rebuild_anchors: u64,
     /// Bytes in the table file.
     pub table_size: u64,
+    /// Extents of the table FlexFile: an interval read costs one positional read per extent it spans, and
+    /// in-place updates split extents, so `table_extents / intervals` is what a cache miss pays.
+    pub table_extents: u64,
 }
 
 #[derive(Default)]
@@ -473,6 +476,7 @@ impl Db {
         let i = &self.inner;
         let t = &i.table.stats;
         let (hits, misses) = i.table.cache_counts();
+        let fs = i.table.file_stats();
         let r = |a: &AtomicU64| a.load(Ordering::Relaxed);
         Stats {
             puts: r(&i.c.puts),
@@ -484,10 +488,8 @@ impl Db {
             memtables_committed: r(&i.c.memtables_committed),
             table_inserted_bytes: r(&t.inserted_bytes),
             table_collapsed_bytes: r(&t.collapsed_bytes),
-            table_bytes_written: {
-                let s = i.table.file_stats();
-                s.data_bytes_written + s.log_bytes_written + s.tree_bytes_written
-            },
+            table_bytes_written: fs.data_bytes_written + fs.log_bytes_written + fs.tree_bytes_written,
+            table_extents: fs.extents,
             interval_splits: r(&t.splits),
             interval_merges: r(&t.merges),
             intervals: i.table.intervals() as u64,

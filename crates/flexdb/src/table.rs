@@ -53,6 +53,8 @@ pub struct TableStats {
     pub lock_releases: AtomicU64,
     /// Anchors read at open.
     pub rebuild_anchors: AtomicU64,
+    /// Intervals the committer rewrote whole because they spanned too many extents.
+    pub rewrites: AtomicU64,
 }
 
 /// The table. See the module comment.
@@ -63,6 +65,7 @@ pub struct Table {
     max_keys: usize,
     max_bytes: u64,
     lock_bytes: u64,
+    rewrite_extents: usize,
     /// Counters.
     pub stats: TableStats,
 }
@@ -100,6 +103,7 @@ impl Table {
             max_keys: opts.interval_max_keys,
             max_bytes: opts.interval_max_bytes,
             lock_bytes: opts.commit_lock_bytes,
+            rewrite_extents: opts.rewrite_extents,
             stats,
         })
     }
@@ -332,6 +336,12 @@ impl Table {
         let mut recs: Vec<Rec> = self.load(idx, p)?.to_recs();
         let base = idx.offset(p);
         let mut file = self.file.write();
+        if self.rewrite_extents > 0 {
+            let size = idx.get(p).size;
+            if file.tree().query(base, size)?.len() > self.rewrite_extents {
+                return self.rewrite_group(idx, p, file, recs, group);
+            }
+        }
         let (mut i, mut cur, mut delta, mut written, mut removed) = (0usize, 0u64, 0i64, 0u64, false);
         let mut buf = Vec::new();
         for &(k, v) in group {
@@ -363,6 +373,21 @@ impl Table {
         }
         self.stats.inserted_bytes.fetch_add(written, Ordering::Relaxed);
         idx.resize(p, delta);
+        self.finish_group(idx, p, file, recs, removed)?;
+        Ok(written)
+    }
+
+    /// The end of applying a group to the interval at `p`, which now holds `recs` in the file: anchor tag, then
+    /// removal, split, merge or a plain cache update.
+    fn finish_group(
+        &self,
+        idx: &mut SparseIndex,
+        p: Pos,
+        mut file: parking_lot::RwLockWriteGuard<'_, FlexFile>,
+        recs: Vec<Rec>,
+        removed: bool,
+    ) -> Result<()> {
+        let base = idx.offset(p);
         if !recs.is_empty() && file.get_tag(base)? != ANCHOR_TAG {
             file.set_tag(base, ANCHOR_TAG)?;
         }
@@ -371,7 +396,7 @@ impl Table {
             idx.remove(p);
             self.cache.remove(id);
             self.stats.merges.fetch_add(1, Ordering::Relaxed);
-            return Ok(written);
+            return Ok(());
         }
         let size = idx.get(p).size;
         if recs.len() > self.max_keys || (size > self.max_bytes && recs.len() > 1) {
@@ -382,7 +407,50 @@ impl Table {
         } else {
             self.cache.put(id, packed(&recs));
         }
-        Ok(written)
+        Ok(())
+    }
+
+    /// [`Table::apply_group`] for an interval spanning more than `rewrite_extents` extents: the entries are merged
+    /// in memory and the interval is replaced by one contiguous run (collapse, then insert), so a later cache miss
+    /// reads it with one positional read instead of one per extent. Costs writing the interval's unchanged records
+    /// again. Returns the bytes inserted.
+    fn rewrite_group(
+        &self,
+        idx: &mut SparseIndex,
+        p: Pos,
+        mut file: parking_lot::RwLockWriteGuard<'_, FlexFile>,
+        mut recs: Vec<Rec>,
+        group: &[(&[u8], &MemValue)],
+    ) -> Result<u64> {
+        let base = idx.offset(p);
+        let old = idx.get(p).size;
+        let mut removed = false;
+        for &(k, v) in group {
+            let i = recs.partition_point(|r| *r.0 < *k);
+            let present = i < recs.len() && *recs[i].0 == *k;
+            match v {
+                MemValue::Put(val) if present => recs[i].1 = val.clone(),
+                MemValue::Put(val) => recs.insert(i, (k.into(), val.clone())),
+                MemValue::Delete if present => {
+                    recs.remove(i);
+                    removed = true;
+                }
+                MemValue::Delete => {}
+            }
+        }
+        let mut buf = Vec::with_capacity(recs.iter().map(|r| rec_len(r) as usize).sum());
+        for (k, v) in &recs {
+            record::encode(&mut buf, k, v);
+        }
+        // One FlexFile operation: a crash between a collapse and an insert would lose the interval's records
+        // that the memtable (hence WAL replay) does not hold.
+        file.replace(base, old, &buf)?;
+        self.stats.collapsed_bytes.fetch_add(old, Ordering::Relaxed);
+        self.stats.inserted_bytes.fetch_add(buf.len() as u64, Ordering::Relaxed);
+        self.stats.rewrites.fetch_add(1, Ordering::Relaxed);
+        idx.resize(p, buf.len() as i64 - old as i64);
+        self.finish_group(idx, p, file, recs, removed)?;
+        Ok(buf.len() as u64)
     }
 
     /// Splits an oversized interval into intervals within both limits, tagging each new anchor.

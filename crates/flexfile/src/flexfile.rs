@@ -424,6 +424,26 @@ impl FlexFile {
         })
     }
 
+    /// Replaces `[off, off + len)` with `buf` as one operation: the file moves by `buf.len() - len` after it, and a
+    /// crash leaves either the old bytes or the new ones, never a state between (a `collapse` then an `insert`
+    /// could be cut between the two). The new bytes are one contiguous run in the data file.
+    pub fn replace(&mut self, off: u64, len: u64, buf: &[u8]) -> Result<()> {
+        let size = self.size();
+        if off.checked_add(len).is_none_or(|e| e > size) {
+            return Err(Error::invalid(format!("replace {off}+{len} past the end ({size})")));
+        }
+        self.check_end(size - len, buf.len() as u64)?;
+        self.guard(|f| {
+            // GC commits: it must run before the operation logs anything (as in `write`).
+            f.ensure_space(buf.len() as u64)?;
+            for (_, n) in chunks(len, u32::MAX as u64) {
+                f.run(Op::Collapse { off, len: n as u32 })?;
+            }
+            f.write_data(off, buf, true)?;
+            f.end_op()
+        })
+    }
+
     /// Sets the size: shrinking drops the tail, growing appends a hole.
     pub fn truncate(&mut self, len: u64) -> Result<()> {
         self.check_end(len, 0)?;
@@ -495,6 +515,22 @@ impl FlexFile {
     pub fn read_at(&self, off: u64, buf: &mut [u8]) -> Result<()> {
         if self.poisoned {
             return Err(Error::Poisoned);
+        }
+        let len = buf.len() as u64;
+        if off.checked_add(len).is_none_or(|e| e > self.size()) {
+            return Err(Error::invalid(format!("range {off}+{len} past the end ({})", self.size())));
+        }
+        if buf.is_empty() {
+            return Ok(());
+        }
+        // As in `read`: a range inside one extent needs one descent and no piece list.
+        let (start, e) = self.tree.extent_at(off)?;
+        if start + e.len as u64 >= off + len {
+            if e.is_hole() {
+                buf.fill(0);
+                return Ok(());
+            }
+            return self.data.read_shared(e.addr + (off - start), buf);
         }
         let mut at = 0usize;
         for p in self.tree.query(off, buf.len() as u64)? {

@@ -70,10 +70,17 @@ pub fn random_op(rng: &mut SmallRng, f: &mut FlexFile, m: &mut Vec<u8>, ctx: &st
             f.truncate(len as u64).unwrap_or_else(|e| panic!("{ctx}: truncate: {e}"));
             m.resize(len, 0);
         }
-        84..=86 if size > 0 => {
+        84..=85 if size > 0 => {
             let off = rng.random_range(0..size);
             let len = rng.random_range(1..=(size - off).min(2000));
             f.defrag(off as u64, len as u64).unwrap_or_else(|e| panic!("{ctx}: defrag: {e}"));
+        }
+        86 => {
+            let off = rng.random_range(0..=size);
+            let len = rng.random_range(0..=(size - off).min(n * 2));
+            let d = rand_bytes(rng, n);
+            f.replace(off as u64, len as u64, &d).unwrap_or_else(|e| panic!("{ctx}: replace: {e}"));
+            m.splice(off..off + len, d);
         }
         87..=89 if size > 0 => {
             let off = rng.random_range(0..size);

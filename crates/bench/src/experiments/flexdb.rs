@@ -8,6 +8,10 @@
 //! gets the same shape. FlexDB uses the paper's evaluation setting of at most 8 keys per interval. Every
 //! configuration is printed as a note. No store syncs per write (the paper's setting).
 //!
+//! `flexdb-rewrite` is FlexDB with our extension `rewrite_extents` (default 2 here): the committer rewrites an
+//! interval it changes as one contiguous run when in-place updates have split it into more extents than that,
+//! trading bytes written for one positional read per cache miss. `flexdb` is the paper's FlexDB (never rewrites).
+//!
 //! Workloads:
 //! - `write-{seq,zipf,comp}-{zippydb,udb,sys}`: an empty store receives `dataset` bytes of puts (Table 3's key and
 //!   value sizes) from `threads` threads, keys sequential (one contiguous range per thread), YCSB-Zipfian
@@ -24,7 +28,8 @@
 //! - `ycsb-a` .. `ycsb-f`: the UDB dataset loaded in key order, then YCSB A–F in order on the same store (E scans
 //!   50 records, as in the paper).
 //!
-//! Settings: `--set dataset_mib=N threads=N reads=N scans=N ycsb_ops=N` (defaults scale with --quick).
+//! Settings: `--set dataset_mib=N threads=N reads=N scans=N ycsb_ops=N rewrite_extents=N` (defaults scale with
+//! --quick; `rewrite_extents` is `flexdb-rewrite`'s setting, default 2).
 
 use std::path::Path;
 use std::sync::Arc;
@@ -48,6 +53,8 @@ struct Config {
     memtable: usize,
     /// User-space cache.
     cache: usize,
+    /// FlexDB's `rewrite_extents` for the `flexdb-rewrite` system (`flexdb` always runs the paper's 0).
+    rewrite_extents: usize,
 }
 
 /// The operations the experiment needs from a store.
@@ -62,6 +69,10 @@ trait Kv: Send + Sync {
     fn bytes_written(&self) -> u64;
     /// Read-cache hits and misses since the store was opened (FlexDB: intervals; the LSMs: blocks).
     fn cache_counts(&self) -> (u64, u64);
+    /// What the read phase's numbers depend on in the store's layout, for the report's notes (empty: nothing).
+    fn layout_note(&self) -> String {
+        String::new()
+    }
     /// Closes the store cleanly.
     fn close(self: Box<Self>) -> Result<()>;
 }
@@ -94,6 +105,15 @@ impl Kv for Flex {
     fn cache_counts(&self) -> (u64, u64) {
         let s = self.0.stats();
         (s.cache_hits, s.cache_misses)
+    }
+    fn layout_note(&self) -> String {
+        let s = self.0.stats();
+        format!(
+            "{} intervals in {} table extents ({:.2} per interval; a cache miss reads each extent of its interval)",
+            s.intervals,
+            s.table_extents,
+            s.table_extents as f64 / s.intervals.max(1) as f64
+        )
     }
     fn close(self: Box<Self>) -> Result<()> {
         Ok(self.0.close()?)
@@ -184,7 +204,7 @@ impl Kv for Rocks {
     }
 }
 
-fn flex_options(c: Config, rebuild_interval: u64) -> flexdb::Options {
+fn flex_options(c: Config, rebuild_interval: u64, rewrite_extents: usize) -> flexdb::Options {
     flexdb::Options {
         create_if_missing: true,
         memtable_bytes: c.memtable,
@@ -192,33 +212,43 @@ fn flex_options(c: Config, rebuild_interval: u64) -> flexdb::Options {
         interval_max_keys: 8,
         cache_bytes: c.cache,
         rebuild_interval,
+        rewrite_extents,
         ..flexdb::Options::default()
     }
 }
 
 fn open_flex_with(dir: &Path, c: Config, rebuild_interval: u64) -> Result<Box<dyn Kv>> {
     let fs: Arc<dyn vfs::Fs> = Arc::new(vfs::OsFs::new());
-    Ok(Box::new(Flex(flexdb::Db::open(fs, dir, flex_options(c, rebuild_interval))?)))
+    Ok(Box::new(Flex(flexdb::Db::open(fs, dir, flex_options(c, rebuild_interval, 0))?)))
 }
 
 fn open_flex(dir: &Path, c: Config) -> Result<Box<dyn Kv>> {
     open_flex_with(dir, c, 4 << 10)
 }
 
+/// FlexDB with our extension: intervals spanning more than `rewrite_extents` extents are rewritten contiguously.
+fn open_flex_rewrite(dir: &Path, c: Config) -> Result<Box<dyn Kv>> {
+    let fs: Arc<dyn vfs::Fs> = Arc::new(vfs::OsFs::new());
+    Ok(Box::new(Flex(flexdb::Db::open(fs, dir, flex_options(c, 4 << 10, c.rewrite_extents))?)))
+}
+
 fn describe_flex(c: Config) -> String {
-    let o = flex_options(c, 4 << 10);
+    let o = flex_options(c, 4 << 10, 0);
     format!(
         "flexdb: memtable_bytes={} (x2: active + committing) interval_max_keys={} interval_max_bytes={} \
-         cache_bytes={} cache_partitions={} commit_lock_bytes={} rebuild_interval={} flexfile segment_size={} \
-         sync=false",
+         cache_bytes={} cache_partitions={} commit_lock_bytes={} rewrite_extents={} (flexdb-rewrite: {}) \
+         rebuild_interval={} flexfile segment_size={} block_size={} sync=false",
         o.memtable_bytes,
         o.interval_max_keys,
         o.interval_max_bytes,
         o.cache_bytes,
         o.cache_partitions,
         o.commit_lock_bytes,
+        o.rewrite_extents,
+        c.rewrite_extents,
         o.rebuild_interval,
-        o.flexfile.segment_size
+        o.flexfile.segment_size,
+        o.flexfile.block_size
     )
 }
 
@@ -457,7 +487,7 @@ impl Experiment for FlexDbBench {
     fn about(&self) -> &'static str {
         "flexdb vs rocksdb and lsm-local (FlexFile paper §6.3): sequential/Zipfian/Zipfian-composite writes of the \
          ZippyDB/UDB/SYS datasets with bytes written, GET and SCAN(50) after Zipfian updates, recovery time, YCSB \
-         A-F; --set dataset_mib=N threads=N reads=N scans=N ycsb_ops=N"
+         A-F; --set dataset_mib=N threads=N reads=N scans=N ycsb_ops=N rewrite_extents=N"
     }
 
     fn run(&self, ctx: &Ctx) -> Result<Report> {
@@ -469,7 +499,12 @@ impl Experiment for FlexDbBench {
         let bytes = dataset_mib << 20;
         // The paper's ratios: cache = dataset / 5; a 256 MB memtable for 40 GB, but at least 4 MiB here so that
         // a quick run still commits dozens of memtables.
-        let cfg = Config { memtable: ((bytes / 160) as usize).max(4 << 20), cache: (bytes / 5) as usize };
+        let rewrite_extents: usize = ctx.setting("rewrite_extents", 2)?;
+        let cfg = Config {
+            memtable: ((bytes / 160) as usize).max(4 << 20),
+            cache: (bytes / 5) as usize,
+            rewrite_extents,
+        };
         let datasets = [
             Data::new("zippydb", KvSizes::ZIPPYDB, bytes),
             Data::new("udb", KvSizes::UDB, bytes),
@@ -509,8 +544,12 @@ impl Experiment for FlexDbBench {
                        "load": "key order", "scan_length": 50, "threads": threads}),
             );
         }
-        let systems: [(&str, Opener); 3] =
-            [("flexdb", open_flex), ("rocksdb", open_rocks), ("lsm-local", open_lsm)];
+        let systems: [(&str, Opener); 4] = [
+            ("flexdb", open_flex),
+            ("flexdb-rewrite", open_flex_rewrite),
+            ("rocksdb", open_rocks),
+            ("lsm-local", open_lsm),
+        ];
         for (name, open) in systems {
             let dir = ctx.scratch.join(format!("flexdb-bench-{name}"));
             let _ = std::fs::remove_dir_all(&dir);
@@ -576,6 +615,10 @@ impl Experiment for FlexDbBench {
                 let mut m = s.metrics();
                 m.push(("cache_hit_ratio", hit_ratio(before)));
                 report.row("scan50-zipf", name, m);
+                let shape = db.layout_note();
+                if !shape.is_empty() {
+                    report.note(format!("{name} read-phase layout: {shape}"));
+                }
                 db.close()?;
             }
             // Recovery.
@@ -610,12 +653,12 @@ impl Experiment for FlexDbBench {
         }
         // Ratios against lsm-local (ours too, so the report's automatic ratios skip it).
         let mut lines = Vec::new();
-        for r in report.results.iter().filter(|r| r.system == "flexdb") {
+        for r in report.results.iter().filter(|r| r.system.starts_with("flexdb")) {
             for m in ["ops_per_sec", "bytes_written"] {
                 if let (Some(a), Some(b)) = (r.metrics.get(m), report.get(&r.workload, "lsm-local", m))
                     && b != 0.0
                 {
-                    lines.push(format!("{}: flexdb/lsm-local {m} = {:.2}", r.workload, a / b));
+                    lines.push(format!("{}: {}/lsm-local {m} = {:.2}", r.workload, r.system, a / b));
                 }
             }
         }

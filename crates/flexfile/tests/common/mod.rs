@@ -61,10 +61,16 @@ pub fn mutate(rng: &mut SmallRng, f: &mut FlexFile, m: &[u8]) -> (Vec<u8>, flexf
             next.resize(len, 0);
             f.truncate(len as u64)
         }
-        94..=96 if size > 0 => {
+        94..=95 if size > 0 => {
             let off = rng.random_range(0..size);
             let len = rng.random_range(1..=(size - off).min(2000));
             f.defrag(off as u64, len as u64)
+        }
+        96..=97 => {
+            let off = rng.random_range(0..=size);
+            let len = rng.random_range(0..=(size - off).min(n * 2));
+            next.splice(off..off + len, data.iter().copied());
+            f.replace(off as u64, len as u64, &data)
         }
         _ if size > 0 => {
             let off = rng.random_range(0..size);
