@@ -317,3 +317,54 @@ fn failed_sync_then_reopen_then_crash() {
         }
     }
 }
+
+/// FlexDB rewrote a fragmented interval with a collapse and then an insert; a crash between the two lost the
+/// interval's records. `replace` is one operation: a crash anywhere in it (and the sync after it) recovers the
+/// old bytes or the new ones, never the file with the range removed.
+#[test]
+fn regression_replace_is_atomic_across_crashes() {
+    let mut rng = common::rng(77);
+    let old: Vec<u8> = (0..3000).map(|_| rng.random()).collect();
+    let new_part: Vec<u8> = (0..1200).map(|_| rng.random()).collect();
+    let mut new = old.clone();
+    new.splice(100..1600, new_part.iter().copied());
+    // Every operation commits its log entries at its end (as FlexDB's long commits do once the buffer fills),
+    // so two operations would be two commits a crash can fall between.
+    let opts = Options { log_buffer_bytes: 1, ..Options::tiny() };
+    // Builds the synced old file, then replaces and syncs with the crash budget counted from there.
+    let run = |budget: Option<u64>| -> (CrashFs, u64) {
+        let fs = CrashFs::new();
+        let dynfs: Arc<dyn vfs::Fs> = Arc::new(fs.clone());
+        let mut f = FlexFile::create(dynfs, Path::new(DIR), opts.clone()).unwrap();
+        f.insert(0, &old).unwrap();
+        f.sync().unwrap();
+        let base = fs.ops();
+        if let Some(b) = budget {
+            fs.set_op_budget(b);
+        }
+        let _ = f.replace(100, 1500, &new_part).and_then(|()| f.sync());
+        drop(f);
+        let used = fs.ops() - base;
+        (fs, used)
+    };
+    let (_, total) = run(None);
+    assert!(total > 0);
+    for budget in 0..=total {
+        let (fs, _) = run(Some(budget));
+        for (mode, crashed) in [
+            ("seeded", fs.crash(budget)),
+            ("drop", fs.crash_drop_unsynced()),
+            ("keep", fs.crash_keep_unsynced()),
+        ] {
+            let afs: Arc<dyn vfs::Fs> = Arc::new(crashed);
+            let mut f = FlexFile::open(afs, Path::new(DIR), opts.clone())
+                .unwrap_or_else(|e| panic!("budget {budget} {mode}: reopen: {e}"));
+            let got = common::contents(&mut f).unwrap();
+            assert!(
+                got == old || got == new,
+                "budget {budget} {mode}: {} bytes, neither old nor new",
+                got.len()
+            );
+        }
+    }
+}
