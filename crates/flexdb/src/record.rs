@@ -95,33 +95,10 @@ pub fn decode_header(buf: &[u8]) -> Result<Option<(usize, usize, usize)>> {
 /// One decoded record.
 pub type Rec = (Box<[u8]>, Box<[u8]>);
 
-/// Decodes the whole of `buf` (an interval) into records, checking every checksum and the key order.
+/// Decodes the whole of `buf` (an interval) into records, checking every checksum and the key order (the owned
+/// form of [`crate::interval::Interval::decode`]).
 pub fn decode_all(buf: &[u8]) -> Result<Vec<Rec>> {
-    let mut out: Vec<Rec> = Vec::new();
-    let mut at = 0;
-    while at < buf.len() {
-        let rest = &buf[at..];
-        let (klen, vlen, h) =
-            decode_header(rest)?.ok_or_else(|| Error::corruption("table", "truncated record header"))?;
-        let total = h + klen + vlen + 4;
-        if rest.len() < total {
-            return Err(Error::corruption("table", format!("record at +{at} runs past its interval")));
-        }
-        let body = &rest[..total - 4];
-        let crc = u32::from_le_bytes([rest[total - 4], rest[total - 3], rest[total - 2], rest[total - 1]]);
-        if crc32c::crc32c(body) != crc {
-            return Err(Error::corruption("table", format!("record checksum mismatch at +{at}")));
-        }
-        let key: Box<[u8]> = body[h..h + klen].into();
-        if let Some(last) = out.last()
-            && last.0 >= key
-        {
-            return Err(Error::corruption("table", "keys out of order"));
-        }
-        out.push((key, body[h + klen..].into()));
-        at += total;
-    }
-    Ok(out)
+    Ok(crate::interval::Interval::decode(buf.to_vec())?.to_recs())
 }
 
 #[cfg(test)]

@@ -138,6 +138,48 @@ fn chunks(len: u64, max: u64) -> impl Iterator<Item = (u64, u64)> {
     (0..len.div_ceil(max)).map(move |i| (i * max, (len - i * max).min(max)))
 }
 
+/// The read of `[off, off + buf.len())` shared by [`FlexFile::read`] and [`FlexFile::read_at`]: checks the range,
+/// zero-fills holes and hands every mapped piece to `piece` (data address, its part of `buf`).
+fn read_pieces(
+    tree: &FlexTree,
+    size: u64,
+    poisoned: bool,
+    off: u64,
+    buf: &mut [u8],
+    mut piece: impl FnMut(u64, &mut [u8]) -> Result<()>,
+) -> Result<()> {
+    if poisoned {
+        return Err(Error::Poisoned);
+    }
+    let len = buf.len() as u64;
+    if off.checked_add(len).is_none_or(|e| e > size) {
+        return Err(Error::invalid(format!("range {off}+{len} past the end ({size})")));
+    }
+    if buf.is_empty() {
+        return Ok(());
+    }
+    // Most reads lie in one extent: one descent, no piece list.
+    let (start, e) = tree.extent_at(off)?;
+    if start + e.len as u64 >= off + len {
+        if e.is_hole() {
+            buf.fill(0);
+            return Ok(());
+        }
+        return piece(e.addr + (off - start), buf);
+    }
+    let mut at = 0usize;
+    for p in tree.query(off, len)? {
+        let dst = &mut buf[at..at + p.len as usize];
+        if p.addr == HOLE {
+            dst.fill(0);
+        } else {
+            piece(p.addr, dst)?;
+        }
+        at += p.len as usize;
+    }
+    Ok(())
+}
+
 impl FlexFile {
     /// Creates a new FlexFile in `dir` (created if missing). Fails if `dir` already holds one.
     pub fn create(fs: Arc<dyn vfs::Fs>, dir: &Path, opts: Options) -> Result<FlexFile> {
@@ -476,73 +518,17 @@ impl FlexFile {
 
     /// Reads `buf.len()` bytes at `off`; holes read as zeros. Reading past the end is an error.
     pub fn read(&mut self, off: u64, buf: &mut [u8]) -> Result<()> {
-        if self.poisoned {
-            return Err(Error::Poisoned);
-        }
-        let len = buf.len() as u64;
-        if off.checked_add(len).is_none_or(|e| e > self.size()) {
-            return Err(Error::invalid(format!("range {off}+{len} past the end ({})", self.size())));
-        }
-        if buf.is_empty() {
-            return Ok(());
-        }
-        // Most reads lie in one extent: one descent, no piece list.
-        let (start, e) = self.tree.extent_at(off)?;
-        if start + e.len as u64 >= off + buf.len() as u64 {
-            if e.is_hole() {
-                buf.fill(0);
-                return Ok(());
-            }
-            return self.data.read(e.addr + (off - start), buf);
-        }
-        let pieces = self.tree.query(off, buf.len() as u64)?;
-        let mut at = 0usize;
-        for p in pieces {
-            let dst = &mut buf[at..at + p.len as usize];
-            if p.addr == HOLE {
-                dst.fill(0);
-            } else {
-                self.data.read(p.addr, dst)?;
-            }
-            at += p.len as usize;
-        }
-        Ok(())
+        let (size, poisoned) = (self.size(), self.poisoned);
+        read_pieces(&self.tree, size, poisoned, off, buf, |addr, dst| self.data.read(addr, dst))
     }
 
     /// [`FlexFile::read`] through a shared reference, so readers can run concurrently (behind a reader-writer
     /// lock, with writers taking it exclusively). Same bytes and the same checksum verification; checksum tables
     /// not yet cached are read from the file for this call only.
     pub fn read_at(&self, off: u64, buf: &mut [u8]) -> Result<()> {
-        if self.poisoned {
-            return Err(Error::Poisoned);
-        }
-        let len = buf.len() as u64;
-        if off.checked_add(len).is_none_or(|e| e > self.size()) {
-            return Err(Error::invalid(format!("range {off}+{len} past the end ({})", self.size())));
-        }
-        if buf.is_empty() {
-            return Ok(());
-        }
-        // As in `read`: a range inside one extent needs one descent and no piece list.
-        let (start, e) = self.tree.extent_at(off)?;
-        if start + e.len as u64 >= off + len {
-            if e.is_hole() {
-                buf.fill(0);
-                return Ok(());
-            }
-            return self.data.read_shared(e.addr + (off - start), buf);
-        }
-        let mut at = 0usize;
-        for p in self.tree.query(off, buf.len() as u64)? {
-            let dst = &mut buf[at..at + p.len as usize];
-            if p.addr == HOLE {
-                dst.fill(0);
-            } else {
-                self.data.read_shared(p.addr, dst)?;
-            }
-            at += p.len as usize;
-        }
-        Ok(())
+        read_pieces(&self.tree, self.size(), self.poisoned, off, buf, |addr, dst| {
+            self.data.read_shared(addr, dst)
+        })
     }
 
     /// Reads up to `max` bytes from the start of the extent containing `off` (§5.4). Returns the extent's logical
