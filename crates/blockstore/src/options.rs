@@ -14,6 +14,11 @@ pub struct Options {
     /// The cache is also flushed once the journal holds this many bytes (overwrites of cached blocks grow the
     /// journal but not the cache). Default 4 × `segment_cache_bytes`; must be >= `segment_cache_bytes`.
     pub journal_flush_bytes: u64,
+    /// Batches are appended to data files without syncing them; the journal keeps their writes until a data
+    /// sync makes them durable. Once the journal holds this many bytes after a segment-cache flush, the data file
+    /// is synced and the journal emptied (so do an index checkpoint and a data file's sealing). Larger values sync
+    /// less often and lengthen the journal recovery reads. Default 32 MiB; must be >= `journal_flush_bytes`.
+    pub journal_reset_bytes: u64,
     /// A data file is sealed and a new one started once it reaches this size. Default 64 MiB; at least 64 KiB.
     pub data_file_bytes: u64,
     /// An index checkpoint is written after a segment-cache flush once this many bytes of batches were appended
@@ -41,6 +46,7 @@ impl Default for Options {
         Options {
             segment_cache_bytes: 512 << 10,
             journal_flush_bytes: 4 * (512 << 10),
+            journal_reset_bytes: 32 << 20,
             data_file_bytes: 64 << 20,
             checkpoint_bytes: 64 << 20,
             gc_live_percent: 50,
@@ -62,6 +68,9 @@ impl Options {
         }
         if self.journal_flush_bytes < self.segment_cache_bytes as u64 {
             return bad("journal_flush_bytes must be >= segment_cache_bytes".into());
+        }
+        if self.journal_reset_bytes < self.journal_flush_bytes {
+            return bad("journal_reset_bytes must be >= journal_flush_bytes".into());
         }
         if self.data_file_bytes < 64 << 10 {
             return bad(format!("data_file_bytes {} is below 64 KiB", self.data_file_bytes));

@@ -35,6 +35,8 @@ pub struct Stats {
     pub recovered_checkpoint_pieces: u64,
     /// Index checkpoints written.
     pub checkpoints: u64,
+    /// Data syncs that let the journal be emptied (at `journal_reset_bytes` and after checkpoints).
+    pub data_syncs: u64,
     /// Garbage-collection rounds that relocated or removed something.
     pub gc_runs: u64,
     /// Data files removed by garbage collection.

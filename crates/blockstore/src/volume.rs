@@ -2,9 +2,12 @@
 //!
 //! Write path (§2.1): append a journal record; put the blocks in the segment cache (a delete instead drops cached
 //! blocks and deletes the range in the index at once); FLUSH and FUA sync the journal, which is the only durability
-//! point a client waits for. When the cache holds `segment_cache_bytes` (or the journal `journal_flush_bytes`),
-//! I/O compaction turns the cache into CWs, one batch goes to the data file, the CWs' locations go into the index,
-//! and the journal is reset.
+//! point a client waits for. When the cache holds `segment_cache_bytes` (or the journal `journal_flush_bytes`
+//! more than at the last batch), I/O compaction turns the cache into CWs, one batch goes to the data file
+//! (unsynced) and the CWs' locations go into the index. The journal keeps those writes until the data file is
+//! synced: once it holds `journal_reset_bytes`, or when an index checkpoint is written, the data file is synced
+//! and then the journal is reset. So a stream of writes costs one data sync per `journal_reset_bytes`, not two
+//! per segment cache.
 //!
 //! Read path: the index gives the unit of every mapped piece; each unit touched is read and decompressed once per
 //! request; unmapped blocks read as zeros; cached blocks are overlaid last because they are newer than the index.
@@ -32,7 +35,7 @@ use vfs::{Fs, OpenMode};
 
 use crate::cache::SegmentCache;
 use crate::datafile::{DataFileInfo, DataFiles};
-use crate::format::{BatchOp, Checkpoint, Piece, VolumeMeta};
+use crate::format::{BatchOp, Checkpoint, Piece, SyncMark, VolumeMeta};
 use crate::journal::{Journal, JournalOp};
 use crate::location::Location;
 use crate::read_plan::ReadPlan;
@@ -60,6 +63,8 @@ pub(crate) struct State {
     /// Blocks the index maps to each data file (absent: none).
     pub(crate) live: BTreeMap<u32, u64>,
     next_journal_seq: u64,
+    /// The journal's length right after the newest batch: what it grew by since is what the cache holds.
+    journal_len_at_batch: u64,
     /// The `journal_seq` of the newest batch or checkpoint: what a batch that takes nothing from the journal
     /// (a relocation) must carry.
     pub(crate) batch_journal_seq: u64,
@@ -115,6 +120,8 @@ pub struct VolumeInfo {
 
 /// The index checkpoint's file name in a volume directory.
 pub const CHECKPOINT_FILE: &str = "checkpoint";
+/// The file naming the newest batch a data sync made durable (`format::SyncMark`).
+pub const SYNCED_FILE: &str = "synced";
 
 pub(crate) fn volume_dir(store: &Path, name: &str) -> PathBuf {
     vfs::join(store, name)
@@ -182,7 +189,13 @@ impl Volume {
             None
         };
         let after = ckpt.as_ref().map_or(0, |c| c.batch_seq);
-        let (mut data, batches) = DataFiles::open(fs.clone(), &dir, after, read_only)?;
+        let synced_path = vfs::join(&dir, SYNCED_FILE);
+        let durable = if fs.exists(&synced_path)? {
+            SyncMark::decode(&vfs::read_all(fs.as_ref(), &synced_path)?)?
+        } else {
+            SyncMark::default()
+        };
+        let (mut data, batches) = DataFiles::open(fs.clone(), &dir, after, durable, read_only)?;
         let mut last_journal_seq = 0;
         let mut checkpoint_len = 0;
         if let Some(c) = &ckpt {
@@ -237,6 +250,7 @@ impl Volume {
         }
         let jmode = if read_only { OpenMode::ReadOnly } else { OpenMode::ReadWrite };
         let (journal, records) = Journal::open(fs.open(&vfs::join(&dir, "journal"), jmode)?, read_only)?;
+        let journal_len = journal.len();
         let mut cache = SegmentCache::default();
         let mut next_journal_seq = last_journal_seq + 1;
         for (seq, op) in records {
@@ -267,6 +281,7 @@ impl Volume {
             data,
             live,
             next_journal_seq,
+            journal_len_at_batch: journal_len,
             batch_journal_seq: last_journal_seq,
             bytes_since_checkpoint: 0,
             last_checkpoint_bytes: checkpoint_len,
@@ -616,7 +631,7 @@ impl State {
     fn maybe_flush_cache(&mut self) -> Result<()> {
         let pending_deletes = self.cache.deletes().len() * 64;
         if self.cache.bytes() + pending_deletes >= self.opts.segment_cache_bytes
-            || self.journal.len() >= self.opts.journal_flush_bytes
+            || self.journal.len().saturating_sub(self.journal_len_at_batch) >= self.opts.journal_flush_bytes
         {
             self.flush_cache()?;
         }
@@ -642,8 +657,28 @@ impl State {
         self.stats.cws_written += cws.len() as u64;
         self.stats.writes_compacted += self.cache.writes();
         self.cache.clear();
-        self.journal.reset()?;
+        self.journal_len_at_batch = self.journal.len();
+        if self.journal.len() >= self.opts.journal_reset_bytes {
+            self.sync_and_reset_journal()?;
+        }
         self.after_batch(before)
+    }
+
+    /// Makes every batch durable, then empties the journal (whose records are all in batches).
+    /// REQUIRES: the segment cache is empty.
+    fn sync_and_reset_journal(&mut self) -> Result<()> {
+        debug_assert!(self.cache.is_empty());
+        self.data.sync()?;
+        // Recovery must know these batches were durable before the journal stops holding their writes: it trusts
+        // batches up to the mark (a damaged unit is corruption, reported when read) and verifies later ones,
+        // dropping a torn one whose writes the journal still holds.
+        let (file, len) = self.data.end();
+        let mark = SyncMark { batch_seq: self.data.last_seq(), file, len };
+        vfs::write_atomic(self.fs.as_ref(), &vfs::join(&self.dir, SYNCED_FILE), &mark.encode())?;
+        self.journal.reset()?;
+        self.journal_len_at_batch = 0;
+        self.stats.data_syncs += 1;
+        Ok(())
     }
 
     /// Bookkeeping after a batch: checkpoint when enough was appended since the last one; note GC candidates.
@@ -698,12 +733,15 @@ impl State {
             pieces,
         };
         let bytes = c.encode();
+        // The checkpoint stands for the batches: they must be durable first.
+        self.data.sync()?;
         vfs::write_atomic(self.fs.as_ref(), &vfs::join(&self.dir, CHECKPOINT_FILE), &bytes)?;
         self.last_checkpoint_bytes = bytes.len() as u64;
         self.bytes_since_checkpoint = 0;
         self.checkpoint_seq = c.batch_seq;
         self.stats.checkpoints += 1;
-        Ok(())
+        // Everything the journal holds is in synced batches now.
+        self.sync_and_reset_journal()
     }
 
     fn checkpoint_seq(&self) -> u64 {

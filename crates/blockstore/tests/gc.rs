@@ -29,6 +29,8 @@ fn opts(auto_gc: u32) -> Options {
     Options {
         segment_cache_bytes: 8 * BLOCK_SIZE,
         journal_flush_bytes: 32 * BLOCK_SIZE as u64,
+        // Data syncs (and journal resets) every few batches, not only at checkpoints.
+        journal_reset_bytes: 64 * BLOCK_SIZE as u64,
         data_file_bytes: 64 << 10,
         checkpoint_bytes: 64 << 10,
         gc_live_percent: auto_gc,

@@ -33,6 +33,8 @@ fn small_opts() -> Options {
     Options {
         segment_cache_bytes: 8 * BLOCK_SIZE,
         journal_flush_bytes: 32 * BLOCK_SIZE as u64,
+        // Data syncs (and journal resets) every few batches, not only at checkpoints.
+        journal_reset_bytes: 64 * BLOCK_SIZE as u64,
         // Small files and frequent checkpoints, so sealing, footers, checkpoints and collection all happen.
         data_file_bytes: 64 << 10,
         checkpoint_bytes: 48 << 10,
@@ -319,7 +321,9 @@ fn corrupt_unit_is_reported_as_corruption() {
     let v = store.create_volume("c", 16 * BLOCK_SIZE as u64).unwrap();
     let data: Vec<u8> = (1..=6).flat_map(block_of).collect();
     v.write(&data, 0, false).unwrap();
-    v.flush_cache().unwrap();
+    // A checkpoint syncs the batch: from then on a damaged unit is corruption (an unsynced one is dropped and
+    // replayed from the journal, see the next test).
+    v.checkpoint().unwrap();
     drop((v, store));
     let path = Path::new("/c/c/data-00000001.dat");
     let bytes = vfs::read_all(fs.as_ref(), path).unwrap();
@@ -334,6 +338,74 @@ fn corrupt_unit_is_reported_as_corruption() {
     let f = fs.open(meta, vfs::OpenMode::ReadWrite).unwrap();
     f.write_all_at(&[0xFF], 14).unwrap();
     let e = Store::open(fs, Path::new("/c"), small_opts()).unwrap().volume("c").unwrap_err();
+    assert!(matches!(e, Error::Corruption(_)), "{e}");
+}
+
+/// Batches are written without a sync and the journal keeps their writes until a data sync: a batch whose units
+/// are damaged and that no sync covered (a torn write after a crash looks the same) is dropped at recovery, and
+/// the journal brings its writes back.
+#[test]
+fn unsynced_batch_with_damaged_units_is_replayed_from_the_journal() {
+    let fs = Arc::new(MemFs::new());
+    let store = Store::open(fs.clone(), Path::new("/c"), small_opts()).unwrap();
+    let v = store.create_volume("c", 16 * BLOCK_SIZE as u64).unwrap();
+    let data: Vec<u8> = (1..=6).flat_map(block_of).collect();
+    v.write(&data, 0, false).unwrap();
+    v.flush().unwrap();
+    v.flush_cache().unwrap();
+    assert_eq!(v.stats().data_syncs, 0);
+    drop((v, store));
+    let path = Path::new("/c/c/data-00000001.dat");
+    let bytes = vfs::read_all(fs.as_ref(), path).unwrap();
+    let f = fs.open(path, vfs::OpenMode::ReadWrite).unwrap();
+    let at = bytes.len() - 10;
+    f.write_all_at(&[bytes[at] ^ 0x10], at as u64).unwrap();
+    let v = open_named(fs.clone(), "/c", "c");
+    let mut b = vec![0u8; 6 * BLOCK_SIZE];
+    v.read(&mut b, 0).unwrap();
+    assert_eq!(b, data);
+}
+
+/// After a data sync empties the journal, nothing but the data file holds a batch's writes: damage in it must be
+/// reported, never dropped as if it were a torn unsynced batch (the `synced` mark tells recovery where durable
+/// batches end).
+#[test]
+fn damage_to_a_synced_batch_is_corruption_not_a_torn_tail() {
+    let opts = Options {
+        journal_reset_bytes: 32 * BLOCK_SIZE as u64,
+        checkpoint_bytes: 64 << 20,
+        // One data file, never sealed: only the current file's batches can be unsynced.
+        data_file_bytes: 64 << 20,
+        gc_live_percent: 0,
+        ..small_opts()
+    };
+    let setup = |flip_header: bool| {
+        let fs = Arc::new(MemFs::new());
+        let store = Store::open(fs.clone(), Path::new("/s"), opts.clone()).unwrap();
+        let v = store.create_volume("s", 64 * BLOCK_SIZE as u64).unwrap();
+        for i in 0..48u64 {
+            v.write(&block_of(i + 1), i * BLOCK_SIZE as u64, false).unwrap();
+        }
+        let st = v.stats();
+        assert!(st.data_syncs >= 1 && st.checkpoints == 0, "{st:?}");
+        drop((v, store));
+        let path = Path::new("/s/s/data-00000001.dat");
+        let f = fs.open(path, vfs::OpenMode::ReadWrite).unwrap();
+        // The first batch: its header at 0, its first unit's payload well after the header.
+        let at = if flip_header { 8 } else { 2000 };
+        let mut b = [0u8; 1];
+        f.read_exact_at(&mut b, at).unwrap();
+        f.write_all_at(&[b[0] ^ 0x10], at).unwrap();
+        fs
+    };
+    // A damaged unit: the volume opens (the batch is below the mark, trusted) and the read reports it.
+    let fs = setup(false);
+    let v = open_named(fs, "/s", "s");
+    let mut b = vec![0u8; 8 * BLOCK_SIZE];
+    assert!(matches!(v.read(&mut b, 0), Err(Error::Corruption(_))));
+    // A damaged header below the synced length: opening reports corruption instead of cutting the file.
+    let fs = setup(true);
+    let e = Store::open(fs, Path::new("/s"), opts.clone()).unwrap().volume("s").unwrap_err();
     assert!(matches!(e, Error::Corruption(_)), "{e}");
 }
 
