@@ -67,12 +67,16 @@ fn run(fault: Fault, label: &str, preload: u32, global: bool) {
     db.flush().unwrap();
     ffs.inject(fault);
     let mut stopped = None;
-    for i in 0..5000u32 {
+    for i in 0..20_000u32 {
         let k = format!("key{:04}", (i * 13) % 500).into_bytes();
         let v = format!("v{i}").into_bytes();
+        // Up to 20,000 writes with a flush every 500, so enough tables are written to reach the fault however the
+        // background threads are scheduled. Regression: with 5,000 writes and no flushes a quarter of the runs
+        // with the global strategy wrote fewer than the 40 tables the compaction fault waits for, and failed.
         match db.put(&w, &k, &v).and_then(|()| {
             model.insert(k, v);
-            maybe_range_delete(&db, &mut model, i)
+            maybe_range_delete(&db, &mut model, i)?;
+            if i % 500 == 499 { db.flush() } else { Ok(()) }
         }) {
             Ok(()) => {}
             Err(e) => {
