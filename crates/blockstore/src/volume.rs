@@ -72,6 +72,8 @@ pub(crate) struct State {
     bytes_since_checkpoint: u64,
     last_checkpoint_bytes: u64,
     checkpoint_seq: u64,
+    /// The newest `synced` mark written or found at open.
+    synced: SyncMark,
     /// A flush left a garbage-collection candidate; the next write runs a round after releasing the lock.
     pub(crate) gc_due: bool,
     pub(crate) poisoned: Option<String>,
@@ -114,6 +116,8 @@ pub struct VolumeInfo {
     pub data_files: Vec<DataFileInfo>,
     /// Sequence number of the last batch in the index checkpoint (0: none).
     pub checkpoint_seq: u64,
+    /// The newest `synced` mark: batches up to it are known durable (all zero: none written yet).
+    pub synced: SyncMark,
     /// Counters.
     pub stats: Stats,
 }
@@ -286,6 +290,7 @@ impl Volume {
             bytes_since_checkpoint: 0,
             last_checkpoint_bytes: checkpoint_len,
             checkpoint_seq: after,
+            synced: durable,
             gc_due: false,
             poisoned: read_only.then(|| "opened read-only for inspection".to_string()),
             stats,
@@ -494,6 +499,7 @@ impl Volume {
             journal_bytes: s.journal.len(),
             data_files: s.data.infos(|id| s.live.get(&id).copied().unwrap_or(0))?,
             checkpoint_seq: s.checkpoint_seq(),
+            synced: s.synced,
             stats: s.current_stats(),
         })
     }
@@ -675,6 +681,7 @@ impl State {
         let (file, len) = self.data.end();
         let mark = SyncMark { batch_seq: self.data.last_seq(), file, len };
         vfs::write_atomic(self.fs.as_ref(), &vfs::join(&self.dir, SYNCED_FILE), &mark.encode())?;
+        self.synced = mark;
         self.journal.reset()?;
         self.journal_len_at_batch = 0;
         self.stats.data_syncs += 1;

@@ -48,6 +48,15 @@ pub fn run(dir: &Path, action: &str) -> Res<()> {
             "  checkpoint: {cp}; recovery replayed {} batch(es), {} journal record(s)",
             i.stats.recovered_batches, i.stats.recovered_journal_records
         );
+        let m = i.synced;
+        if m.batch_seq == 0 {
+            println!("  synced: no mark (nothing past the checkpoint is known durable)");
+        } else {
+            println!(
+                "  synced: batches up to {} durable (data-{:08}.dat up to {} bytes)",
+                m.batch_seq, m.file, m.len
+            );
+        }
         println!(
             "  journal: {} bytes, {} record(s); segment cache {} bytes",
             i.journal_bytes, i.journal_records, i.cache_bytes

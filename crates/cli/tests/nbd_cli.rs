@@ -111,6 +111,8 @@ fn serve_creates_a_volume_that_survives_a_killed_server() {
     assert!(out.status.success(), "{text}{}", String::from_utf8_lossy(&out.stderr));
     assert!(text.contains("volume default: 2097152 bytes"), "{text}");
     assert!(text.contains("1 record(s)") && text.contains("check:"), "{text}");
+    // No data sync emptied the journal yet: no synced mark.
+    assert!(text.contains("synced: no mark"), "{text}");
     let _server = serve(&["--dir", store_s], &sock);
     let (size, data) = session(&sock, None, 21);
     assert_eq!(size, 2 << 20);
