@@ -273,7 +273,10 @@ impl Db {
         let inner = &self.inner;
         inner.check_bg()?;
         let mut w = inner.writer.lock();
-        inner.append(&mut w, &[Op::DeleteRange(start.into(), end.into())], wo)?;
+        // Synced whatever `wo` says: the table is changed below, and the FlexFile may commit that change at once
+        // (whenever its log buffer fills). A record still in the page cache could then be lost with the writes
+        // before it while the collapse survives, a state no prefix of the writes has.
+        inner.append(&mut w, &[Op::DeleteRange(start.into(), end.into())], WriteOptions { sync: true })?;
         inner.c.range_deletes.fetch_add(1, Ordering::Relaxed);
         inner.wait_idle()?;
         let mut m = inner.mem.write();
