@@ -789,7 +789,7 @@ impl Inner {
             if !force && s.mem.approx_size() < self.opts.write_buffer_size {
                 return Ok(());
             }
-            if force && s.mem.is_empty() {
+            if force && s.mem.is_empty() && !self.range_deletes.has_unflushed_records() {
                 return Ok(());
             }
             if s.imm.len() + 1 >= self.opts.max_write_buffer_number

@@ -144,6 +144,13 @@ pub trait RangeDeleteStrategy: Send + Sync {
         false
     }
 
+    /// Whether range records exist outside the memtables that only the WAL holds durably (a strategy that keeps
+    /// them in the memtables, like local tombstones, never has any). A forced flush of an otherwise empty
+    /// memtable must still run then, or it would return without making those records durable.
+    fn has_unflushed_records(&self) -> bool {
+        false
+    }
+
     /// Background work under the engine's work lock: an index flush when its buffer is full, a pending GC whose
     /// older readers have finished. Returns the state to record in a MANIFEST edit if it changed.
     /// Called as [`RangeDeleteStrategy::flush`], with the same `records_frozen` contract.

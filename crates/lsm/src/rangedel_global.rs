@@ -250,6 +250,10 @@ impl RangeDeleteStrategy for Instance {
         self.read().needs_flush() || self.gc_ready().is_some()
     }
 
+    fn has_unflushed_records(&self) -> bool {
+        self.read().has_unflushed()
+    }
+
     fn maintain(
         &self,
         snapshots: &[u64],
