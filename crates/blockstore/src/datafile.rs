@@ -27,7 +27,7 @@ use vfs::{File, Fs, OpenMode};
 use crate::cache::Cw;
 use crate::format::{
     BATCH_HEADER_LEN, BatchHeader, BatchOp, FOOTER_LEN, Footer, OP_LEN, SyncMark, UNIT_HEADER_LEN,
-    decode_unit, encode_unit,
+    decode_unit, encode_unit, intact_unit_len,
 };
 use crate::location::Location;
 use crate::{BLOCK_SIZE, Error, Result};
@@ -477,16 +477,10 @@ fn units_intact(f: &dyn File, start: u64, end: u64) -> Result<bool> {
     f.read_exact_at(&mut b, start)?;
     let mut at = 0usize;
     while at < b.len() {
-        if b.len() - at < UNIT_HEADER_LEN {
-            return Ok(false);
+        match intact_unit_len(&b[at..]) {
+            Some(n) => at += n,
+            None => return Ok(false),
         }
-        let stored = crate::format::u32_at(&b, at + 4) as usize;
-        let unit_end = at + UNIT_HEADER_LEN + stored;
-        if unit_end > b.len() || crate::format::crc(&[&b[at + 4..unit_end]]) != crate::format::u32_at(&b, at)
-        {
-            return Ok(false);
-        }
-        at = unit_end;
     }
     Ok(true)
 }

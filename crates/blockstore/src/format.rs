@@ -39,6 +39,32 @@ pub fn u64_at(b: &[u8], at: usize) -> u64 {
     u64::from_le_bytes(a)
 }
 
+/// Encodes a small fixed-layout file: `magic`, version 1 (u32), `body`, CRC32C of everything before it.
+fn encode_fixed(magic: &[u8; 8], body: &[u8]) -> Vec<u8> {
+    let mut b = Vec::with_capacity(8 + 4 + body.len() + 4);
+    b.extend_from_slice(magic);
+    b.extend_from_slice(&1u32.to_le_bytes());
+    b.extend_from_slice(body);
+    let c = crc(&[&b]);
+    b.extend_from_slice(&c.to_le_bytes());
+    b
+}
+
+/// Checks a file written by [`encode_fixed`]: length `len`, `magic`, checksum, version 1. `what` names it in the
+/// corruption message. The body starts at offset 12.
+fn check_fixed(b: &[u8], magic: &[u8; 8], len: usize, what: &str) -> Result<()> {
+    if b.len() != len || &b[..8] != magic {
+        return Err(Error::Corruption(format!("{what}: bad length or magic")));
+    }
+    if crc(&[&b[..len - 4]]) != u32_at(b, len - 4) {
+        return Err(Error::Corruption(format!("{what}: checksum mismatch")));
+    }
+    if u32_at(b, 8) != 1 {
+        return Err(Error::Corruption(format!("{what}: unknown version {}", u32_at(b, 8))));
+    }
+    Ok(())
+}
+
 /// A volume's fixed parameters.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct VolumeMeta {
@@ -51,27 +77,15 @@ pub struct VolumeMeta {
 impl VolumeMeta {
     /// Encodes the `meta` file.
     pub fn encode(&self) -> Vec<u8> {
-        let mut b = Vec::with_capacity(META_LEN);
-        b.extend_from_slice(META_MAGIC);
-        b.extend_from_slice(&1u32.to_le_bytes());
-        b.extend_from_slice(&self.size.to_le_bytes());
-        b.extend_from_slice(&self.block_size.to_le_bytes());
-        let c = crc(&[&b]);
-        b.extend_from_slice(&c.to_le_bytes());
-        b
+        let mut body = Vec::with_capacity(12);
+        body.extend_from_slice(&self.size.to_le_bytes());
+        body.extend_from_slice(&self.block_size.to_le_bytes());
+        encode_fixed(META_MAGIC, &body)
     }
 
     /// Decodes the `meta` file.
     pub fn decode(b: &[u8]) -> Result<VolumeMeta> {
-        if b.len() != META_LEN || &b[..8] != META_MAGIC {
-            return Err(Error::Corruption("volume meta: bad length or magic".into()));
-        }
-        if crc(&[&b[..META_LEN - 4]]) != u32_at(b, META_LEN - 4) {
-            return Err(Error::Corruption("volume meta: checksum mismatch".into()));
-        }
-        if u32_at(b, 8) != 1 {
-            return Err(Error::Corruption(format!("volume meta: unknown version {}", u32_at(b, 8))));
-        }
+        check_fixed(b, META_MAGIC, META_LEN, "volume meta")?;
         Ok(VolumeMeta { size: u64_at(b, 12), block_size: u32_at(b, 20) })
     }
 }
@@ -97,28 +111,16 @@ pub struct SyncMark {
 impl SyncMark {
     /// Encodes the `synced` file.
     pub fn encode(&self) -> Vec<u8> {
-        let mut b = Vec::with_capacity(SYNCED_LEN);
-        b.extend_from_slice(SYNCED_MAGIC);
-        b.extend_from_slice(&1u32.to_le_bytes());
-        b.extend_from_slice(&self.batch_seq.to_le_bytes());
-        b.extend_from_slice(&self.file.to_le_bytes());
-        b.extend_from_slice(&self.len.to_le_bytes());
-        let c = crc(&[&b]);
-        b.extend_from_slice(&c.to_le_bytes());
-        b
+        let mut body = Vec::with_capacity(20);
+        body.extend_from_slice(&self.batch_seq.to_le_bytes());
+        body.extend_from_slice(&self.file.to_le_bytes());
+        body.extend_from_slice(&self.len.to_le_bytes());
+        encode_fixed(SYNCED_MAGIC, &body)
     }
 
     /// Decodes the `synced` file.
     pub fn decode(b: &[u8]) -> Result<SyncMark> {
-        if b.len() != SYNCED_LEN || &b[..8] != SYNCED_MAGIC {
-            return Err(Error::Corruption("synced mark: bad length or magic".into()));
-        }
-        if crc(&[&b[..SYNCED_LEN - 4]]) != u32_at(b, SYNCED_LEN - 4) {
-            return Err(Error::Corruption("synced mark: checksum mismatch".into()));
-        }
-        if u32_at(b, 8) != 1 {
-            return Err(Error::Corruption(format!("synced mark: unknown version {}", u32_at(b, 8))));
-        }
+        check_fixed(b, SYNCED_MAGIC, SYNCED_LEN, "synced mark")?;
         Ok(SyncMark { batch_seq: u64_at(b, 12), file: u32_at(b, 20), len: u64_at(b, 24) })
     }
 }
@@ -466,6 +468,16 @@ pub fn encode_unit(raw: &[u8], out: &mut Vec<u8>) {
     out.extend_from_slice(&stored.to_le_bytes());
     out.extend_from_slice(&rawlen.to_le_bytes());
     out.extend_from_slice(payload);
+}
+
+/// The length (header included) of the unit at the start of `b` if its stored length fits in `b` and its checksum
+/// matches; `None` otherwise (recovery's test for units a crash may have torn).
+pub fn intact_unit_len(b: &[u8]) -> Option<usize> {
+    if b.len() < UNIT_HEADER_LEN {
+        return None;
+    }
+    let end = UNIT_HEADER_LEN.checked_add(u32_at(b, 4) as usize).filter(|&e| e <= b.len())?;
+    (crc(&[&b[4..end]]) == u32_at(b, 0)).then_some(end)
 }
 
 /// Decodes a unit read from a data file (`b` = header + payload) that must hold `raw_len` bytes.

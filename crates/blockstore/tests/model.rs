@@ -313,6 +313,14 @@ fn failed_sync_poisons_the_volume_and_reopen_recovers() {
     assert_eq!(token_of(&b), Some(1));
 }
 
+/// Flips one bit (0x10) of the byte at `at` of `path`.
+fn flip_bit(fs: &dyn Fs, path: &Path, at: u64) {
+    let f = fs.open(path, vfs::OpenMode::ReadWrite).unwrap();
+    let mut b = [0u8; 1];
+    f.read_exact_at(&mut b, at).unwrap();
+    f.write_all_at(&[b[0] ^ 0x10], at).unwrap();
+}
+
 /// A flipped bit in a compression unit is reported as corruption, not as data and not as an I/O error.
 #[test]
 fn corrupt_unit_is_reported_as_corruption() {
@@ -326,10 +334,7 @@ fn corrupt_unit_is_reported_as_corruption() {
     v.checkpoint().unwrap();
     drop((v, store));
     let path = Path::new("/c/c/data-00000001.dat");
-    let bytes = vfs::read_all(fs.as_ref(), path).unwrap();
-    let f = fs.open(path, vfs::OpenMode::ReadWrite).unwrap();
-    let at = bytes.len() - 10;
-    f.write_all_at(&[bytes[at] ^ 0x10], at as u64).unwrap();
+    flip_bit(fs.as_ref(), path, fs.open(path, vfs::OpenMode::ReadOnly).unwrap().len().unwrap() - 10);
     let v = open_named(fs.clone(), "/c", "c");
     let mut b = vec![0u8; 6 * BLOCK_SIZE];
     assert!(matches!(v.read(&mut b, 0), Err(Error::Corruption(_))));
@@ -356,10 +361,7 @@ fn unsynced_batch_with_damaged_units_is_replayed_from_the_journal() {
     assert_eq!(v.stats().data_syncs, 0);
     drop((v, store));
     let path = Path::new("/c/c/data-00000001.dat");
-    let bytes = vfs::read_all(fs.as_ref(), path).unwrap();
-    let f = fs.open(path, vfs::OpenMode::ReadWrite).unwrap();
-    let at = bytes.len() - 10;
-    f.write_all_at(&[bytes[at] ^ 0x10], at as u64).unwrap();
+    flip_bit(fs.as_ref(), path, fs.open(path, vfs::OpenMode::ReadOnly).unwrap().len().unwrap() - 10);
     let v = open_named(fs.clone(), "/c", "c");
     let mut b = vec![0u8; 6 * BLOCK_SIZE];
     v.read(&mut b, 0).unwrap();
@@ -389,13 +391,8 @@ fn damage_to_a_synced_batch_is_corruption_not_a_torn_tail() {
         let st = v.stats();
         assert!(st.data_syncs >= 1 && st.checkpoints == 0, "{st:?}");
         drop((v, store));
-        let path = Path::new("/s/s/data-00000001.dat");
-        let f = fs.open(path, vfs::OpenMode::ReadWrite).unwrap();
         // The first batch: its header at 0, its first unit's payload well after the header.
-        let at = if flip_header { 8 } else { 2000 };
-        let mut b = [0u8; 1];
-        f.read_exact_at(&mut b, at).unwrap();
-        f.write_all_at(&[b[0] ^ 0x10], at).unwrap();
+        flip_bit(fs.as_ref(), Path::new("/s/s/data-00000001.dat"), if flip_header { 8 } else { 2000 });
         fs
     };
     // A damaged unit: the volume opens (the batch is below the mark, trusted) and the read reports it.

@@ -52,19 +52,10 @@ pub struct IntervalCache {
 /// Intervals of the largest size every partition can hold at once (when the budget allows any partitioning).
 pub const MIN_INTERVALS_PER_PARTITION: usize = 8;
 
-/// Memory charged for an interval: its buffer, its entries and a fixed overhead.
-pub fn charge(data: &Interval) -> usize {
-    data.charge()
-}
-
-/// The charge of the largest interval the split rule lets grow: `max_keys` records of `max_bytes` in total.
-pub fn max_charge(max_keys: usize, max_bytes: u64) -> usize {
-    Interval::max_charge(max_keys, max_bytes)
-}
-
 impl IntervalCache {
     /// A cache of `bytes` total split into at most `partitions`, each holding at least
-    /// [`MIN_INTERVALS_PER_PARTITION`] intervals charged `interval_charge` (fewer partitions when `bytes` is small).
+    /// [`MIN_INTERVALS_PER_PARTITION`] intervals charged `interval_charge` (fewer partitions when `bytes` is small;
+    /// see [`Interval::charge`] and [`Interval::max_charge`]).
     pub fn new(bytes: usize, partitions: usize, interval_charge: usize) -> Self {
         let fit = bytes / MIN_INTERVALS_PER_PARTITION.saturating_mul(interval_charge.max(1)).max(1);
         let partitions = partitions.min(fit).max(1);
@@ -100,7 +91,7 @@ impl IntervalCache {
     /// Installs (or replaces) interval `id`, evicting by CLOCK to stay within the partition's budget. An interval
     /// larger than the whole partition is not cached.
     pub fn put(&self, id: u64, data: IntervalData) {
-        let bytes = charge(&data);
+        let bytes = data.charge();
         let mut p = self.part(id).lock();
         if let Some(i) = p.map.remove(&id)
             && let Some(s) = p.slots[i].take()
@@ -181,7 +172,7 @@ mod tests {
 
     #[test]
     fn clock_keeps_referenced_and_respects_budget() {
-        let c = IntervalCache::new(4 * charge(&data(4)), 1, charge(&data(4)));
+        let c = IntervalCache::new(4 * data(4).charge(), 1, data(4).charge());
         for id in 0..4 {
             c.put(id, data(4));
         }
@@ -190,7 +181,7 @@ mod tests {
         // 0 was referenced, so the hand skipped it and evicted 1.
         assert!(c.get(0).is_some());
         assert!(c.get(1).is_none());
-        assert!(c.bytes() <= 4 * charge(&data(4)));
+        assert!(c.bytes() <= 4 * data(4).charge());
         c.remove(0);
         assert!(c.get(0).is_none());
     }
@@ -202,8 +193,8 @@ mod tests {
         let recs: Vec<Rec> =
             (0..16u8).map(|i| (vec![i; 16].into_boxed_slice(), vec![0u8; 1000].into_boxed_slice())).collect();
         let full: IntervalData = Arc::new(Interval::from_recs(&recs));
-        let max = max_charge(16, 16 << 10);
-        assert!(charge(&full) <= max);
+        let max = Interval::max_charge(16, 16 << 10);
+        assert!(full.charge() <= max);
         let c = IntervalCache::new(8 << 20, 1024, max);
         assert!(c.partitions() >= 1 && c.partitions() <= (8 << 20) / (MIN_INTERVALS_PER_PARTITION * max));
         for id in 0..(8 << 20) / (2 * max) as u64 {

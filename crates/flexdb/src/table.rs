@@ -25,7 +25,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use flexfile::FlexFile;
 use parking_lot::RwLock;
 
-use crate::cache::{self, IntervalCache, IntervalData};
+use crate::cache::{IntervalCache, IntervalData};
 use crate::error::{Error, Result};
 use crate::index::{Pos, SparseIndex};
 use crate::interval::Interval;
@@ -53,8 +53,6 @@ pub struct TableStats {
     pub lock_releases: AtomicU64,
     /// Anchors read at open.
     pub rebuild_anchors: AtomicU64,
-    /// Intervals the committer rewrote whole because they spanned too many extents.
-    pub rewrites: AtomicU64,
 }
 
 /// The table. See the module comment.
@@ -98,7 +96,7 @@ impl Table {
             cache: IntervalCache::new(
                 opts.cache_bytes,
                 opts.cache_partitions,
-                cache::max_charge(opts.interval_max_keys, opts.interval_max_bytes),
+                Interval::max_charge(opts.interval_max_keys, opts.interval_max_bytes),
             ),
             max_keys: opts.interval_max_keys,
             max_bytes: opts.interval_max_bytes,
@@ -411,7 +409,7 @@ impl Table {
     }
 
     /// [`Table::apply_group`] for an interval spanning more than `rewrite_extents` extents: the entries are merged
-    /// in memory and the interval is replaced by one contiguous run (collapse, then insert), so a later cache miss
+    /// in memory and the interval is replaced by one contiguous run (`FlexFile::replace`), so a later cache miss
     /// reads it with one positional read instead of one per extent. Costs writing the interval's unchanged records
     /// again. Returns the bytes inserted.
     fn rewrite_group(
@@ -447,7 +445,6 @@ impl Table {
         file.replace(base, old, &buf)?;
         self.stats.collapsed_bytes.fetch_add(old, Ordering::Relaxed);
         self.stats.inserted_bytes.fetch_add(buf.len() as u64, Ordering::Relaxed);
-        self.stats.rewrites.fetch_add(1, Ordering::Relaxed);
         idx.resize(p, buf.len() as i64 - old as i64);
         self.finish_group(idx, p, file, recs, removed)?;
         Ok(buf.len() as u64)

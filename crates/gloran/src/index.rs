@@ -67,9 +67,14 @@ fn widen(lo: &mut Option<Vec<u8>>, hi: &mut Option<Vec<u8>>, start: &[u8], end: 
 
 /// The projection prefix for keys within `[lo, hi]`: their common prefix (empty while nothing is known).
 fn projection_prefix(lo: &Option<Vec<u8>>, hi: &Option<Vec<u8>>) -> Vec<u8> {
+    prefix_of(lo, hi).to_vec()
+}
+
+/// [`projection_prefix`] borrowed (no allocation: it is checked on every insert).
+fn prefix_of<'a>(lo: &'a Option<Vec<u8>>, hi: &Option<Vec<u8>>) -> &'a [u8] {
     match (lo, hi) {
-        (Some(l), Some(h)) => crate::area::common_prefix(l, h).to_vec(),
-        _ => Vec::new(),
+        (Some(l), Some(h)) => crate::area::common_prefix(l, h),
+        _ => &[],
     }
 }
 
@@ -387,13 +392,16 @@ impl GlobalIndex {
     /// the estimator's rebuild reads their files and waits for the next flush, which reads them anyway; until then
     /// the old prefix stays correct (any prefix is), only less precise for the new keys.
     fn follow_prefix(&mut self) -> Result<()> {
-        let prefix = projection_prefix(&self.key_lo, &self.key_hi);
-        if prefix.len() != self.buffer.skip() {
+        let (len, same) = {
+            let p = prefix_of(&self.key_lo, &self.key_hi);
+            (p.len(), p == self.eve.prefix())
+        };
+        if len != self.buffer.skip() {
             self.buffer_changed();
-            self.buffer.reskip(prefix.len());
+            self.buffer.reskip(len);
         }
-        if prefix != self.eve.prefix() && self.levels.iter().all(Option::is_none) {
-            self.rebuild_estimator(prefix)?;
+        if !same && self.levels.iter().all(Option::is_none) {
+            self.rebuild_estimator(projection_prefix(&self.key_lo, &self.key_hi))?;
         }
         Ok(())
     }
