@@ -6,26 +6,63 @@
 //!
 //! I/O compaction happens at flush: walking the cached blocks in address order reorders the writes of the window
 //! by LBA and merges consecutive ones (and overwrites of the same block) into consecutive writes (CWs), the
-//! maximal runs of consecutive cached blocks. Only metadata moves here; the bytes are copied once, into the units.
+//! maximal runs of consecutive cached blocks. Only metadata moves here: a CW borrows the cached blocks, whose bytes
+//! are copied once, into the units.
 
 use std::collections::BTreeMap;
 
 use crate::BLOCK_SIZE;
 
-/// A consecutive write produced by I/O compaction: `data.len() / BLOCK_SIZE` blocks from `first`.
+/// A consecutive write produced by I/O compaction: `blocks` blocks from `first`, whose bytes are `parts` in order
+/// (each a whole number of blocks, borrowed from where they are held: the cache, or a collection round's copies).
 #[derive(Debug, PartialEq, Eq)]
-pub struct Cw {
+pub struct Cw<'a> {
     /// First block.
     pub first: u64,
     /// The blocks' bytes, in order.
-    pub data: Vec<u8>,
+    pub parts: Vec<&'a [u8]>,
+    /// Every part is known not to compress (it was stored raw before): its unit skips LZ4.
+    pub incompressible: bool,
+    blocks: u64,
 }
 
-impl Cw {
+impl<'a> Cw<'a> {
+    /// A CW of the whole blocks in `data` from `first`. REQUIRES: `data.len()` is a multiple of `BLOCK_SIZE`.
+    pub fn new(first: u64, data: &'a [u8]) -> Self {
+        Cw { first, parts: vec![data], incompressible: false, blocks: (data.len() / BLOCK_SIZE) as u64 }
+    }
+
+    /// Appends the blocks in `data`. REQUIRES: `data.len()` is a multiple of `BLOCK_SIZE`.
+    pub fn push(&mut self, data: &'a [u8]) {
+        self.parts.push(data);
+        self.blocks += (data.len() / BLOCK_SIZE) as u64;
+    }
+
     /// Number of blocks.
     pub fn blocks(&self) -> u64 {
-        (self.data.len() / BLOCK_SIZE) as u64
+        self.blocks
     }
+
+    /// The block after the last one.
+    pub fn end(&self) -> u64 {
+        self.first + self.blocks
+    }
+}
+
+/// Merges block runs `(first block, bytes, incompressible)` given in address order into CWs of at most
+/// `max_blocks` blocks (consecutive runs join; a CW is incompressible if all its runs are).
+pub fn merge_runs<'a>(runs: impl IntoIterator<Item = (u64, &'a [u8], bool)>, max_blocks: u64) -> Vec<Cw<'a>> {
+    let mut out: Vec<Cw<'a>> = Vec::new();
+    for (b, d, incompressible) in runs {
+        match out.last_mut() {
+            Some(cw) if cw.end() == b && cw.blocks() < max_blocks => {
+                cw.push(d);
+                cw.incompressible &= incompressible;
+            }
+            _ => out.push(Cw { incompressible, ..Cw::new(b, d) }),
+        }
+    }
+    out
 }
 
 /// The per-volume write-back cache.
@@ -85,17 +122,8 @@ impl SegmentCache {
     }
 
     /// I/O compaction: the cached blocks as CWs in address order, each at most `max_blocks` long.
-    pub fn compact(&self, max_blocks: u64) -> Vec<Cw> {
-        let mut out: Vec<Cw> = Vec::new();
-        for (&b, d) in &self.blocks {
-            match out.last_mut() {
-                Some(cw) if cw.first + cw.blocks() == b && cw.blocks() < max_blocks => {
-                    cw.data.extend_from_slice(d)
-                }
-                _ => out.push(Cw { first: b, data: d.to_vec() }),
-            }
-        }
-        out
+    pub fn compact(&self, max_blocks: u64) -> Vec<Cw<'_>> {
+        merge_runs(self.blocks.iter().map(|(&b, d)| (b, &d[..], false)), max_blocks)
     }
 
     /// Empties the cache after its contents reached a data file.
@@ -126,7 +154,7 @@ mod tests {
         assert_eq!(cws.len(), 2);
         assert_eq!((cws[0].first, cws[0].blocks()), (1, 8));
         assert_eq!((cws[1].first, cws[1].blocks()), (11, 2));
-        assert_eq!(cws[0].data[4 * BLOCK_SIZE], 3);
+        assert_eq!(cws[0].parts[4][0], 3);
     }
 
     #[test]
@@ -136,9 +164,9 @@ mod tests {
         c.write(2, &blk(2, 1));
         c.delete(1, 1);
         let cws = c.compact(2);
-        let got: Vec<(u64, u64, u8)> = cws.iter().map(|w| (w.first, w.blocks(), w.data[0])).collect();
+        let got: Vec<(u64, u64, u8)> = cws.iter().map(|w| (w.first, w.blocks(), w.parts[0][0])).collect();
         assert_eq!(got, vec![(0, 1, 1), (2, 2, 2)]);
-        assert_eq!(cws[1].data[BLOCK_SIZE], 1);
+        assert_eq!(cws[1].parts[1][0], 1);
         assert_eq!(c.deletes(), &[(1, 1)]);
     }
 }

@@ -279,16 +279,14 @@ impl DataFiles {
                     j += 1;
                 }
             }
-            // One unit's raw bytes, copied slice by slice (a byte iterator here cost more than the LZ4 pass).
-            let mut raw: Vec<u8> = Vec::with_capacity(cws[i..j].iter().map(|c| c.data.len()).sum());
-            for c in &cws[i..j] {
-                raw.extend_from_slice(&c.data);
-            }
+            // The unit's bytes go from the CWs' parts straight into the batch buffer.
+            let parts: Vec<&[u8]> = cws[i..j].iter().flat_map(|c| c.parts.iter().copied()).collect();
             let unit_offset = units_start + units.len() as u64;
             let before = units.len();
-            encode_unit(&raw, &mut units);
+            let compress = !cws[i..j].iter().all(|c| c.incompressible);
+            encode_unit(&parts, compress, &mut units);
             let stored_len = (units.len() - before - UNIT_HEADER_LEN) as u32;
-            let unit_blocks = (raw.len() / BLOCK_SIZE) as u32;
+            let unit_blocks = cws[i..j].iter().map(|c| c.blocks()).sum::<u64>() as u32;
             let mut in_unit = 0u32;
             for cw in &cws[i..j] {
                 ops.push(BatchOp::Put {

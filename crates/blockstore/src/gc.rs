@@ -25,7 +25,11 @@
 //!    does not list (older than its current file) and removes them at open.
 //!
 //! The write cost of collection is the relocated blocks (`Stats::gc_blocks_relocated`); the choice of the
-//! emptiest files keeps it at most `gc_live_percent` % of the space reclaimed.
+//! emptiest files keeps it at most `gc_live_percent` % of the space reclaimed. Automatic rounds (after a flush)
+//! copy nothing until the sealed files' dead blocks reach `gc_garbage_percent` % of the live data: until then they
+//! only delete files that emptied completely. Collecting a file the moment it crosses `gc_live_percent` would copy
+//! data a sequential rewrite was about to kill (a sequential rewrite of the disk used to relocate half of every
+//! file); waiting lets the files empty further, at the price of disk space bounded by that percentage.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -33,7 +37,7 @@ use std::sync::Arc;
 use rask::BlockRange;
 use vfs::File;
 
-use crate::cache::Cw;
+use crate::cache::merge_runs;
 use crate::datafile::read_unit_from;
 use crate::format::BatchOp;
 use crate::location::Location;
@@ -76,7 +80,7 @@ impl Volume {
             return Err(Error::InvalidArgument(format!("max_live_percent {max_live_percent} is above 100")));
         }
         let _round = self.gc_lock.lock().unwrap_or_else(|p| p.into_inner());
-        self.gc_round(max_live_percent, between)
+        self.gc_round(max_live_percent, false, between)
     }
 
     /// The automatic round after a flush left a candidate: skipped if a round is already running. Its errors
@@ -84,15 +88,16 @@ impl Volume {
     pub(crate) fn background_gc(&self) {
         let Ok(_round) = self.gc_lock.try_lock() else { return };
         let pct = self.lock().opts.gc_live_percent;
-        let _ = self.gc_round(pct, || {});
+        let _ = self.gc_round(pct, true, || {});
     }
 
-    fn gc_round(&self, pct: u32, between: impl FnOnce()) -> Result<GcReport> {
+    /// One round over candidates at `pct`; `auto` applies the garbage threshold (`Options::gc_garbage_percent`).
+    fn gc_round(&self, pct: u32, auto: bool, between: impl FnOnce()) -> Result<GcReport> {
         let plan = {
             let mut s = self.lock();
             s.usable()?;
             s.gc_due = false;
-            match s.plan_gc(pct)? {
+            match s.plan_gc(pct, auto)? {
                 Some(p) => p,
                 None => return Ok(GcReport::default()),
             }
@@ -134,11 +139,11 @@ fn read_pieces(plan: &Plan) -> Result<Vec<(BlockRange, Location, Vec<u8>)>> {
 }
 
 impl State {
-    fn plan_gc(&mut self, pct: u32) -> Result<Option<Plan>> {
+    fn plan_gc(&mut self, pct: u32, auto: bool) -> Result<Option<Plan>> {
         let budget = (self.opts.data_file_bytes / BLOCK_SIZE as u64).max(1);
         let mut victims = Vec::new();
         let mut copy = 0u64;
-        for (id, live, _) in self.gc_candidates(pct) {
+        for (id, live, _) in self.gc_candidates(pct, auto) {
             if !victims.is_empty() && copy + live > budget {
                 break;
             }
@@ -160,7 +165,7 @@ impl State {
     fn install_gc(&mut self, plan: &Plan, copies: Vec<(BlockRange, Location, Vec<u8>)>) -> Result<GcReport> {
         let mut report = GcReport::default();
         // The conditional replace: keep only what still maps to exactly the copied location.
-        let mut runs: Vec<(u64, &[u8])> = Vec::new();
+        let mut runs: Vec<(u64, &[u8], bool)> = Vec::new();
         for (range, loc, bytes) in &copies {
             let mut still = Vec::new();
             self.index.get_with(*range, |r, now| {
@@ -179,22 +184,15 @@ impl State {
                         continue;
                     }
                     let at = (b - range.first()) as usize * BLOCK_SIZE;
-                    runs.push((b, &bytes[at..at + BLOCK_SIZE]));
+                    runs.push((b, &bytes[at..at + BLOCK_SIZE], loc.is_raw()));
                     kept += 1;
                 }
             }
             report.blocks_relocated += kept;
             report.blocks_superseded += range.len() - kept;
         }
-        runs.sort_unstable_by_key(|&(b, _)| b);
-        let max = u64::from(self.opts.max_unit_blocks);
-        let mut cws: Vec<Cw> = Vec::new();
-        for (b, d) in runs {
-            match cws.last_mut() {
-                Some(cw) if cw.first + cw.blocks() == b && cw.blocks() < max => cw.data.extend_from_slice(d),
-                _ => cws.push(Cw { first: b, data: d.to_vec() }),
-            }
-        }
+        runs.sort_unstable_by_key(|&(b, _, _)| b);
+        let cws = merge_runs(runs, u64::from(self.opts.max_unit_blocks));
         if !cws.is_empty() {
             let before = self.data.appended();
             let (file, ops) =
@@ -227,8 +225,7 @@ impl State {
         if report != GcReport::default() {
             self.stats.gc_runs += 1;
         }
-        let pct = self.opts.gc_live_percent;
-        self.gc_due = pct > 0 && self.gc_candidates(pct).next().is_some();
+        self.gc_due = self.gc_wanted();
         Ok(report)
     }
 }

@@ -41,6 +41,8 @@ pub struct Journal {
     synced_len: u64,
     records: u64,
     appended: u64,
+    /// The record being appended, reused so an append neither allocates nor copies the data twice.
+    buf: Vec<u8>,
 }
 
 impl Journal {
@@ -62,16 +64,32 @@ impl Journal {
             file.sync_data()?;
         }
         let records = out.len() as u64;
-        Ok((Journal { file, len: at as u64, synced_len: at as u64, records, appended: 0 }, out))
+        Ok((
+            Journal { file, len: at as u64, synced_len: at as u64, records, appended: 0, buf: Vec::new() },
+            out,
+        ))
     }
 
-    /// Appends a record (not yet durable).
-    pub fn append(&mut self, seq: u64, op: &JournalOp) -> Result<()> {
-        let rec = encode_record(seq, op);
-        self.file.write_all_at(&rec, self.len)?;
-        self.len += rec.len() as u64;
+    /// Appends a record of `data` written at block `first` (not yet durable). REQUIRES: `data` is whole blocks,
+    /// at least one.
+    pub fn append_write(&mut self, seq: u64, first: u64, data: &[u8]) -> Result<()> {
+        self.buf.clear();
+        encode_into(seq, 1, first, (data.len() / BLOCK_SIZE) as u32, data, &mut self.buf);
+        self.write_buf()
+    }
+
+    /// Appends a record of a delete of `blocks` blocks from `first` (not yet durable).
+    pub fn append_delete(&mut self, seq: u64, first: u64, blocks: u32) -> Result<()> {
+        self.buf.clear();
+        encode_into(seq, 2, first, blocks, &[], &mut self.buf);
+        self.write_buf()
+    }
+
+    fn write_buf(&mut self) -> Result<()> {
+        self.file.write_all_at(&self.buf, self.len)?;
+        self.len += self.buf.len() as u64;
         self.records += 1;
-        self.appended += rec.len() as u64;
+        self.appended += self.buf.len() as u64;
         Ok(())
     }
 
@@ -112,12 +130,20 @@ impl Journal {
 
 /// Encodes one record: crc32c(body_len ‖ body), body_len, body.
 pub fn encode_record(seq: u64, op: &JournalOp) -> Vec<u8> {
-    let (kind, first, blocks, data): (u8, u64, u32, &[u8]) = match op {
-        JournalOp::Write { first, data } => (1, *first, (data.len() / BLOCK_SIZE) as u32, data),
-        JournalOp::Delete { first, blocks } => (2, *first, *blocks, &[]),
-    };
+    let mut b = Vec::new();
+    match op {
+        JournalOp::Write { first, data } => {
+            encode_into(seq, 1, *first, (data.len() / BLOCK_SIZE) as u32, data, &mut b)
+        }
+        JournalOp::Delete { first, blocks } => encode_into(seq, 2, *first, *blocks, &[], &mut b),
+    }
+    b
+}
+
+fn encode_into(seq: u64, kind: u8, first: u64, blocks: u32, data: &[u8], b: &mut Vec<u8>) {
     let body_len = (JREC_BODY_FIXED + data.len()) as u32;
-    let mut b = Vec::with_capacity(JREC_HEADER_LEN + body_len as usize);
+    b.reserve(JREC_HEADER_LEN + body_len as usize);
+    let start = b.len();
     b.extend_from_slice(&[0u8; 4]);
     b.extend_from_slice(&body_len.to_le_bytes());
     b.extend_from_slice(&seq.to_le_bytes());
@@ -125,9 +151,8 @@ pub fn encode_record(seq: u64, op: &JournalOp) -> Vec<u8> {
     b.extend_from_slice(&first.to_le_bytes());
     b.extend_from_slice(&blocks.to_le_bytes());
     b.extend_from_slice(data);
-    let c = crc(&[&b[4..]]);
-    b[..4].copy_from_slice(&c.to_le_bytes());
-    b
+    let c = crc(&[&b[start + 4..]]);
+    b[start..start + 4].copy_from_slice(&c.to_le_bytes());
 }
 
 /// Decodes the record at `at`: `(seq, op, next offset)`, or `None` at the end of the valid prefix.

@@ -30,6 +30,11 @@ impl Location {
     pub fn unit_bytes(&self) -> u64 {
         crate::format::UNIT_HEADER_LEN as u64 + u64::from(self.stored_len)
     }
+
+    /// Whether the unit is stored raw (LZ4 did not shrink it, or the probe said it would not).
+    pub fn is_raw(&self) -> bool {
+        u64::from(self.stored_len) == u64::from(self.unit_blocks) * crate::BLOCK_SIZE as u64
+    }
 }
 
 impl RangeValue for Location {

@@ -31,6 +31,14 @@ pub struct Options {
     /// collected (their live ranges relocated, then the files deleted). 0 disables automatic collection
     /// (`Volume::collect_garbage` still runs it). Default 50; at most 100.
     pub gc_live_percent: u32,
+    /// Automatic collection relocates live data only once the sealed data files' dead blocks reach this
+    /// percentage of the volume's live blocks, and at least one data file's worth; below that it only removes
+    /// sealed files with no live block left, which copies nothing. Data that is about to be overwritten anyway
+    /// (a sequential rewrite kills a file a little at a time) is then not copied first, and collection works on
+    /// emptier files; the price is disk space: when files empty unevenly, the data files hold up to about
+    /// (1 + this/100) × the live data plus two files. 0: collect whenever a candidate exists. Default 50; at most
+    /// 1000.
+    pub gc_garbage_percent: u32,
     /// Longest compression unit in blocks: a CW longer than this is cut into several units. Default 32 (128 KiB).
     /// LZ4 decodes a unit from its start, so a read that starts inside a long unit decodes up to all of it; the
     /// paper accepts that because EBS reads nearly always start at a CW's beginning (§3.2), but a random-read
@@ -50,6 +58,7 @@ impl Default for Options {
             data_file_bytes: 64 << 20,
             checkpoint_bytes: 64 << 20,
             gc_live_percent: 50,
+            gc_garbage_percent: 50,
             max_unit_blocks: 32,
             index: rask::Options::default(),
         }
@@ -80,6 +89,9 @@ impl Options {
         }
         if self.gc_live_percent > 100 {
             return bad(format!("gc_live_percent {} is above 100", self.gc_live_percent));
+        }
+        if self.gc_garbage_percent > 1000 {
+            return bad(format!("gc_garbage_percent {} is above 1000", self.gc_garbage_percent));
         }
         if !(4..=4096).contains(&self.max_unit_blocks) {
             return bad(format!("max_unit_blocks {} is outside 4..=4096", self.max_unit_blocks));

@@ -296,9 +296,7 @@ impl Volume {
             stats,
         };
         let mut state = state;
-        state.gc_due = !read_only
-            && state.opts.gc_live_percent > 0
-            && state.gc_candidates(state.opts.gc_live_percent).next().is_some();
+        state.gc_due = !read_only && state.gc_wanted();
         Ok(Volume {
             name: name.to_string(),
             size: meta.size,
@@ -360,12 +358,12 @@ impl Volume {
         let (first, n) = span(offset, data.len() as u64);
         let skip = (offset - first * BLOCK_SIZE as u64) as usize;
         let r = if skip == 0 && data.len().is_multiple_of(BLOCK_SIZE) {
-            s.write_blocks(first, data.to_vec(), fua)
+            s.write_blocks(first, data, fua)
         } else {
             let mut whole = vec![0u8; n as usize * BLOCK_SIZE];
             s.read_blocks(first, n, &mut whole)?;
             whole[skip..skip + data.len()].copy_from_slice(data);
-            s.write_blocks(first, whole, fua)
+            s.write_blocks(first, &whole, fua)
         };
         let r = s.poison_on_err(r);
         let gc = r.is_ok() && s.gc_due;
@@ -574,13 +572,13 @@ impl State {
         self.read_plan(first, n)?.execute(out)
     }
 
-    fn write_blocks(&mut self, first: u64, data: Vec<u8>, fua: bool) -> Result<()> {
+    fn write_blocks(&mut self, first: u64, data: &[u8], fua: bool) -> Result<()> {
         // Bound one record's size: huge NBD writes are split into several records.
         let max = self.opts.segment_cache_bytes.max(BLOCK_SIZE);
         for (i, chunk) in data.chunks(max).enumerate() {
             let at = first + (i * max / BLOCK_SIZE) as u64;
             let seq = self.next_journal_seq;
-            self.journal.append(seq, &JournalOp::Write { first: at, data: chunk.to_vec() })?;
+            self.journal.append_write(seq, at, chunk)?;
             self.next_journal_seq += 1;
             self.cache.write(at, chunk);
         }
@@ -612,7 +610,7 @@ impl State {
         while b < end_whole {
             let n = (end_whole - b).min(u64::from(u32::MAX));
             let seq = self.next_journal_seq;
-            self.journal.append(seq, &JournalOp::Delete { first: b, blocks: n as u32 })?;
+            self.journal.append_delete(seq, b, n as u32)?;
             self.next_journal_seq += 1;
             self.cache.delete(b, n);
             index_delete(&mut self.index, &mut self.live, block_range(b, n));
@@ -631,7 +629,7 @@ impl State {
         self.read_blocks(first, n, &mut whole)?;
         let skip = (start - first * BLOCK_SIZE as u64) as usize;
         whole[skip..skip + (end - start) as usize].fill(0);
-        self.write_blocks(first, whole, fua)
+        self.write_blocks(first, &whole, fua)
     }
 
     fn maybe_flush_cache(&mut self) -> Result<()> {
@@ -695,8 +693,7 @@ impl State {
         if self.bytes_since_checkpoint >= self.opts.checkpoint_bytes.max(4 * self.last_checkpoint_bytes) {
             self.checkpoint(&[])?;
         }
-        let pct = self.opts.gc_live_percent;
-        self.gc_due = pct > 0 && self.gc_candidates(pct).next().is_some();
+        self.gc_due = self.gc_wanted();
         Ok(())
     }
 
@@ -755,13 +752,39 @@ impl State {
         self.checkpoint_seq
     }
 
-    /// Sealed data files whose live blocks are at most `pct` % of their written blocks, emptiest first.
-    pub(crate) fn gc_candidates(&self, pct: u32) -> impl Iterator<Item = (u32, u64, u64)> + '_ {
+    /// Whether an automatic round has work (see [`gc_candidates`](Self::gc_candidates) with `auto`).
+    pub(crate) fn gc_wanted(&self) -> bool {
+        let pct = self.opts.gc_live_percent;
+        pct > 0 && self.gc_candidates(pct, true).next().is_some()
+    }
+
+    /// Whether the sealed files' dead blocks reached `gc_garbage_percent` % of the live blocks and one data
+    /// file's worth: below that, automatic collection copies nothing (`Options::gc_garbage_percent`).
+    fn garbage_over_threshold(&self) -> bool {
+        let p = self.opts.gc_garbage_percent;
+        if p == 0 {
+            return true;
+        }
+        let dead: u64 = self
+            .data
+            .sealed()
+            .map(|(id, written)| written.saturating_sub(self.live.get(&id).copied().unwrap_or(0)))
+            .sum();
+        let live: u64 = self.live.values().sum();
+        let file_blocks = self.opts.data_file_bytes / BLOCK_SIZE as u64;
+        dead >= file_blocks && u128::from(dead) * 100 >= u128::from(live) * u128::from(p)
+    }
+
+    /// Sealed data files whose live blocks are at most `pct` % of their written blocks, emptiest first. With
+    /// `auto` (the automatic rounds), only files with no live block while the garbage is under the threshold.
+    pub(crate) fn gc_candidates(&self, pct: u32, auto: bool) -> impl Iterator<Item = (u32, u64, u64)> + '_ {
+        let only_dead = auto && !self.garbage_over_threshold();
         let mut c: Vec<(u32, u64, u64)> = self
             .data
             .sealed()
             .map(|(id, written)| (id, self.live.get(&id).copied().unwrap_or(0), written))
             .filter(|&(_, live, written)| u128::from(live) * 100 <= u128::from(written) * u128::from(pct))
+            .filter(|&(_, live, _)| !only_dead || live == 0)
             .collect();
         // Emptiest first: compare live/written ratios by cross-multiplying.
         c.sort_by(|a, b| (u128::from(a.1) * u128::from(b.2)).cmp(&(u128::from(b.1) * u128::from(a.2))));

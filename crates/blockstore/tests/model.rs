@@ -43,7 +43,8 @@ fn small_opts() -> Options {
     }
 }
 
-/// The bytes of a block holding `token` (zeros for token 0): half compressible, half not.
+/// The bytes of a block holding `token` (zeros for token 0): half compressible, half not, except in every third
+/// run of 32 tokens, which is incompressible after the token (units of it are stored raw).
 fn block_of(token: u64) -> Vec<u8> {
     if token == 0 {
         return vec![0; BLOCK_SIZE];
@@ -51,13 +52,18 @@ fn block_of(token: u64) -> Vec<u8> {
     let mut b = vec![(token % 251) as u8; BLOCK_SIZE];
     b[..8].copy_from_slice(&token.to_le_bytes());
     let mut x = token.wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    for byte in &mut b[BLOCK_SIZE / 2..] {
+    for byte in &mut b[random_from(token)..] {
         x ^= x << 13;
         x ^= x >> 7;
         x ^= x << 17;
         *byte = x as u8;
     }
     b
+}
+
+/// Where a block's random bytes start.
+fn random_from(token: u64) -> usize {
+    if (token / 32).is_multiple_of(3) { 8 } else { BLOCK_SIZE / 2 }
 }
 
 fn token_of(block: &[u8]) -> Option<u64> {
