@@ -253,10 +253,15 @@ impl Volume {
             }
         }
         let jmode = if read_only { OpenMode::ReadOnly } else { OpenMode::ReadWrite };
-        let (journal, records) = Journal::open(fs.open(&vfs::join(&dir, "journal"), jmode)?, read_only)?;
-        let journal_len = journal.len();
+        let (mut journal, records) = Journal::open(fs.open(&vfs::join(&dir, "journal"), jmode)?, read_only)?;
         let mut cache = SegmentCache::default();
         let mut next_journal_seq = last_journal_seq + 1;
+        if !read_only && records.last().is_some_and(|&(seq, _)| seq <= last_journal_seq) {
+            // Every record is in a data file already; the next one (seq `next_journal_seq`) would not continue
+            // the chain after them, so replay would stop before it.
+            journal.truncate()?;
+        }
+        let journal_len = journal.len();
         for (seq, op) in records {
             if seq <= last_journal_seq {
                 continue;
@@ -680,7 +685,7 @@ impl State {
         let mark = SyncMark { batch_seq: self.data.last_seq(), file, len };
         vfs::write_atomic(self.fs.as_ref(), &vfs::join(&self.dir, SYNCED_FILE), &mark.encode())?;
         self.synced = mark;
-        self.journal.reset()?;
+        self.journal.rewind();
         self.journal_len_at_batch = 0;
         self.stats.data_syncs += 1;
         Ok(())

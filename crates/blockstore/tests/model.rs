@@ -319,6 +319,34 @@ fn failed_sync_poisons_the_volume_and_reopen_recovers() {
     assert_eq!(token_of(&b), Some(1));
 }
 
+/// The journal is rewound, not truncated, so recovery must end its record chain where seqs stop increasing by one
+/// and must start a new chain when every record it found is in a data file already. Here a batch holding three
+/// writes is intact but the journal's second record is torn: the chain found at open is one record long and
+/// already in the batch. Unless the journal is emptied, the next record (seq 4) would follow seq 1 and a later
+/// replay would stop before it, losing an acknowledged write.
+#[test]
+fn a_write_after_recovery_continues_the_journal_chain() {
+    let fs: Arc<dyn Fs> = Arc::new(MemFs::new());
+    let store = Store::open(fs.clone(), Path::new("/j"), small_opts()).unwrap();
+    let v = store.create_volume("j", 16 * BLOCK_SIZE as u64).unwrap();
+    for t in 1..=3u64 {
+        v.write(&block_of(t), (t - 1) * BLOCK_SIZE as u64, true).unwrap();
+    }
+    v.flush_cache().unwrap();
+    drop((v, store));
+    // Records are 32 bytes of header and body plus one block each.
+    flip_bit(fs.as_ref(), Path::new("/j/j/journal"), (32 + BLOCK_SIZE + 40) as u64);
+    let v = open_named(fs.clone(), "/j", "j");
+    v.write(&block_of(4), 3 * BLOCK_SIZE as u64, true).unwrap();
+    drop(v);
+    let v = open_named(fs.clone(), "/j", "j");
+    assert_eq!(v.stats().recovered_journal_records, 1, "the FUA write is replayed from the journal");
+    let mut b = vec![0u8; 4 * BLOCK_SIZE];
+    v.read(&mut b, 0).unwrap();
+    let toks: Vec<Option<u64>> = b.chunks(BLOCK_SIZE).map(token_of).collect();
+    assert_eq!(toks, vec![Some(1), Some(2), Some(3), Some(4)]);
+}
+
 /// Flips one bit (0x10) of the byte at `at` of `path`.
 fn flip_bit(fs: &dyn Fs, path: &Path, at: u64) {
     let f = fs.open(path, vfs::OpenMode::ReadWrite).unwrap();
