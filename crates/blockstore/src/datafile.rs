@@ -27,7 +27,7 @@ use vfs::{File, Fs, OpenMode};
 use crate::cache::Cw;
 use crate::format::{
     BATCH_HEADER_LEN, BatchHeader, BatchOp, FOOTER_LEN, Footer, OP_LEN, SyncMark, UNIT_HEADER_LEN,
-    decode_unit, encode_unit, intact_unit_len,
+    decode_unit_owned, encode_unit, intact_unit_len,
 };
 use crate::location::Location;
 use crate::{BLOCK_SIZE, Error, Result};
@@ -465,7 +465,7 @@ pub fn read_unit_from(f: &dyn File, loc: &Location) -> Result<Vec<u8>> {
             Error::Io(e)
         }
     })?;
-    decode_unit(&b, loc.unit_blocks as usize * BLOCK_SIZE)
+    decode_unit_owned(b, loc.unit_blocks as usize * BLOCK_SIZE)
 }
 
 /// Whether the units in `[start, end)` of `f` are all present and pass their checksums (a batch written but not

@@ -544,6 +544,25 @@ pub fn intact_unit_len(b: &[u8]) -> Option<usize> {
 
 /// Decodes a unit read from a data file (`b` = header + payload) that must hold `raw_len` bytes.
 pub fn decode_unit(b: &[u8], raw_len: usize) -> Result<Vec<u8>> {
+    if check_unit(b, raw_len)? {
+        Ok(b[UNIT_HEADER_LEN..].to_vec())
+    } else {
+        decompress_payload(&b[UNIT_HEADER_LEN..], raw_len)
+    }
+}
+
+/// [`decode_unit`] taking the buffer: a raw unit's bytes are returned in it, without a second allocation.
+pub fn decode_unit_owned(mut b: Vec<u8>, raw_len: usize) -> Result<Vec<u8>> {
+    if check_unit(&b, raw_len)? {
+        b.drain(..UNIT_HEADER_LEN);
+        Ok(b)
+    } else {
+        decompress_payload(&b[UNIT_HEADER_LEN..], raw_len)
+    }
+}
+
+/// Checks a unit's lengths against the index's and its checksum; returns whether it is stored raw.
+fn check_unit(b: &[u8], raw_len: usize) -> Result<bool> {
     if b.len() < UNIT_HEADER_LEN {
         return Err(Error::Corruption("unit shorter than its header".into()));
     }
@@ -558,13 +577,13 @@ pub fn decode_unit(b: &[u8], raw_len: usize) -> Result<Vec<u8>> {
     if crc(&[&b[4..]]) != u32_at(b, 0) {
         return Err(Error::Corruption("unit checksum mismatch".into()));
     }
-    let payload = &b[UNIT_HEADER_LEN..];
-    if stored == rawlen {
-        return Ok(payload.to_vec());
-    }
-    let out = lz4_flex::block::decompress(payload, rawlen)
+    Ok(stored == rawlen)
+}
+
+fn decompress_payload(payload: &[u8], raw_len: usize) -> Result<Vec<u8>> {
+    let out = lz4_flex::block::decompress(payload, raw_len)
         .map_err(|e| Error::Corruption(format!("unit does not decompress: {e}")))?;
-    if out.len() != rawlen {
+    if out.len() != raw_len {
         return Err(Error::Corruption("unit decompressed to the wrong length".into()));
     }
     Ok(out)
@@ -608,6 +627,7 @@ mod tests {
         assert_eq!(u.len(), UNIT_HEADER_LEN + raw.len());
         assert_eq!(u32_at(&u, 4) as usize, raw.len(), "stored raw");
         assert_eq!(decode_unit(&u, raw.len()).unwrap(), raw);
+        assert_eq!(decode_unit_owned(u, raw.len()).unwrap(), raw);
     }
 
     #[test]

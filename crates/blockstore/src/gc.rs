@@ -107,7 +107,17 @@ impl Volume {
         let mut s = self.lock();
         s.usable()?;
         let r = s.install_gc(&plan, copies);
-        s.poison_on_err(r)
+        let r = s.poison_on_err(r);
+        drop(s);
+        // The plan holds the last handles of the removed (already unlinked) files: closing them makes the kernel
+        // drop their pages and free their blocks, ~5 % of a sequential write stream's time when it ran on the
+        // writing thread. A short-lived thread does it instead; if it cannot be started, this thread does.
+        if r.as_ref().is_ok_and(|g| g.files_removed > 0) {
+            let handles = plan.handles;
+            // On failure to spawn, the closure and with it the handles are dropped here.
+            let _ = std::thread::Builder::new().name("blockstore-close".into()).spawn(move || drop(handles));
+        }
+        r
     }
 }
 
