@@ -226,8 +226,8 @@ impl DataFiles {
         Ok((DataFiles { fs, dir: dir.to_path_buf(), files, current, next_seq, appended: 0 }, batches))
     }
 
-    /// Appends one batch holding `deletes` and the units of `cws` (address order), durably. Returns the data file
-    /// and the ops written (the puts carry the units' locations).
+    /// Appends one batch holding `deletes` and the units of `cws` (address order). Returns the data file and the
+    /// ops written (the puts carry the units' locations).
     pub fn append_batch(
         &mut self,
         journal_seq: u64,
@@ -235,6 +235,33 @@ impl DataFiles {
         cws: &[Cw],
         data_file_bytes: u64,
     ) -> Result<(u32, Vec<BatchOp>)> {
+        self.append_encoded(journal_seq, encode_batch(deletes, cws), data_file_bytes)
+    }
+
+    /// Appends a batch encoded by [`encode_batch`] (not synced: see the module comment). Returns the data file and
+    /// the ops with the units' locations in it.
+    pub fn append_encoded(
+        &mut self,
+        journal_seq: u64,
+        batch: EncodedBatch,
+        data_file_bytes: u64,
+    ) -> Result<(u32, Vec<BatchOp>)> {
+        let p = self.reserve(journal_seq, batch, data_file_bytes)?;
+        p.write()?;
+        Ok((p.file, p.ops))
+    }
+
+    /// Places a batch at the end of the current data file (starting a new file when it is full) and accounts for
+    /// it as appended, without writing its bytes: [`PendingBatch::write`] does that, and may run without the
+    /// volume lock. REQUIRES: until the write returned, nothing else is appended, synced or sealed here (the
+    /// volume keeps its frozen cache in place until then, which holds off every other appender), and on a failed
+    /// write the volume is poisoned (the accounting is ahead of the file).
+    pub fn reserve(
+        &mut self,
+        journal_seq: u64,
+        batch: EncodedBatch,
+        data_file_bytes: u64,
+    ) -> Result<PendingBatch> {
         let rotate = match self.files.get(&self.current) {
             None => true,
             Some(st) => st.sealed || st.len >= data_file_bytes,
@@ -259,47 +286,13 @@ impl DataFiles {
         }
         let st =
             self.files.get_mut(&self.current).ok_or_else(|| Error::Corruption("no current file".into()))?;
+        let EncodedBatch { mut ops, units } = batch;
         let base = st.len;
-        let n_ops = deletes.len() + cws.len();
-        let units_start = base + (BATCH_HEADER_LEN + n_ops * OP_LEN) as u64;
-        let mut ops: Vec<BatchOp> =
-            deletes.iter().map(|&(first, blocks)| BatchOp::Delete { first, blocks }).collect();
-        let mut units = Vec::new();
-        let mut i = 0;
-        while i < cws.len() {
-            // A long CW is its own unit; a run of short CWs shares 4-block units.
-            let mut j = i + 1;
-            if cws[i].blocks() <= SMALL_UNIT_BLOCKS {
-                let mut total = cws[i].blocks();
-                while j < cws.len()
-                    && cws[j].blocks() <= SMALL_UNIT_BLOCKS
-                    && total + cws[j].blocks() <= SMALL_UNIT_BLOCKS
-                {
-                    total += cws[j].blocks();
-                    j += 1;
-                }
+        let units_start = base + (BATCH_HEADER_LEN + ops.len() * OP_LEN) as u64;
+        for op in &mut ops {
+            if let BatchOp::Put { unit_offset, .. } = op {
+                *unit_offset += units_start;
             }
-            // The unit's bytes go from the CWs' parts straight into the batch buffer.
-            let parts: Vec<&[u8]> = cws[i..j].iter().flat_map(|c| c.parts.iter().copied()).collect();
-            let unit_offset = units_start + units.len() as u64;
-            let before = units.len();
-            let compress = !cws[i..j].iter().all(|c| c.incompressible);
-            encode_unit(&parts, compress, &mut units);
-            let stored_len = (units.len() - before - UNIT_HEADER_LEN) as u32;
-            let unit_blocks = cws[i..j].iter().map(|c| c.blocks()).sum::<u64>() as u32;
-            let mut in_unit = 0u32;
-            for cw in &cws[i..j] {
-                ops.push(BatchOp::Put {
-                    first: cw.first,
-                    blocks: cw.blocks(),
-                    unit_offset,
-                    stored_len,
-                    unit_blocks,
-                    block_in_unit: in_unit,
-                });
-                in_unit += cw.blocks() as u32;
-            }
-            i = j;
         }
         let header = BatchHeader {
             seq: self.next_seq,
@@ -308,9 +301,6 @@ impl DataFiles {
             units_len: units.len() as u64,
         };
         let head = header.encode(&ops);
-        // No sync: see the module comment. The journal holds these writes until `sync`.
-        st.f.write_all_at(&units, units_start)?;
-        st.f.write_all_at(&head, base)?;
         st.unsynced = true;
         if st.batches == 0 {
             st.first_seq = header.seq;
@@ -322,7 +312,7 @@ impl DataFiles {
         self.appended += end - st.len;
         st.len = end;
         self.next_seq += 1;
-        Ok((self.current, ops))
+        Ok(PendingBatch { file: self.current, f: st.f.clone(), base, head, units_start, units, ops })
     }
 
     /// Where the batches end: the current file and its length (a `SyncMark` after [`DataFiles::sync`]).
@@ -453,6 +443,80 @@ impl DataFiles {
 
 fn put_blocks(ops: &[BatchOp]) -> u64 {
     ops.iter().map(|op| if let BatchOp::Put { blocks, .. } = op { *blocks } else { 0 }).sum()
+}
+
+/// A batch placed by [`DataFiles::reserve`] whose bytes are not written yet.
+pub struct PendingBatch {
+    /// The data file it goes to.
+    pub file: u32,
+    f: Arc<dyn File>,
+    base: u64,
+    head: Vec<u8>,
+    units_start: u64,
+    units: Vec<u8>,
+    /// Its ops, the puts carrying the units' locations.
+    pub ops: Vec<BatchOp>,
+}
+
+impl PendingBatch {
+    /// Writes the units, then the header and ops (no sync: the journal keeps these writes until a data sync).
+    pub fn write(&self) -> Result<()> {
+        self.f.write_all_at(&self.units, self.units_start)?;
+        self.f.write_all_at(&self.head, self.base)?;
+        Ok(())
+    }
+}
+
+/// A batch's ops and units, encoded without touching any file (the background flush does this without the volume
+/// lock). Put ops' unit offsets are relative to the start of the units until [`DataFiles::append_encoded`] places
+/// the batch.
+#[derive(Debug)]
+pub struct EncodedBatch {
+    ops: Vec<BatchOp>,
+    units: Vec<u8>,
+}
+
+/// Encodes `deletes` and the units of `cws` (address order): a CW over [`SMALL_UNIT_BLOCKS`] is its own unit; a
+/// run of shorter ones shares units of at most that many blocks (§3.2).
+pub fn encode_batch(deletes: &[(u64, u64)], cws: &[Cw]) -> EncodedBatch {
+    let mut ops: Vec<BatchOp> =
+        deletes.iter().map(|&(first, blocks)| BatchOp::Delete { first, blocks }).collect();
+    let mut units = Vec::new();
+    let mut i = 0;
+    while i < cws.len() {
+        let mut j = i + 1;
+        if cws[i].blocks() <= SMALL_UNIT_BLOCKS {
+            let mut total = cws[i].blocks();
+            while j < cws.len()
+                && cws[j].blocks() <= SMALL_UNIT_BLOCKS
+                && total + cws[j].blocks() <= SMALL_UNIT_BLOCKS
+            {
+                total += cws[j].blocks();
+                j += 1;
+            }
+        }
+        // The unit's bytes go from the CWs' parts straight into the batch buffer.
+        let parts: Vec<&[u8]> = cws[i..j].iter().flat_map(|c| c.parts.iter().copied()).collect();
+        let unit_offset = units.len() as u64;
+        let compress = !cws[i..j].iter().all(|c| c.incompressible);
+        encode_unit(&parts, compress, &mut units);
+        let stored_len = (units.len() as u64 - unit_offset) as u32 - UNIT_HEADER_LEN as u32;
+        let unit_blocks = cws[i..j].iter().map(|c| c.blocks()).sum::<u64>() as u32;
+        let mut in_unit = 0u32;
+        for cw in &cws[i..j] {
+            ops.push(BatchOp::Put {
+                first: cw.first,
+                blocks: cw.blocks(),
+                unit_offset,
+                stored_len,
+                unit_blocks,
+                block_in_unit: in_unit,
+            });
+            in_unit += cw.blocks() as u32;
+        }
+        i = j;
+    }
+    EncodedBatch { ops, units }
 }
 
 /// Reads, verifies and decompresses the unit at `loc` from its data file `f`.

@@ -32,7 +32,8 @@
 //! file); waiting lets the files empty further, at the price of disk space bounded by that percentage.
 
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Weak};
 
 use rask::BlockRange;
 use vfs::File;
@@ -83,12 +84,39 @@ impl Volume {
         self.gc_round(max_live_percent, false, between)
     }
 
-    /// The automatic round after a flush left a candidate: skipped if a round is already running. Its errors
-    /// are not the triggering write's: a write-path failure poisons the volume, a read failure ends the round.
+    /// The automatic round after a flush left a candidate: on a background thread (`Options::gc_in_background`,
+    /// one at a time) or here. Skipped if a round is already running. Its errors are not the triggering write's:
+    /// a write-path failure poisons the volume, a read failure ends the round.
     pub(crate) fn background_gc(&self) {
+        if !self.gc_in_background {
+            return self.auto_gc_round();
+        }
+        let Some(me) = self.me.get().and_then(Weak::upgrade) else { return self.auto_gc_round() };
+        if self.gc_running.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let spawned = std::thread::Builder::new().name("blockstore-gc".into()).spawn(move || {
+            me.auto_gc_round();
+            me.gc_running.store(false, Ordering::Release);
+        });
+        if spawned.is_err() {
+            self.gc_running.store(false, Ordering::Release);
+            self.auto_gc_round();
+        }
+    }
+
+    fn auto_gc_round(&self) {
         let Ok(_round) = self.gc_lock.try_lock() else { return };
         let pct = self.lock().opts.gc_live_percent;
         let _ = self.gc_round(pct, true, || {});
+    }
+
+    /// Waits until no background collection round is running (tests and benchmarks).
+    #[doc(hidden)]
+    pub fn wait_for_background_gc(&self) {
+        while self.gc_running.load(Ordering::Acquire) {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
     }
 
     /// One round over candidates at `pct`; `auto` applies the garbage threshold (`Options::gc_garbage_percent`).
@@ -104,7 +132,7 @@ impl Volume {
         };
         let copies = read_pieces(&plan)?;
         between();
-        let mut s = self.lock();
+        let mut s = self.drained();
         s.usable()?;
         let r = s.install_gc(&plan, copies);
         let r = s.poison_on_err(r);

@@ -39,6 +39,17 @@ pub struct Options {
     /// (1 + this/100) × the live data plus two files. 0: collect whenever a candidate exists. Default 50; at most
     /// 1000.
     pub gc_garbage_percent: u32,
+    /// A full segment cache is frozen and written to a data file by the volume's flusher thread (I/O compaction,
+    /// compression and the data-file write leave the writing thread), while a new cache takes writes; a writer
+    /// waits only when that cache fills twice over before the flusher is done. Journal resets and checkpoints
+    /// still run under the volume lock. false: the writer flushes a full cache itself (deterministic, for tests).
+    /// Default true.
+    pub flush_in_background: bool,
+    /// Automatic collection rounds run on a short-lived background thread (one round at a time), so the write
+    /// whose flush found a candidate does not wait for the copying; the round's install still takes the volume
+    /// lock. false: the round runs inside that write after it released the lock (deterministic, for tests).
+    /// Default true.
+    pub gc_in_background: bool,
     /// Longest compression unit in blocks: a CW longer than this is cut into several units. Default 32 (128 KiB).
     /// LZ4 decodes a unit from its start, so a read that starts inside a long unit decodes up to all of it; the
     /// paper accepts that because EBS reads nearly always start at a CW's beginning (§3.2), but a random-read
@@ -59,6 +70,8 @@ impl Default for Options {
             checkpoint_bytes: 64 << 20,
             gc_live_percent: 50,
             gc_garbage_percent: 50,
+            flush_in_background: true,
+            gc_in_background: true,
             max_unit_blocks: 32,
             index: rask::Options::default(),
         }

@@ -48,7 +48,7 @@ impl Store {
             )));
         }
         let mut open = self.open.lock().unwrap_or_else(|p| p.into_inner());
-        let v = Arc::new(Volume::create(self.fs.clone(), &self.dir, name, size, self.opts.clone())?);
+        let v = Volume::create(self.fs.clone(), &self.dir, name, size, self.opts.clone())?.into_shared();
         open.insert(name.to_string(), v.clone());
         Ok(v)
     }
@@ -60,7 +60,7 @@ impl Store {
         if let Some(v) = open.get(name) {
             return Ok(v.clone());
         }
-        let v = Arc::new(Volume::open(self.fs.clone(), &self.dir, name, self.opts.clone())?);
+        let v = Volume::open(self.fs.clone(), &self.dir, name, self.opts.clone())?.into_shared();
         open.insert(name.to_string(), v.clone());
         Ok(v)
     }
@@ -69,7 +69,7 @@ impl Store {
     /// REQUIRES: no other process has the volume open for writing.
     pub fn volume_read_only(&self, name: &str) -> Result<Arc<Volume>> {
         validate_volume_name(name)?;
-        Ok(Arc::new(Volume::open_read_only(self.fs.clone(), &self.dir, name, self.opts.clone())?))
+        Ok(Volume::open_read_only(self.fs.clone(), &self.dir, name, self.opts.clone())?.into_shared())
     }
 
     /// Opens an existing store directory for inspection: unlike [`open`](Self::open) it never creates it.

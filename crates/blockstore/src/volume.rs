@@ -28,7 +28,8 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, Weak};
 
 use rask::{BlockRange, RangeValue, Rask};
 use vfs::{Fs, OpenMode};
@@ -47,9 +48,37 @@ use crate::{BLOCK_SIZE, Error, Options, Result};
 pub struct Volume {
     name: String,
     size: u64,
-    pub(crate) state: Mutex<State>,
+    shared: Arc<Shared>,
+    /// The flusher thread (`Options::flush_in_background`), joined on drop.
+    flusher: Mutex<Option<std::thread::JoinHandle<()>>>,
+    background_flush: bool,
     /// Serialises garbage-collection rounds (which drop `state` while they read).
     pub(crate) gc_lock: Mutex<()>,
+    /// The volume's own `Arc` (set by the store that opened it): what a background collection round holds.
+    pub(crate) me: OnceLock<Weak<Volume>>,
+    /// A background collection thread was started and has not finished.
+    pub(crate) gc_running: AtomicBool,
+    pub(crate) gc_in_background: bool,
+}
+
+/// What the volume and its flusher thread share.
+#[derive(Debug)]
+struct Shared {
+    state: Mutex<State>,
+    /// Signalled when a cache is frozen (the flusher waits for work) and when a frozen cache reached the index or
+    /// the volume was poisoned (writers and drains wait for the flusher).
+    cv: Condvar,
+    shutdown: AtomicBool,
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn wait<'a>(&self, g: MutexGuard<'a, State>) -> MutexGuard<'a, State> {
+        self.cv.wait(g).unwrap_or_else(|p| p.into_inner())
+    }
 }
 
 pub(crate) struct State {
@@ -58,6 +87,13 @@ pub(crate) struct State {
     pub(crate) opts: Options,
     journal: Journal,
     cache: SegmentCache,
+    /// A full cache the flusher is writing to a data file: newer than the index, older than `cache`. Reads
+    /// overlay it; anything that needs the index to be exactly the batches' state waits until it is gone.
+    frozen: Option<Arc<SegmentCache>>,
+    /// The last journal seq the frozen cache holds (its batch's `journal_seq`).
+    frozen_journal_seq: u64,
+    /// The flusher took the frozen cache and is encoding it.
+    frozen_taken: bool,
     pub(crate) index: Rask<Location>,
     pub(crate) data: DataFiles,
     /// Blocks the index maps to each data file (absent: none).
@@ -286,6 +322,9 @@ impl Volume {
             opts,
             journal,
             cache,
+            frozen: None,
+            frozen_journal_seq: 0,
+            frozen_taken: false,
             index,
             data,
             live,
@@ -302,12 +341,37 @@ impl Volume {
         };
         let mut state = state;
         state.gc_due = !read_only && state.gc_wanted();
+        let background = !read_only && state.opts.flush_in_background;
+        let gc_in_background = state.opts.gc_in_background;
+        let shared = Arc::new(Shared {
+            state: Mutex::new(state),
+            cv: Condvar::new(),
+            shutdown: AtomicBool::new(false),
+        });
+        let flusher = if background {
+            let sh = shared.clone();
+            Some(std::thread::Builder::new().name("blockstore-flush".into()).spawn(move || flusher(&sh))?)
+        } else {
+            None
+        };
         Ok(Volume {
             name: name.to_string(),
             size: meta.size,
-            state: Mutex::new(state),
+            shared,
+            background_flush: flusher.is_some(),
+            flusher: Mutex::new(flusher),
+            gc_in_background,
             gc_lock: Mutex::new(()),
+            me: OnceLock::new(),
+            gc_running: AtomicBool::new(false),
         })
+    }
+
+    /// Wraps a newly opened volume in the `Arc` every user shares, remembering it for background work.
+    pub(crate) fn into_shared(self) -> Arc<Volume> {
+        let v = Arc::new(self);
+        let _ = v.me.set(Arc::downgrade(&v));
+        v
     }
 
     /// The volume's name.
@@ -321,7 +385,43 @@ impl Volume {
     }
 
     pub(crate) fn lock(&self) -> MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
+        self.shared.lock()
+    }
+
+    /// The lock once no frozen cache is in flight (or the volume is poisoned): the index then holds exactly the
+    /// batches' state plus the deletes since, as checkpoints, deletes and collection installs need.
+    pub(crate) fn drained(&self) -> MutexGuard<'_, State> {
+        let mut s = self.lock();
+        while s.frozen.is_some() && s.poisoned.is_none() {
+            s = self.shared.wait(s);
+        }
+        s
+    }
+
+    /// After a write or delete: moves a full cache towards a data file. With the flusher, the cache is frozen
+    /// for it, and the writer waits only while a second cache is full too; without, the writer flushes it.
+    fn make_room<'a>(&'a self, mut s: MutexGuard<'a, State>) -> (MutexGuard<'a, State>, Result<()>) {
+        if !s.cache_full(1) {
+            return (s, Ok(()));
+        }
+        if !self.background_flush {
+            let r = s.flush_cache();
+            return (s, r);
+        }
+        loop {
+            if let Err(e) = s.usable() {
+                return (s, Err(e));
+            }
+            if s.frozen.is_none() {
+                s.freeze();
+                self.shared.cv.notify_all();
+                return (s, Ok(()));
+            }
+            if !s.cache_full(2) {
+                return (s, Ok(()));
+            }
+            s = self.shared.wait(s);
+        }
     }
 
     fn check(&self, offset: u64, len: u64) -> Result<()> {
@@ -371,6 +471,11 @@ impl Volume {
             s.write_blocks(first, &whole, fua)
         };
         let r = s.poison_on_err(r);
+        let (mut s, r) = match r {
+            Ok(()) => self.make_room(s),
+            Err(e) => (s, Err(e)),
+        };
+        let r = s.poison_on_err(r);
         let gc = r.is_ok() && s.gc_due;
         drop(s);
         if gc {
@@ -383,9 +488,16 @@ impl Volume {
     /// written); partial blocks at the edges are written with zeros.
     pub fn zero(&self, offset: u64, len: u64, fua: bool) -> Result<()> {
         self.check(offset, len)?;
-        let mut s = self.lock();
+        // A delete goes to the index at once, so a frozen cache must reach the index first (its older writes
+        // would land on top of the delete otherwise).
+        let mut s = self.drained();
         s.usable()?;
         let r = s.zero(offset, len, fua);
+        let r = s.poison_on_err(r);
+        let (mut s, r) = match r {
+            Ok(()) => self.make_room(s),
+            Err(e) => (s, Err(e)),
+        };
         let r = s.poison_on_err(r);
         let gc = r.is_ok() && s.gc_due;
         drop(s);
@@ -406,7 +518,7 @@ impl Volume {
 
     /// Moves the segment cache to a data file now (I/O compaction + batch), as a full cache would.
     pub fn flush_cache(&self) -> Result<()> {
-        let mut s = self.lock();
+        let mut s = self.drained();
         s.usable()?;
         let r = s.flush_cache();
         s.poison_on_err(r)
@@ -415,7 +527,7 @@ impl Volume {
     /// Writes an index checkpoint now (after moving the segment cache to a data file), so a reopen replays no
     /// batch.
     pub fn checkpoint(&self) -> Result<()> {
-        let mut s = self.lock();
+        let mut s = self.drained();
         s.usable()?;
         let r = s.flush_cache().and_then(|()| s.checkpoint(&[]));
         s.poison_on_err(r)
@@ -435,7 +547,7 @@ impl Volume {
         // Mapped block intervals from the index and the cache, merged in block order.
         let mut mapped: Vec<(u64, u64)> = Vec::new();
         s.index.get_with(block_range(first, n), |r, _| mapped.push((r.first(), r.last() + 1)));
-        mapped.extend(s.cache.range(first, end).map(|(b, _)| (b, b + 1)));
+        mapped.extend(s.cached_blocks(first, end).map(|(b, _)| (b, b + 1)));
         mapped.sort_unstable();
         let bs = BLOCK_SIZE as u64;
         let mut out: Vec<(u64, bool)> = Vec::new();
@@ -498,7 +610,7 @@ impl Volume {
             index_pieces: s.index.len(),
             index_entries: s.index.entry_count(),
             index_memory: s.index.memory_usage(),
-            cache_bytes: s.cache.bytes(),
+            cache_bytes: s.cache.bytes() + s.frozen.as_ref().map_or(0, |f| f.bytes()),
             journal_bytes: s.journal.len(),
             data_files: s.data.infos(|id| s.live.get(&id).copied().unwrap_or(0))?,
             checkpoint_seq: s.checkpoint_seq(),
@@ -563,7 +675,8 @@ impl State {
                 e.insert(self.data.handle(loc.file)?);
             }
         }
-        let cached = self.cache.range(first, first + n).map(|(b, d)| (b, Box::from(d))).collect();
+        // Frozen blocks first: the plan copies cached blocks in order, so the newer cache's copy lands last.
+        let cached = self.cached_blocks(first, first + n).map(|(b, d)| (b, Box::from(d))).collect();
         let plan = ReadPlan { first, pieces, files, cached };
         self.stats.units_read += plan.unit_count();
         self.stats.unit_bytes_read += plan.unit_bytes();
@@ -592,7 +705,7 @@ impl State {
         if fua {
             self.journal.sync()?;
         }
-        self.maybe_flush_cache()
+        Ok(())
     }
 
     fn zero(&mut self, offset: u64, len: u64, fua: bool) -> Result<()> {
@@ -625,7 +738,7 @@ impl State {
         if fua {
             self.journal.sync()?;
         }
-        self.maybe_flush_cache()
+        Ok(())
     }
 
     fn zero_partial(&mut self, start: u64, end: u64, fua: bool) -> Result<()> {
@@ -637,46 +750,88 @@ impl State {
         self.write_blocks(first, &whole, fua)
     }
 
-    fn maybe_flush_cache(&mut self) -> Result<()> {
+    /// Whether the cache (with its pending deletes) or the journal grew `times` × past its flush threshold since
+    /// the last batch or freeze.
+    fn cache_full(&self, times: u64) -> bool {
         let pending_deletes = self.cache.deletes().len() * 64;
-        if self.cache.bytes() + pending_deletes >= self.opts.segment_cache_bytes
-            || self.journal.len().saturating_sub(self.journal_len_at_batch) >= self.opts.journal_flush_bytes
-        {
-            self.flush_cache()?;
-        }
-        Ok(())
+        (self.cache.bytes() + pending_deletes) as u64 >= times * self.opts.segment_cache_bytes as u64
+            || self.journal.len().saturating_sub(self.journal_len_at_batch)
+                >= times * self.opts.journal_flush_bytes
     }
 
+    /// Hands the cache to the flusher. REQUIRES: no frozen cache.
+    fn freeze(&mut self) {
+        debug_assert!(self.frozen.is_none());
+        if self.cache.is_empty() {
+            return;
+        }
+        self.frozen = Some(Arc::new(std::mem::take(&mut self.cache)));
+        self.frozen_journal_seq = self.next_journal_seq - 1;
+        self.frozen_taken = false;
+        self.journal_len_at_batch = self.journal.len();
+    }
+
+    /// Cached blocks in `first..end`: the frozen cache's, then the current cache's (newer), each in block order.
+    fn cached_blocks(&self, first: u64, end: u64) -> impl Iterator<Item = (u64, &[u8])> {
+        self.frozen.iter().flat_map(move |f| f.range(first, end)).chain(self.cache.range(first, end))
+    }
+
+    /// Writes the current cache to a data file now. REQUIRES: no frozen cache (see `Volume::drained`).
     pub(crate) fn flush_cache(&mut self) -> Result<()> {
+        debug_assert!(self.frozen.is_none());
         if self.cache.is_empty() {
             return Ok(());
         }
         let cws = self.cache.compact(u64::from(self.opts.max_unit_blocks));
-        let journal_seq = self.next_journal_seq - 1;
+        let batch = crate::datafile::encode_batch(self.cache.deletes(), &cws);
+        let cws_len = cws.len() as u64;
+        drop(cws);
+        let cache = std::mem::take(&mut self.cache);
+        self.journal_len_at_batch = self.journal.len();
+        self.install_batch(&cache, cws_len, batch, self.next_journal_seq - 1)
+    }
+
+    /// Appends an encoded batch of `cache` (which held `cws` CWs) to the data files, applies it to the index and
+    /// does what follows a batch. REQUIRES: `cache` is no longer the current cache nor the frozen one.
+    fn install_batch(
+        &mut self,
+        cache: &SegmentCache,
+        cws: u64,
+        batch: crate::datafile::EncodedBatch,
+        journal_seq: u64,
+    ) -> Result<()> {
         let before = self.data_bytes();
-        let (file, ops) =
-            self.data.append_batch(journal_seq, self.cache.deletes(), &cws, self.opts.data_file_bytes)?;
+        let (file, ops) = self.data.append_encoded(journal_seq, batch, self.opts.data_file_bytes)?;
+        self.commit_batch(cache, cws, file, &ops, journal_seq, before)
+    }
+
+    /// Applies a batch written to `file` with `ops` to the index and does what follows a batch. `before` is the
+    /// `data_bytes` reading from before it was placed.
+    fn commit_batch(
+        &mut self,
+        cache: &SegmentCache,
+        cws: u64,
+        file: u32,
+        ops: &[BatchOp],
+        journal_seq: u64,
+        before: u64,
+    ) -> Result<()> {
         self.batch_journal_seq = journal_seq;
-        for op in &ops {
+        for op in ops {
             if let BatchOp::Put { .. } = op {
                 apply_batch_op(&mut self.index, Some(&mut self.live), file, op, u64::MAX)?;
             }
         }
         self.stats.cache_flushes += 1;
-        self.stats.cws_written += cws.len() as u64;
-        self.stats.writes_compacted += self.cache.writes();
-        self.cache.clear();
-        self.journal_len_at_batch = self.journal.len();
-        if self.journal.len() >= self.opts.journal_reset_bytes {
-            self.sync_and_reset_journal()?;
-        }
+        self.stats.cws_written += cws;
+        self.stats.writes_compacted += cache.writes();
         self.after_batch(before)
     }
 
     /// Makes every batch durable, then empties the journal (whose records are all in batches).
     /// REQUIRES: the segment cache is empty.
     fn sync_and_reset_journal(&mut self) -> Result<()> {
-        debug_assert!(self.cache.is_empty());
+        debug_assert!(self.cache.is_empty() && self.frozen.is_none());
         self.data.sync()?;
         // Recovery must know these batches were durable before the journal stops holding their writes: it trusts
         // batches up to the mark (a damaged unit is corruption, reported when read) and verifies later ones,
@@ -691,12 +846,22 @@ impl State {
         Ok(())
     }
 
-    /// Bookkeeping after a batch: checkpoint when enough was appended since the last one; note GC candidates.
-    /// REQUIRES: the segment cache is empty (so the index is exactly the batches' state).
+    /// Bookkeeping after a batch: a checkpoint when enough was appended since the last one, else a journal reset
+    /// once the journal holds `journal_reset_bytes`; both first write the current cache, so the index is exactly
+    /// the batches' state. Notes GC candidates. REQUIRES: no frozen cache.
     pub(crate) fn after_batch(&mut self, bytes_before: u64) -> Result<()> {
         self.bytes_since_checkpoint += self.data_bytes().saturating_sub(bytes_before);
-        if self.bytes_since_checkpoint >= self.opts.checkpoint_bytes.max(4 * self.last_checkpoint_bytes) {
+        let checkpoint =
+            self.bytes_since_checkpoint >= self.opts.checkpoint_bytes.max(4 * self.last_checkpoint_bytes);
+        let reset = self.journal.len() >= self.opts.journal_reset_bytes;
+        if (checkpoint || reset) && !self.cache.is_empty() {
+            // Its own `after_batch` finds the cache empty and does the checkpoint or reset.
+            return self.flush_cache();
+        }
+        if checkpoint {
             self.checkpoint(&[])?;
+        } else if reset {
+            self.sync_and_reset_journal()?;
         }
         self.gc_due = self.gc_wanted();
         Ok(())
@@ -716,9 +881,9 @@ impl State {
         self.bytes_since_checkpoint += self.data.appended().saturating_sub(before);
     }
 
-    /// Whether the segment cache holds block `b` (then it is newer than the index).
+    /// Whether the segment cache (or a frozen one) holds block `b` (then it is newer than the index).
     pub(crate) fn cache_holds(&self, b: u64) -> bool {
-        self.cache.get(b).is_some()
+        self.cache.get(b).is_some() || self.frozen.as_ref().is_some_and(|f| f.get(b).is_some())
     }
 
     /// Bytes of batches appended since the volume was opened.
@@ -730,7 +895,7 @@ impl State {
     /// collection victims the index no longer references) are left out of its file list.
     /// REQUIRES: the segment cache is empty, so the index holds exactly the effect of the batches so far.
     pub(crate) fn checkpoint(&mut self, dropping: &[u32]) -> Result<()> {
-        debug_assert!(self.cache.is_empty());
+        debug_assert!(self.cache.is_empty() && self.frozen.is_none());
         let pieces: Vec<Piece> =
             self.index.iter().map(|(r, loc)| Piece { first: r.first(), blocks: r.len(), loc }).collect();
         let files = self.data.written().into_iter().filter(|(id, _)| !dropping.contains(id)).collect();
@@ -794,6 +959,68 @@ impl State {
         // Emptiest first: compare live/written ratios by cross-multiplying.
         c.sort_by(|a, b| (u128::from(a.1) * u128::from(b.2)).cmp(&(u128::from(b.1) * u128::from(a.2))));
         c.into_iter()
+    }
+}
+
+impl Drop for Volume {
+    fn drop(&mut self) {
+        self.shared.shutdown.store(true, Ordering::Release);
+        self.shared.cv.notify_all();
+        if let Some(h) = self.flusher.get_mut().unwrap_or_else(|p| p.into_inner()).take() {
+            let _ = h.join();
+        }
+    }
+}
+
+/// The flusher thread: writes each frozen cache to a data file. Encoding (I/O compaction, the LZ4 probe and
+/// pass, checksums) and the data-file write run without the lock; placing the batch in the file and the index
+/// update hold it. Nothing else appends to, syncs or seals a data file meanwhile: every other appender (a sync
+/// flush, a checkpoint, a collection install, a delete) first waits for the frozen cache to be gone
+/// (`Volume::drained`), and it stays in place until the batch is in the index. A failure poisons the volume
+/// (memory may be ahead of the files) and leaves the frozen cache readable; the journal still holds its
+/// writes. Exits at shutdown once nothing is frozen.
+fn flusher(sh: &Shared) {
+    loop {
+        let (job, journal_seq, max_unit) = {
+            let mut s = sh.lock();
+            loop {
+                if s.poisoned.is_none()
+                    && !s.frozen_taken
+                    && let Some(f) = &s.frozen
+                {
+                    let job = (f.clone(), s.frozen_journal_seq, u64::from(s.opts.max_unit_blocks));
+                    s.frozen_taken = true;
+                    break job;
+                }
+                if sh.shutdown.load(Ordering::Acquire) {
+                    return;
+                }
+                s = sh.wait(s);
+            }
+        };
+        let cws = job.compact(max_unit);
+        let batch = crate::datafile::encode_batch(job.deletes(), &cws);
+        let n_cws = cws.len() as u64;
+        drop(cws);
+        let mut s = sh.lock();
+        let before = s.data_bytes();
+        let data_file_bytes = s.opts.data_file_bytes;
+        let placed = s.data.reserve(journal_seq, batch, data_file_bytes);
+        drop(s);
+        let written = placed.and_then(|p| p.write().map(|()| p));
+        let mut s = sh.lock();
+        // Installed first: `after_batch` may flush the current cache, whose batch must come after this one.
+        s.frozen = None;
+        s.frozen_taken = false;
+        let r = written.and_then(|p| s.commit_batch(&job, n_cws, p.file, &p.ops, journal_seq, before));
+        if r.is_err() {
+            // Keep the frozen blocks readable: the index may lack them.
+            s.frozen = Some(job);
+            s.frozen_taken = true;
+        }
+        let _ = s.poison_on_err(r);
+        drop(s);
+        sh.cv.notify_all();
     }
 }
 
