@@ -3,11 +3,12 @@
 //! Write path (§2.1): append a journal record; put the blocks in the segment cache (a delete instead drops cached
 //! blocks and deletes the range in the index at once); FLUSH and FUA sync the journal, which is the only durability
 //! point a client waits for. When the cache holds `segment_cache_bytes` (or the journal `journal_flush_bytes`
-//! more than at the last batch), I/O compaction turns the cache into CWs, one batch goes to the data file
-//! (unsynced) and the CWs' locations go into the index. The journal keeps those writes until the data file is
-//! synced: once it holds `journal_reset_bytes`, or when an index checkpoint is written, the data file is synced
-//! and then the journal is reset. So a stream of writes costs one data sync per `journal_reset_bytes`, not two
-//! per segment cache.
+//! more than at the last batch), the cache is frozen and the flusher thread (`flusher`) turns it into CWs (I/O
+//! compaction) and one batch in the data file (unsynced), then puts the CWs' locations into the index; a new
+//! cache takes writes meanwhile (without `flush_in_background`, the writer does this inline). The journal keeps
+//! those writes until the data file is synced: once it holds `journal_reset_bytes`, or when an index checkpoint
+//! is written, the data file is synced and then the journal is rewound. So a stream of writes costs one data
+//! sync per `journal_reset_bytes`, not two per segment cache.
 //!
 //! Read path: the index gives the unit of every mapped piece; each unit touched is read and decompressed once per
 //! request; unmapped blocks read as zeros; cached blocks are overlaid last because they are newer than the index.
@@ -23,7 +24,7 @@
 //!
 //! Every operation holds the volume mutex, so the volume is linearizable and a FLUSH on one NBD connection covers
 //! writes acknowledged on every other; a read holds it only to plan (index lookup, cache copy) and reads the data
-//! files after releasing it (`read_plan.rs`). After a failed write-path I/O the volume is poisoned: memory may be ahead
+//! files after releasing it (`read_plan.rs`); the flusher holds it only to place a batch and to index it. After a failed write-path I/O the volume is poisoned: memory may be ahead
 //! of the files, so it refuses further writes and flushes until reopened.
 
 use std::collections::{BTreeMap, HashMap};
