@@ -195,8 +195,16 @@ fn read_loop(
                     continue;
                 }
                 let charge = sh.budget.acquire(req.len as usize);
-                let mut data = vec![0u8; req.len as usize];
-                if let Err(e) = reader.read_exact(&mut data) {
+                // Read into uninitialised capacity: zeroing a 128 KiB buffer first cost as much as a copy.
+                let mut data = Vec::with_capacity(req.len as usize);
+                let got = reader.by_ref().take(u64::from(req.len)).read_to_end(&mut data);
+                if let Err(e) = got.and_then(|n| {
+                    if n == req.len as usize {
+                        Ok(())
+                    } else {
+                        Err(std::io::Error::new(std::io::ErrorKind::UnexpectedEof, "connection closed"))
+                    }
+                }) {
                     sh.budget.release(charge);
                     return End::Violation(format!("write payload cut short: {e}"));
                 }
