@@ -10,6 +10,7 @@
 //! are copied once, into the units.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use crate::BLOCK_SIZE;
 
@@ -66,18 +67,30 @@ pub fn merge_runs<'a>(runs: impl IntoIterator<Item = (u64, &'a [u8], bool)>, max
 }
 
 /// The per-volume write-back cache.
+///
+/// A write is copied once into one shared buffer and each of its blocks refers to it (buffer, block index):
+/// one allocation per write instead of one per block. A buffer lives until its last block is overwritten,
+/// deleted or flushed, so the cache can hold more memory than `bytes` counts, at most the sizes of the writes it
+/// absorbed since the last flush.
 #[derive(Debug, Default)]
 pub struct SegmentCache {
-    blocks: BTreeMap<u64, Box<[u8]>>,
+    blocks: BTreeMap<u64, (Arc<[u8]>, u32)>,
     deletes: Vec<(u64, u64)>,
     writes: u64,
 }
 
+fn block_of(buf: &(Arc<[u8]>, u32)) -> &[u8] {
+    let at = buf.1 as usize * BLOCK_SIZE;
+    &buf.0[at..at + BLOCK_SIZE]
+}
+
 impl SegmentCache {
-    /// Caches whole blocks `data` from block `first`. REQUIRES: `data.len()` is a multiple of `BLOCK_SIZE`.
+    /// Caches whole blocks `data` from block `first`. REQUIRES: `data.len()` is a multiple of `BLOCK_SIZE` and
+    /// at most `u32::MAX` blocks.
     pub fn write(&mut self, first: u64, data: &[u8]) {
-        for (i, b) in data.chunks_exact(BLOCK_SIZE).enumerate() {
-            self.blocks.insert(first + i as u64, b.into());
+        let buf: Arc<[u8]> = Arc::from(data);
+        for i in 0..data.len() / BLOCK_SIZE {
+            self.blocks.insert(first + i as u64, (buf.clone(), i as u32));
         }
         self.writes += 1;
     }
@@ -93,12 +106,12 @@ impl SegmentCache {
 
     /// The cached bytes of `block`, if any.
     pub fn get(&self, block: u64) -> Option<&[u8]> {
-        self.blocks.get(&block).map(|b| &b[..])
+        self.blocks.get(&block).map(block_of)
     }
 
     /// Cached blocks in `first..end`, in order.
     pub fn range(&self, first: u64, end: u64) -> impl Iterator<Item = (u64, &[u8])> {
-        self.blocks.range(first..end).map(|(b, d)| (*b, &d[..]))
+        self.blocks.range(first..end).map(|(b, d)| (*b, block_of(d)))
     }
 
     /// Bytes of cached block data.
@@ -123,7 +136,7 @@ impl SegmentCache {
 
     /// I/O compaction: the cached blocks as CWs in address order, each at most `max_blocks` long.
     pub fn compact(&self, max_blocks: u64) -> Vec<Cw<'_>> {
-        merge_runs(self.blocks.iter().map(|(&b, d)| (b, &d[..], false)), max_blocks)
+        merge_runs(self.blocks.iter().map(|(&b, d)| (b, block_of(d), false)), max_blocks)
     }
 
     /// Empties the cache after its contents reached a data file.
