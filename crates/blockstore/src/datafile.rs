@@ -20,7 +20,7 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Condvar, Mutex};
 
 use vfs::{File, Fs, OpenMode};
 
@@ -88,6 +88,22 @@ pub struct DataFiles {
     next_seq: u64,
     /// Bytes of batches appended since open.
     appended: u64,
+    early: Arc<EarlySync>,
+}
+
+/// A sync of the current data file started ahead of need on a short-lived thread ([`DataFiles::early_sync`]).
+/// The kernel reports a writeback error to one sync call only, so a failure must not be lost with that thread:
+/// it is kept here, and every later sync of a data file first waits for the running one and fails if any failed.
+#[derive(Debug, Default)]
+struct EarlySync {
+    state: Mutex<EarlyState>,
+    done: Condvar,
+}
+
+#[derive(Debug, Default)]
+struct EarlyState {
+    running: bool,
+    failed: Option<String>,
 }
 
 /// The file name of data file `n`.
@@ -223,7 +239,18 @@ impl DataFiles {
         }
         let current = ids.last().copied().unwrap_or(0);
         let next_seq = last_seq.max(after) + 1;
-        Ok((DataFiles { fs, dir: dir.to_path_buf(), files, current, next_seq, appended: 0 }, batches))
+        Ok((
+            DataFiles {
+                fs,
+                dir: dir.to_path_buf(),
+                files,
+                current,
+                next_seq,
+                appended: 0,
+                early: Arc::default(),
+            },
+            batches,
+        ))
     }
 
     /// Appends one batch holding `deletes` and the units of `cws` (address order). Returns the data file and the
@@ -320,8 +347,48 @@ impl DataFiles {
         (self.current, self.files.get(&self.current).map_or(0, |st| st.len))
     }
 
+    /// Starts syncing the current file on a short-lived thread, unless an early sync is running or one failed.
+    /// It writes back data ahead of the sync a journal reset makes under the volume lock (which then finds little
+    /// left to write) and claims nothing: only [`sync`](Self::sync) makes batches count as durable.
+    pub fn early_sync(&self) {
+        let Some(st) = self.files.get(&self.current) else { return };
+        {
+            let mut g = self.early.state.lock().unwrap_or_else(|p| p.into_inner());
+            if g.running || g.failed.is_some() {
+                return;
+            }
+            g.running = true;
+        }
+        let (f, early) = (st.f.clone(), self.early.clone());
+        let spawned = std::thread::Builder::new().name("blockstore-sync".into()).spawn(move || {
+            let r = f.sync_data();
+            let mut g = early.state.lock().unwrap_or_else(|p| p.into_inner());
+            g.running = false;
+            if let Err(e) = r {
+                g.failed = Some(e.to_string());
+            }
+            early.done.notify_all();
+        });
+        if spawned.is_err() {
+            self.early.state.lock().unwrap_or_else(|p| p.into_inner()).running = false;
+        }
+    }
+
+    /// Waits for a running early sync; an error if any early sync failed.
+    fn settle_early_sync(&self) -> Result<()> {
+        let mut g = self.early.state.lock().unwrap_or_else(|p| p.into_inner());
+        while g.running {
+            g = self.early.done.wait(g).unwrap_or_else(|p| p.into_inner());
+        }
+        match &g.failed {
+            Some(m) => Err(Error::Io(std::io::Error::other(format!("an early data-file sync failed: {m}")))),
+            None => Ok(()),
+        }
+    }
+
     /// Makes every batch appended so far durable. Only the current file can hold unsynced batches.
     pub fn sync(&mut self) -> Result<()> {
+        self.settle_early_sync()?;
         if let Some(st) = self.files.get_mut(&self.current)
             && st.unsynced
         {
@@ -577,4 +644,43 @@ pub fn read_batch(f: &dyn File, pos: u64, len: u64) -> Result<Option<(BatchHeade
         ops.push(op);
     }
     Ok(Some((h, ops, next)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::format::SyncMark;
+    use vfs::{Fault, FaultFs, FaultKind, MemFs, Op};
+
+    /// Regression (found while adding early syncs): the kernel reports a writeback error to one sync only, so an
+    /// early sync that failed on its own thread must fail every later sync, or a reset's sync would succeed and
+    /// the journal be emptied over data that never reached the disk.
+    #[test]
+    fn a_failed_early_sync_fails_every_later_sync() {
+        let faults = Arc::new(FaultFs::new(Arc::new(MemFs::new())));
+        let fs: Arc<dyn Fs> = faults.clone();
+        fs.create_dir_all(Path::new("/d")).unwrap();
+        let (mut data, _) = DataFiles::open(fs, Path::new("/d"), 0, SyncMark::default(), false).unwrap();
+        let block = vec![7u8; BLOCK_SIZE];
+        data.append_batch(1, &[], &[Cw::new(0, &block)], 1 << 20).unwrap();
+        faults.inject(Fault::after(Op::Sync, 0, FaultKind::Eio).on_paths("data-").once());
+        data.early_sync();
+        // The file system would now sync fine; the early failure must still be reported, every time.
+        assert!(matches!(data.sync(), Err(Error::Io(_))));
+        assert!(matches!(data.sync(), Err(Error::Io(_))));
+        assert_eq!(faults.injected_on(Op::Sync), 1);
+    }
+
+    #[test]
+    fn early_syncs_do_not_fail_later_ones() {
+        let fs: Arc<dyn Fs> = Arc::new(MemFs::new());
+        fs.create_dir_all(Path::new("/d")).unwrap();
+        let (mut data, _) = DataFiles::open(fs, Path::new("/d"), 0, SyncMark::default(), false).unwrap();
+        let block = vec![7u8; BLOCK_SIZE];
+        for i in 0..3 {
+            data.append_batch(i + 1, &[], &[Cw::new(i, &block)], 1 << 20).unwrap();
+            data.early_sync();
+        }
+        data.sync().unwrap();
+    }
 }
