@@ -792,7 +792,13 @@ impl State {
         drop(cws);
         let cache = std::mem::take(&mut self.cache);
         self.journal_len_at_batch = self.journal.len();
-        self.install_batch(&cache, cws_len, batch, self.next_journal_seq - 1)
+        let r = self.install_batch(&cache, cws_len, batch, self.next_journal_seq - 1);
+        if r.is_err() && self.cache.is_empty() {
+            // The volume is poisoned but still serves reads: they must keep seeing these blocks, which the
+            // index may lack.
+            self.cache = cache;
+        }
+        r
     }
 
     /// Appends an encoded batch of `cache` (which held `cws` CWs) to the data files, applies it to the index and

@@ -334,6 +334,40 @@ fn failed_sync_poisons_the_volume_and_reopen_recovers() {
     assert_eq!(token_of(&b), Some(1));
 }
 
+/// Regression: a cache flush whose data-file write fails poisons the volume, which still serves reads; the
+/// flushed blocks must stay readable from memory (the index may lack them), with the writer flushing inline and
+/// with the flusher thread. Taking the cache apart before the write lost them until a reopen.
+#[test]
+fn a_failed_flush_keeps_the_cached_blocks_readable() {
+    for background in [false, true] {
+        let mem: Arc<dyn Fs> = Arc::new(MemFs::new());
+        let ffs = Arc::new(FaultFs::new(mem.clone()));
+        let opts = Options { flush_in_background: background, ..small_opts() };
+        let store = Store::open(ffs.clone(), Path::new("/w"), opts.clone()).unwrap();
+        let v = store.create_volume("w", 16 * BLOCK_SIZE as u64).unwrap();
+        ffs.inject(Fault::after(Op::Write, 0, FaultKind::Eio).on_paths("data-").persistent());
+        let data: Vec<u8> = (1..=8).flat_map(block_of).collect();
+        // Eight blocks fill the cache: inline, this write fails; with the flusher, it hands them over.
+        let r = v.write(&data, 0, true);
+        assert_eq!(r.is_err(), !background, "background {background}: {r:?}");
+        if background {
+            v.flush_cache().unwrap_err();
+        }
+        assert!(matches!(v.flush(), Err(Error::Poisoned(_))), "background {background}");
+        let want: Vec<Option<u64>> = (1..=8).map(Some).collect();
+        let tokens = |v: &Volume| {
+            let mut b = vec![0u8; 8 * BLOCK_SIZE];
+            v.read(&mut b, 0).unwrap();
+            b.chunks(BLOCK_SIZE).map(token_of).collect::<Vec<_>>()
+        };
+        assert_eq!(tokens(&v), want, "background {background}: poisoned reads lost the blocks");
+        drop((v, store));
+        // FUA made them durable in the journal.
+        let v = Store::open(mem, Path::new("/w"), opts).unwrap().volume("w").unwrap();
+        assert_eq!(tokens(&v), want, "background {background}: after reopen");
+    }
+}
+
 /// The journal is rewound, not truncated, so recovery must end its record chain where seqs stop increasing by one
 /// and must start a new chain when every record it found is in a data file already. Here a batch holding three
 /// writes is intact but the journal's second record is torn: the chain found at open is one record long and
