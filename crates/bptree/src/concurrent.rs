@@ -620,19 +620,19 @@ where
     {
         let mut local = Stats::default();
         let mut done = 0;
+        // The largest key visited so far (exclusive lower bound of the rest of the scan). Every leaf is scanned
+        // from it, not from its beginning: while the read lock is let go to sort a leaf, a rebalance can move
+        // keys already visited, or keys below `start`, into it (regression test
+        // `iterate_range_never_yields_keys_below_start_or_twice`).
         let mut resume: Option<K> = None;
         'descend: while done < length {
-            let bound: Bound<&Q> = match &resume {
-                None => start,
-                Some(k) => Bound::Excluded(k.borrow()),
-            };
-            let key = match bound {
+            let key = match resume.as_ref().map(|k| k.borrow()).map_or(start, Bound::Excluded) {
                 Bound::Included(k) | Bound::Excluded(k) => Some(k),
                 Bound::Unbounded => None,
             };
             let mut g = self.read_leaf(key);
-            let mut b = bound;
             loop {
+                let b: Bound<&Q> = resume.as_ref().map(|k| k.borrow()).map_or(start, Bound::Excluded);
                 let rem = length - done;
                 let Node::Leaf(l) = &*g else { unreachable!("read descent ends at a leaf") };
                 if !l.leaf.sorted_for(b, rem) {
@@ -652,19 +652,19 @@ where
                 }
                 let Node::Leaf(l) = &*g else { unreachable!("read descent ends at a leaf") };
                 done += l.leaf.scan(b, rem, &mut f);
-                if done < length {
-                    // The leaf is exhausted; a later re-descent resumes after its largest key.
-                    if let Some((k, _)) = l.leaf.range::<K>(Bound::Unbounded, Bound::Unbounded).next_back() {
-                        resume = Some(k.clone());
-                    }
-                }
                 if done == length {
                     break 'descend;
+                }
+                // The leaf is exhausted from `b` on: the rest of the scan starts after its largest key, if that
+                // key was past `b` (else nothing here was visited and `b` stands).
+                if let Some((k, _)) = l.leaf.range::<K>(Bound::Unbounded, Bound::Unbounded).next_back()
+                    && past(k.borrow(), b)
+                {
+                    resume = Some(k.clone());
                 }
                 let Some(next) = l.next.clone() else { break 'descend };
                 let ng = next.read_arc();
                 g = ng;
-                b = Bound::Unbounded;
             }
         }
         self.note(&local);
@@ -985,5 +985,14 @@ where
             }
         }
         self.front.pop_back()
+    }
+}
+
+/// Whether `k` lies after the lower bound `b`.
+fn past<Q: Ord + ?Sized>(k: &Q, b: Bound<&Q>) -> bool {
+    match b {
+        Bound::Included(s) => k >= s,
+        Bound::Excluded(s) => k > s,
+        Bound::Unbounded => true,
     }
 }
