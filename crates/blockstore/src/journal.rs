@@ -1,16 +1,18 @@
 //! The journal: where a write is persisted before it is acknowledged as durable (§2.1 step 2).
 //!
 //! Every WRITE, TRIM and WRITE_ZEROES appends one checksummed record; FLUSH and FUA `sync_data` the journal, which
-//! makes every earlier record durable too. Records carry a sequence number that increases by exactly one per
-//! record over the volume's life. Once every batch is durable in a data file, the journal is *rewound*: new
+//! makes every earlier record durable too. Records carry a sequence number that increases with every record
+//! over the volume's life (by one, except where an older version resumed after records it skipped at open). Once every batch is durable in a data file, the journal is *rewound*: new
 //! records overwrite the file from offset 0 and the old ones beyond stay in the file. Truncating instead cost a
 //! page-cache invalidation and a fresh block allocation for every record of the next 32 MiB (about a tenth of a
 //! sequential write stream's time); rewinding writes into pages the file already has, and `sync_data` of a file
 //! whose size does not change writes no metadata.
 //!
 //! Replay reads from offset 0 and stops at the first record that is short, fails its CRC, or whose seq is not
-//! its predecessor's plus one. Records left from before a rewind have smaller seqs than any written after it, so
-//! the chain ends where the new records end, even when old record boundaries line up with new ones. Records
+//! larger than its predecessor's. Records left from before a rewind have smaller seqs than any written after it,
+//! so the chain ends where the new records end, even when old record boundaries line up with new ones. (A gap is
+//! accepted: journals written before the rewind existed can hold one where a reopened volume resumed at the last
+//! batch's `journal_seq` after a torn tail; this version empties the journal at open instead.) Records
 //! whose seq is at most the last batch's `journal_seq` are skipped (they are in a data file already). At open the
 //! file is cut at the end of the chain (the torn tail of an unsynced append, never acknowledged, must not be
 //! revived by a later record landing on its boundary), and emptied when every record in it was skipped, so the
@@ -65,7 +67,7 @@ impl Journal {
         let mut at = 0usize;
         let mut out: Vec<(u64, JournalOp)> = Vec::new();
         while let Some((seq, op, next)) = decode_record(&bytes, at) {
-            if out.last().is_some_and(|&(prev, _)| prev.checked_add(1) != Some(seq)) {
+            if out.last().is_some_and(|&(prev, _)| seq <= prev) {
                 break;
             }
             out.push((seq, op));
@@ -116,7 +118,7 @@ impl Journal {
 
     /// Drops every record: their effects are durable in a data file now. The file is rewound, not truncated
     /// (see the module comment): the next record is written at offset 0 and the old bytes beyond stay until
-    /// overwritten; replay ends the chain where the seqs stop increasing by one.
+    /// overwritten; replay ends the chain where the seqs stop increasing.
     /// REQUIRES: the next record's seq is one more than the last one appended.
     pub fn rewind(&mut self) {
         self.len = 0;
@@ -231,6 +233,22 @@ mod tests {
         assert_eq!(f.len().unwrap(), new.len() as u64);
         let (_, records) = Journal::open(f, true).unwrap();
         assert_eq!(records.iter().map(|r| r.0).collect::<Vec<_>>(), vec![22]);
+    }
+
+    /// A journal from before rewinding existed may skip seqs where a reopened volume resumed after records it
+    /// skipped; replay keeps going across the gap (the records after it may be acknowledged writes).
+    #[test]
+    fn a_gap_in_the_seqs_does_not_end_replay() {
+        let data = vec![7u8; BLOCK_SIZE];
+        let file: Vec<u8> = [1u64, 2, 5, 6]
+            .iter()
+            .flat_map(|&s| encode_record(s, &JournalOp::Write { first: s, data: data.clone() }))
+            .collect();
+        let fs = vfs::MemFs::new();
+        let f = vfs::Fs::open(&fs, std::path::Path::new("/j"), vfs::OpenMode::CreateTruncate).unwrap();
+        f.write_all_at(&file, 0).unwrap();
+        let (_, records) = Journal::open(f, true).unwrap();
+        assert_eq!(records.iter().map(|r| r.0).collect::<Vec<_>>(), vec![1, 2, 5, 6]);
     }
 
     #[test]

@@ -296,8 +296,8 @@ impl Volume {
         let mut cache = SegmentCache::default();
         let mut next_journal_seq = last_journal_seq + 1;
         if !read_only && records.last().is_some_and(|&(seq, _)| seq <= last_journal_seq) {
-            // Every record is in a data file already; the next one (seq `next_journal_seq`) would not continue
-            // the chain after them, so replay would stop before it.
+            // Every record is in a data file already: start the next chain at offset 0 instead of after records
+            // that replay would only skip.
             journal.truncate()?;
         }
         let journal_len = journal.len();

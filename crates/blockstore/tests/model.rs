@@ -368,11 +368,11 @@ fn a_failed_flush_keeps_the_cached_blocks_readable() {
     }
 }
 
-/// The journal is rewound, not truncated, so recovery must end its record chain where seqs stop increasing by one
-/// and must start a new chain when every record it found is in a data file already. Here a batch holding three
-/// writes is intact but the journal's second record is torn: the chain found at open is one record long and
-/// already in the batch. Unless the journal is emptied, the next record (seq 4) would follow seq 1 and a later
-/// replay would stop before it, losing an acknowledged write.
+/// The journal is rewound, not truncated, so recovery ends its record chain where seqs stop increasing and
+/// empties the journal when every record it found is in a data file already. Here a batch holding three writes is
+/// intact but the journal's second record is torn: the chain found at open is one record long and already in the
+/// batch. The next record (seq 4) must survive a second reopen: the journal is emptied at open, so it starts a
+/// new chain (replay would also accept it after seq 1, but must not depend on torn bytes in between).
 #[test]
 fn a_write_after_recovery_continues_the_journal_chain() {
     let fs: Arc<dyn Fs> = Arc::new(MemFs::new());
