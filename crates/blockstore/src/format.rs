@@ -608,15 +608,10 @@ mod tests {
     }
 
     fn noise(n: usize, seed: u64) -> Vec<u8> {
-        let mut x = seed | 1;
-        (0..n)
-            .map(|_| {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
-                x as u8
-            })
-            .collect()
+        use rand::{RngCore, SeedableRng};
+        let mut b = vec![0u8; n];
+        rand::rngs::SmallRng::seed_from_u64(seed).fill_bytes(&mut b);
+        b
     }
 
     #[test]

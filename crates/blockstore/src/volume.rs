@@ -51,8 +51,7 @@ pub struct Volume {
     size: u64,
     shared: Arc<Shared>,
     /// The flusher thread (`Options::flush_in_background`), joined on drop.
-    flusher: Mutex<Option<std::thread::JoinHandle<()>>>,
-    background_flush: bool,
+    flusher: Option<std::thread::JoinHandle<()>>,
     /// Serialises garbage-collection rounds (which drop `state` while they read).
     pub(crate) gc_lock: Mutex<()>,
     /// The volume's own `Arc` (set by the store that opened it): what a background collection round holds.
@@ -362,8 +361,7 @@ impl Volume {
             name: name.to_string(),
             size: meta.size,
             shared,
-            background_flush: flusher.is_some(),
-            flusher: Mutex::new(flusher),
+            flusher,
             gc_in_background,
             gc_lock: Mutex::new(()),
             me: OnceLock::new(),
@@ -402,13 +400,29 @@ impl Volume {
         s
     }
 
+    /// The end of a write or delete that left `r`: make room in the cache, poison the volume on a write-path
+    /// failure, and start a collection round (after the lock is released) if a flush left one due.
+    fn after_update(&self, s: MutexGuard<'_, State>, r: Result<()>) -> Result<()> {
+        let (mut s, r) = match r {
+            Ok(()) => self.make_room(s),
+            Err(e) => (s, Err(e)),
+        };
+        let r = s.poison_on_err(r);
+        let gc = r.is_ok() && s.gc_due;
+        drop(s);
+        if gc {
+            self.background_gc();
+        }
+        r
+    }
+
     /// After a write or delete: moves a full cache towards a data file. With the flusher, the cache is frozen
     /// for it, and the writer waits only while a second cache is full too; without, the writer flushes it.
     fn make_room<'a>(&'a self, mut s: MutexGuard<'a, State>) -> (MutexGuard<'a, State>, Result<()>) {
         if !s.cache_full(1) {
             return (s, Ok(()));
         }
-        if !self.background_flush {
+        if self.flusher.is_none() {
             let r = s.flush_cache();
             return (s, r);
         }
@@ -474,18 +488,7 @@ impl Volume {
             whole[skip..skip + data.len()].copy_from_slice(data);
             s.write_blocks(first, &whole, fua)
         };
-        let r = s.poison_on_err(r);
-        let (mut s, r) = match r {
-            Ok(()) => self.make_room(s),
-            Err(e) => (s, Err(e)),
-        };
-        let r = s.poison_on_err(r);
-        let gc = r.is_ok() && s.gc_due;
-        drop(s);
-        if gc {
-            self.background_gc();
-        }
-        r
+        self.after_update(s, r)
     }
 
     /// Makes `offset..offset+len` read as zeros: whole blocks become a range delete in the index (no data is
@@ -497,18 +500,7 @@ impl Volume {
         let mut s = self.drained();
         s.usable()?;
         let r = s.zero(offset, len, fua);
-        let r = s.poison_on_err(r);
-        let (mut s, r) = match r {
-            Ok(()) => self.make_room(s),
-            Err(e) => (s, Err(e)),
-        };
-        let r = s.poison_on_err(r);
-        let gc = r.is_ok() && s.gc_due;
-        drop(s);
-        if gc {
-            self.background_gc();
-        }
-        r
+        self.after_update(s, r)
     }
 
     /// Makes every write that returned before this call durable.
@@ -786,10 +778,7 @@ impl State {
         if self.cache.is_empty() {
             return Ok(());
         }
-        let cws = self.cache.compact(u64::from(self.opts.max_unit_blocks));
-        let batch = crate::datafile::encode_batch(self.cache.deletes(), &cws);
-        let cws_len = cws.len() as u64;
-        drop(cws);
+        let (batch, cws_len) = encode_cache(&self.cache, u64::from(self.opts.max_unit_blocks));
         let cache = std::mem::take(&mut self.cache);
         self.journal_len_at_batch = self.journal.len();
         let r = self.install_batch(&cache, cws_len, batch, self.next_journal_seq - 1);
@@ -976,10 +965,16 @@ impl Drop for Volume {
     fn drop(&mut self) {
         self.shared.shutdown.store(true, Ordering::Release);
         self.shared.cv.notify_all();
-        if let Some(h) = self.flusher.get_mut().unwrap_or_else(|p| p.into_inner()).take() {
+        if let Some(h) = self.flusher.take() {
             let _ = h.join();
         }
     }
+}
+
+/// I/O compaction of `cache` into CWs of at most `max_unit` blocks and their batch: (batch, number of CWs).
+fn encode_cache(cache: &SegmentCache, max_unit: u64) -> (crate::datafile::EncodedBatch, u64) {
+    let cws = cache.compact(max_unit);
+    (crate::datafile::encode_batch(cache.deletes(), &cws), cws.len() as u64)
 }
 
 /// The flusher thread: writes each frozen cache to a data file. Encoding (I/O compaction, the LZ4 probe and
@@ -1008,10 +1003,7 @@ fn flusher(sh: &Shared) {
                 s = sh.wait(s);
             }
         };
-        let cws = job.compact(max_unit);
-        let batch = crate::datafile::encode_batch(job.deletes(), &cws);
-        let n_cws = cws.len() as u64;
-        drop(cws);
+        let (batch, n_cws) = encode_cache(&job, max_unit);
         let mut s = sh.lock();
         let before = s.data_bytes();
         let data_file_bytes = s.opts.data_file_bytes;

@@ -90,6 +90,24 @@ fn write(v: &Volume, model: &mut [u64], first: u64, toks: &[u64]) {
     model[first as usize..first as usize + toks.len()].copy_from_slice(toks);
 }
 
+/// Writes the whole volume `passes` times in 8-block writes of fresh tokens from `next`, calling `after` after each.
+fn sequential_passes(
+    v: &Volume,
+    model: &mut [u64],
+    next: &mut u64,
+    passes: usize,
+    mut after: impl FnMut(&Volume),
+) {
+    for _ in 0..passes {
+        for first in (0..BLOCKS).step_by(8) {
+            let toks: Vec<u64> = (*next..*next + 8).collect();
+            *next += 8;
+            write(v, model, first, &toks);
+            after(v);
+        }
+    }
+}
+
 fn total_file_bytes(v: &Volume) -> u64 {
     v.info().unwrap().data_files.iter().map(|f| f.bytes).sum()
 }
@@ -274,14 +292,7 @@ fn regression_sequential_rewrites_delete_dead_files_without_relocating() {
         let mut model = vec![0u64; BLOCKS as usize];
         let mut next = 1;
         let mut peak = 0;
-        for _ in 0..12 {
-            for first in (0..BLOCKS).step_by(8) {
-                let toks: Vec<u64> = (next..next + 8).collect();
-                next += 8;
-                write(&v, &mut model, first, &toks);
-                peak = peak.max(total_file_bytes(&v));
-            }
-        }
+        sequential_passes(&v, &mut model, &mut next, 12, |v| peak = peak.max(total_file_bytes(v)));
         assert_eq!(tokens(&v), model);
         v.check_invariants().unwrap();
         let s = v.stats();
@@ -345,13 +356,7 @@ fn reopen_after_a_checkpoint_replays_nothing() {
     let v = store.create_volume("k", BLOCKS * BLOCK_SIZE as u64).unwrap();
     let mut model = vec![0u64; BLOCKS as usize];
     let mut next = 1;
-    for _ in 0..6 {
-        for first in (0..BLOCKS).step_by(8) {
-            let toks: Vec<u64> = (next..next + 8).collect();
-            next += 8;
-            write(&v, &mut model, first, &toks);
-        }
-    }
+    sequential_passes(&v, &mut model, &mut next, 6, |_| {});
     v.checkpoint().unwrap();
     write(&v, &mut model, 5, &[next]);
     v.flush_cache().unwrap();

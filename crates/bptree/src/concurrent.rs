@@ -11,7 +11,7 @@ use crate::bpa::Bpa;
 use crate::error::Result;
 use crate::frozen::FrozenBpTree;
 use crate::heap_size::HeapSize;
-use crate::leaf::Leaf;
+use crate::leaf::{Leaf, above};
 use crate::options::Options;
 use crate::stats::Stats;
 use crate::sync::{self, ArcReadGuard, ArcWriteGuard, AtomicUsize, Mutex, Ordering, RwLock};
@@ -658,7 +658,7 @@ where
                 // The leaf is exhausted from `b` on: the rest of the scan starts after its largest key, if that
                 // key was past `b` (else nothing here was visited and `b` stands).
                 if let Some((k, _)) = l.leaf.range::<K>(Bound::Unbounded, Bound::Unbounded).next_back()
-                    && past(k.borrow(), b)
+                    && above(k.borrow(), b)
                 {
                     resume = Some(k.clone());
                 }
@@ -985,14 +985,5 @@ where
             }
         }
         self.front.pop_back()
-    }
-}
-
-/// Whether `k` lies after the lower bound `b`.
-fn past<Q: Ord + ?Sized>(k: &Q, b: Bound<&Q>) -> bool {
-    match b {
-        Bound::Included(s) => k >= s,
-        Bound::Excluded(s) => k > s,
-        Bound::Unbounded => true,
     }
 }

@@ -129,10 +129,7 @@ fn run_one<I: RangeIndex>(make: impl Fn() -> I, ops: &[Op], reps: usize) -> (Sta
         let mut index = make();
         let start = std::time::Instant::now();
         for op in ops {
-            match *op {
-                Op::Put(r, v) => index.put(r, v),
-                Op::Get(r) => sink += index.get(r),
-            }
+            apply(&mut index, op, &mut sink);
         }
         let elapsed = start.elapsed();
         drop(index);
@@ -140,10 +137,7 @@ fn run_one<I: RangeIndex>(make: impl Fn() -> I, ops: &[Op], reps: usize) -> (Sta
 
         let before = alloc::live_bytes();
         let mut index = make();
-        let stats = time_ops(ops.len() as u64, |i| match ops[i as usize] {
-            Op::Put(r, v) => index.put(r, v),
-            Op::Get(r) => sink += index.get(r),
-        });
+        let stats = time_ops(ops.len() as u64, |i| apply(&mut index, &ops[i as usize], &mut sink));
         let bytes = alloc::live_bytes().saturating_sub(before);
         let summary = index.summary();
         drop(index);
@@ -157,6 +151,14 @@ fn run_one<I: RangeIndex>(make: impl Fn() -> I, ops: &[Op], reps: usize) -> (Sta
         stats.elapsed = f;
     }
     (stats, bytes, summary)
+}
+
+/// Applies one operation; a get adds the pieces it found to `sink` (so it cannot be optimised away).
+fn apply<I: RangeIndex>(index: &mut I, op: &Op, sink: &mut usize) {
+    match *op {
+        Op::Put(r, v) => index.put(r, v),
+        Op::Get(r) => *sink += index.get(r),
+    }
 }
 
 /// Replays `ops` on a fresh `Rask` timing every operation, and classifies each by the structural work it did
