@@ -22,7 +22,7 @@ pub const JREC_BODY_FIXED: usize = 8 + 1 + 3 + 8 + 4;
 
 /// CRC32C of several byte slices, as one stream.
 pub fn crc(parts: &[&[u8]]) -> u32 {
-    parts.iter().fold(0, |c, p| crc32c::crc32c_append(c, p))
+    parts.iter().fold(0, |c, p| vfs::crc32c::crc32c_append(c, p))
 }
 
 /// Reads a little-endian u32 at `at`. REQUIRES: `at + 4 <= b.len()`.

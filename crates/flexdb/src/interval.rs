@@ -50,7 +50,7 @@ impl Interval {
             let body = &rest[..total - 4];
             let crc =
                 u32::from_le_bytes([rest[total - 4], rest[total - 3], rest[total - 2], rest[total - 1]]);
-            if crc32c::crc32c(body) != crc {
+            if vfs::crc32c::crc32c(body) != crc {
                 return Err(Error::corruption("table", format!("record checksum mismatch at +{at}")));
             }
             let key = &body[h..h + klen];

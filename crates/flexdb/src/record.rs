@@ -63,7 +63,7 @@ pub fn encode(out: &mut Vec<u8>, key: &[u8], value: &[u8]) {
     put_varint(out, value.len() as u64);
     out.extend_from_slice(key);
     out.extend_from_slice(value);
-    let crc = crc32c::crc32c(&out[start..]);
+    let crc = vfs::crc32c::crc32c(&out[start..]);
     out.extend_from_slice(&crc.to_le_bytes());
 }
 

@@ -68,7 +68,7 @@ pub fn encode_batch(ops: &[Op]) -> Vec<u8> {
     }
     let len = (out.len() - 8) as u32;
     out[4..8].copy_from_slice(&len.to_le_bytes());
-    let crc = crc32c::crc32c(&out[4..]);
+    let crc = vfs::crc32c::crc32c(&out[4..]);
     out[0..4].copy_from_slice(&crc.to_le_bytes());
     out
 }
@@ -128,7 +128,7 @@ pub fn read_log(fs: &dyn vfs::Fs, path: &Path, tail_ok: bool) -> Result<Replay> 
         }
         let crc = u32::from_le_bytes([rest[0], rest[1], rest[2], rest[3]]);
         let len = u32::from_le_bytes([rest[4], rest[5], rest[6], rest[7]]) as usize;
-        if rest.len() - 8 < len || crc32c::crc32c(&rest[4..8 + len]) != crc {
+        if rest.len() - 8 < len || vfs::crc32c::crc32c(&rest[4..8 + len]) != crc {
             // Bytes past the last sync of the newest log may persist in any order (sector by sector), so a bad
             // record there ends the log even with bytes after it: those were never synced either.
             if !tail_ok {

@@ -74,7 +74,7 @@ pub enum Op {
 }
 
 fn seed(version: u64) -> u32 {
-    crc32c::crc32c(&version.to_le_bytes())
+    vfs::crc32c::crc32c(&version.to_le_bytes())
 }
 
 fn put_u48(b: &mut [u8], v: u64) {
@@ -94,7 +94,7 @@ fn raw_entry(version: u64, op: u8, tag: u16, off: u64, addr: u64, len: u32) -> [
     put_u48(&mut b[8..14], off);
     put_u48(&mut b[14..20], addr);
     b[20..24].copy_from_slice(&len.to_le_bytes());
-    let crc = crc32c::crc32c_append(seed(version), &b[4..]);
+    let crc = vfs::crc32c::crc32c_append(seed(version), &b[4..]);
     b[0..4].copy_from_slice(&crc.to_le_bytes());
     b
 }
@@ -111,7 +111,7 @@ pub fn encode_op(version: u64, op: &Op) -> [u8; ENTRY_LEN] {
 
 /// The commit entry closing a batch of `count` entries whose bytes are `batch`.
 pub fn encode_commit(version: u64, batch: &[u8]) -> [u8; ENTRY_LEN] {
-    raw_entry(version, 5, 0, (batch.len() / ENTRY_LEN) as u64, 0, crc32c::crc32c(batch))
+    raw_entry(version, 5, 0, (batch.len() / ENTRY_LEN) as u64, 0, vfs::crc32c::crc32c(batch))
 }
 
 /// Encodes a log header.
@@ -120,7 +120,7 @@ pub fn encode_header(version: u64) -> [u8; HEADER_LEN] {
     b[0..8].copy_from_slice(MAGIC);
     b[8..16].copy_from_slice(&version.to_le_bytes());
     b[16..20].copy_from_slice(&FORMAT.to_le_bytes());
-    let crc = crc32c::crc32c(&b[0..28]);
+    let crc = vfs::crc32c::crc32c(&b[0..28]);
     b[28..32].copy_from_slice(&crc.to_le_bytes());
     b
 }
@@ -130,7 +130,7 @@ pub fn decode_header(b: &[u8]) -> Option<u64> {
     if b.len() < HEADER_LEN || &b[0..8] != MAGIC || u32_at(b, 16) != FORMAT {
         return None;
     }
-    (crc32c::crc32c(&b[0..28]) == u32_at(b, 28)).then(|| u64_at(b, 8))
+    (vfs::crc32c::crc32c(&b[0..28]) == u32_at(b, 28)).then(|| u64_at(b, 8))
 }
 
 enum Decoded {
@@ -139,7 +139,7 @@ enum Decoded {
 }
 
 fn decode_entry(version: u64, b: &[u8]) -> Result<Option<Decoded>> {
-    if crc32c::crc32c_append(seed(version), &b[4..ENTRY_LEN]) != u32_at(b, 0) {
+    if vfs::crc32c::crc32c_append(seed(version), &b[4..ENTRY_LEN]) != u32_at(b, 0) {
         return Ok(None);
     }
     let bad = |m: &str| Err(Error::corruption("log", m.to_string()));
@@ -262,7 +262,7 @@ pub fn parse(bytes: &[u8], version: u64) -> Result<Parsed> {
             Some(Decoded::Op(op)) => pending.push(op),
             Some(Decoded::Commit { count, crc }) => {
                 let batch = &body[batch_start * ENTRY_LEN..i * ENTRY_LEN];
-                if count != (i - batch_start) as u64 || crc32c::crc32c(batch) != crc {
+                if count != (i - batch_start) as u64 || vfs::crc32c::crc32c(batch) != crc {
                     return Err(Error::corruption(
                         "log",
                         format!("commit entry {i} does not match its batch"),

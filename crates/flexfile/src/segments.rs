@@ -75,7 +75,7 @@ pub struct Segments {
 }
 
 fn crc_block(abs: u64, data: &[u8]) -> u32 {
-    crc32c::crc32c_append(crc32c::crc32c(&abs.to_le_bytes()), data)
+    vfs::crc32c::crc32c_append(vfs::crc32c::crc32c(&abs.to_le_bytes()), data)
 }
 
 fn corrupt(msg: impl Into<String>) -> Error {

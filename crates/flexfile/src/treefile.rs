@@ -69,7 +69,7 @@ impl Header {
         b[58..60].copy_from_slice(&self.internal_cap.to_le_bytes());
         b[60..64].copy_from_slice(&self.max_extent.to_le_bytes());
         b[64..68].copy_from_slice(&self.block_size.to_le_bytes());
-        let crc = crc32c::crc32c(&b[0..76]);
+        let crc = vfs::crc32c::crc32c(&b[0..76]);
         b[76..80].copy_from_slice(&crc.to_le_bytes());
         b
     }
@@ -79,7 +79,7 @@ impl Header {
         if b.len() < HEADER_LEN || &b[0..8] != MAGIC || u32_at(b, 8) != FORMAT {
             return None;
         }
-        if crc32c::crc32c(&b[0..76]) != u32_at(b, 76) {
+        if vfs::crc32c::crc32c(&b[0..76]) != u32_at(b, 76) {
             return None;
         }
         Some(Header {
@@ -157,7 +157,7 @@ pub fn encode_node(node: &DiskNode, slot: u32, node_size: usize) -> Vec<u8> {
             }
         }
     }
-    let crc = crc32c::crc32c_append(crc32c::crc32c(&slot.to_le_bytes()), &b[4..]);
+    let crc = vfs::crc32c::crc32c_append(vfs::crc32c::crc32c(&slot.to_le_bytes()), &b[4..]);
     b[0..4].copy_from_slice(&crc.to_le_bytes());
     b
 }
@@ -167,7 +167,7 @@ pub fn decode_node(b: &[u8], slot: u32, cfg: &TreeConfig) -> Result<DiskNode> {
     if b.len() < 16 {
         return Err(corrupt(format!("node slot {slot} too short")));
     }
-    let crc = crc32c::crc32c_append(crc32c::crc32c(&slot.to_le_bytes()), &b[4..]);
+    let crc = vfs::crc32c::crc32c_append(vfs::crc32c::crc32c(&slot.to_le_bytes()), &b[4..]);
     if crc != u32_at(b, 0) {
         return Err(corrupt(format!("node slot {slot}: checksum mismatch")));
     }

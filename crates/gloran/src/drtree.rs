@@ -59,7 +59,7 @@ impl Footer {
         b[40..48].copy_from_slice(&self.leaves_end.to_le_bytes());
         b[48..56].copy_from_slice(&self.min_seq.to_le_bytes());
         b[56..64].copy_from_slice(&self.max_seq.to_le_bytes());
-        let crc = crc32c::crc32c(&b[..64]);
+        let crc = vfs::crc32c::crc32c(&b[..64]);
         b[64..68].copy_from_slice(&crc.to_le_bytes());
         b
     }
@@ -71,7 +71,7 @@ impl Footer {
         if b.len() != FOOTER_LEN {
             return Err(bad("truncated"));
         }
-        if u32_at(64) != Some(crc32c::crc32c(&b[..64])) {
+        if u32_at(64) != Some(vfs::crc32c::crc32c(&b[..64])) {
             return Err(bad("checksum mismatch"));
         }
         if u64_at(0) != Some(MAGIC) {

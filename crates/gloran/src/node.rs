@@ -121,7 +121,7 @@ impl NodeBuilder {
             out.extend_from_slice(&o.to_le_bytes());
         }
         out.extend_from_slice(&self.entries);
-        let crc = crc32c::crc32c(&out);
+        let crc = vfs::crc32c::crc32c(&out);
         out.extend_from_slice(&crc.to_le_bytes());
         out
     }
@@ -247,7 +247,7 @@ impl<'a> NodeView<'a> {
         }
         let body_end = HEADER_LEN + header.payload_len as usize;
         let stored = u32_at(b, body_end)?;
-        if verify_crc && crc32c::crc32c(&b[..body_end]) != stored {
+        if verify_crc && vfs::crc32c::crc32c(&b[..body_end]) != stored {
             return Err(Error::corrupt("node checksum mismatch"));
         }
         let off_end = HEADER_LEN + 4 * header.count as usize;

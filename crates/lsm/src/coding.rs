@@ -107,12 +107,12 @@ const MASK_DELTA: u32 = 0xa282_ead8;
 /// CRC32C of `data`, masked as LevelDB does so that a CRC stored inside checksummed data does not make the outer
 /// checksum degenerate.
 pub fn masked_crc(data: &[u8]) -> u32 {
-    mask(crc32c::crc32c(data))
+    mask(vfs::crc32c::crc32c(data))
 }
 
 /// Masked CRC32C of the concatenation `a ++ b`.
 pub fn masked_crc2(a: &[u8], b: &[u8]) -> u32 {
-    mask(crc32c::crc32c_append(crc32c::crc32c(a), b))
+    mask(vfs::crc32c::crc32c_append(vfs::crc32c::crc32c(a), b))
 }
 
 fn mask(c: u32) -> u32 {
@@ -139,8 +139,8 @@ mod tests {
     #[test]
     fn crc32c_known_value_and_mask_differs() {
         // RFC 3720 test vector: 32 bytes of zeros.
-        assert_eq!(crc32c::crc32c(&[0u8; 32]), 0x8a91_36aa);
-        assert_ne!(masked_crc(b"foo"), crc32c::crc32c(b"foo"));
+        assert_eq!(vfs::crc32c::crc32c(&[0u8; 32]), 0x8a91_36aa);
+        assert_ne!(masked_crc(b"foo"), vfs::crc32c::crc32c(b"foo"));
         assert_eq!(masked_crc2(b"fo", b"o"), masked_crc(b"foo"));
     }
 }

@@ -21,6 +21,7 @@ use std::sync::Arc;
 
 mod cow_file;
 mod crash;
+pub mod crc32c;
 mod fault;
 mod mem;
 mod os;
