@@ -62,19 +62,20 @@ impl Plot {
         if x0 > x1 {
             (x0, x1, y0, y1) = (0.0, 1.0, 0.0, 1.0);
         }
-        if self.log_x {
-            x0 = x0.max(f64::MIN_POSITIVE);
-        }
-        if self.log_y {
-            y0 = y0.max(f64::MIN_POSITIVE);
-        } else {
-            y0 = y0.min(0.0);
-        }
         if x1 <= x0 {
             x1 = x0 + 1.0;
         }
         if y1 <= y0 {
             y1 = y0 + 1.0;
+        }
+        // A log axis gets ticks only at powers of ten: one spanning less than a decade would have no labels.
+        if self.log_x {
+            (x0, x1) = whole_decades(x0, x1);
+        }
+        if self.log_y {
+            (y0, y1) = whole_decades(y0, y1);
+        } else {
+            y0 = y0.min(0.0);
         }
         let root = BitMapBackend::new(path, (900, 560)).into_drawing_area();
         root.fill(&WHITE)?;
@@ -122,6 +123,14 @@ impl Plot {
     }
 }
 
+/// `[lo, hi]` widened to powers of ten (positive, at least one decade apart).
+fn whole_decades(lo: f64, hi: f64) -> (f64, f64) {
+    let lo = lo.max(f64::MIN_POSITIVE);
+    let a = lo.log10().floor();
+    let b = hi.max(lo).log10().ceil().max(a + 1.0);
+    (10f64.powf(a), 10f64.powf(b))
+}
+
 /// Axis tick text: at most four significant digits, engineering suffixes for large values.
 fn axis_label(v: f64) -> String {
     let a = v.abs();
@@ -144,7 +153,7 @@ fn axis_label(v: f64) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::axis_label;
+    use super::{axis_label, whole_decades};
 
     #[test]
     fn axis_labels_are_short() {
@@ -152,5 +161,15 @@ mod tests {
         assert_eq!(axis_label(1_048_576.0), "1.0486M");
         assert_eq!(axis_label(250.0), "250");
         assert_eq!(axis_label(0.0), "0");
+    }
+
+    /// Regression: a log axis from 400k to 1.2M had no tick labels at all.
+    #[test]
+    fn log_axes_span_whole_decades() {
+        assert_eq!(whole_decades(400_000.0, 1_200_000.0), (100_000.0, 10_000_000.0));
+        assert_eq!(whole_decades(2.0, 3.0), (1.0, 10.0));
+        assert_eq!(whole_decades(10.0, 10.0), (10.0, 100.0));
+        let (lo, hi) = whole_decades(0.0, 5.0);
+        assert!(lo > 0.0 && hi == 10.0);
     }
 }
