@@ -1055,3 +1055,36 @@ impl FlexTree {
 }
 
 static DANGLING: Node = Node { body: Body::Leaf(Vec::new()), dirty: false, slot: None };
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::rngs::SmallRng;
+    use rand::{Rng, SeedableRng};
+
+    /// The counting searches agree with a binary search on every sorted node, at every key including the
+    /// boundaries.
+    #[test]
+    fn counting_searches_equal_the_partition_point() {
+        let mut rng = SmallRng::seed_from_u64(7);
+        for n in 0..70 {
+            let mut ext = Vec::new();
+            let mut at = rng.random_range(0..1000u32);
+            for _ in 0..n {
+                let len = rng.random_range(1..5000u32);
+                ext.push(Extent { poff: at, len, tag: 0, addr: 0 });
+                at += len;
+            }
+            let pivots: Vec<i64> = ext.iter().map(|e| e.poff as i64).collect();
+            let mut keys: Vec<u64> = ext.iter().flat_map(|e| [e.poff as u64, (e.poff + e.len) as u64]).collect();
+            keys.extend([0, u64::from(at) + 1, rng.random_range(0..u64::from(at) + 2)]);
+            for x in keys {
+                let want = ext.partition_point(|e| e.poff as u64 + e.len as u64 <= x);
+                assert_eq!(leaf_index(&ext, x), want, "leaf of {n}, key {x}");
+                for xr in [x as i64, x as i64 - 1] {
+                    assert_eq!(route(&pivots, xr), pivots.partition_point(|&p| p <= xr), "pivots of {n}, {xr}");
+                }
+            }
+        }
+    }
+}
