@@ -1076,13 +1076,18 @@ mod tests {
                 at += len;
             }
             let pivots: Vec<i64> = ext.iter().map(|e| e.poff as i64).collect();
-            let mut keys: Vec<u64> = ext.iter().flat_map(|e| [e.poff as u64, (e.poff + e.len) as u64]).collect();
+            let mut keys: Vec<u64> =
+                ext.iter().flat_map(|e| [e.poff as u64, (e.poff + e.len) as u64]).collect();
             keys.extend([0, u64::from(at) + 1, rng.random_range(0..u64::from(at) + 2)]);
             for x in keys {
                 let want = ext.partition_point(|e| e.poff as u64 + e.len as u64 <= x);
                 assert_eq!(leaf_index(&ext, x), want, "leaf of {n}, key {x}");
                 for xr in [x as i64, x as i64 - 1] {
-                    assert_eq!(route(&pivots, xr), pivots.partition_point(|&p| p <= xr), "pivots of {n}, {xr}");
+                    assert_eq!(
+                        route(&pivots, xr),
+                        pivots.partition_point(|&p| p <= xr),
+                        "pivots of {n}, {xr}"
+                    );
                 }
             }
         }

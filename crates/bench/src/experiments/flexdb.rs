@@ -487,7 +487,8 @@ impl Experiment for FlexDbBench {
     fn about(&self) -> &'static str {
         "flexdb vs rocksdb and lsm-local (FlexFile paper §6.3): sequential/Zipfian/Zipfian-composite writes of the \
          ZippyDB/UDB/SYS datasets with bytes written, GET and SCAN(50) after Zipfian updates, recovery time, YCSB \
-         A-F; --set dataset_mib=N threads=N reads=N scans=N ycsb_ops=N rewrite_extents=N"
+         A-F; --set dataset_mib=N threads=N reads=N scans=N ycsb_ops=N rewrite_extents=N \
+         systems=flexdb,flexdb-rewrite,rocksdb,lsm-local phases=writes,reads,recovery,ycsb datasets=zippydb,udb,sys"
     }
 
     fn run(&self, ctx: &Ctx) -> Result<Report> {
@@ -500,6 +501,13 @@ impl Experiment for FlexDbBench {
         // The paper's ratios: cache = dataset / 5; a 256 MB memtable for 40 GB, but at least 4 MiB here so that
         // a quick run still commits dozens of memtables.
         let rewrite_extents: usize = ctx.setting("rewrite_extents", 2)?;
+        // Subsets, e.g. to profile one phase of one system; every default is everything.
+        let only_systems: String =
+            ctx.setting("systems", "flexdb,flexdb-rewrite,rocksdb,lsm-local".to_string())?;
+        let only_systems: Vec<&str> = only_systems.split(',').map(str::trim).collect();
+        let phases: String = ctx.setting("phases", "writes,reads,recovery,ycsb".to_string())?;
+        let phase = |p: &str| phases.split(',').any(|x| x.trim() == p);
+        let only_datasets: String = ctx.setting("datasets", "zippydb,udb,sys".to_string())?;
         let cfg = Config {
             memtable: ((bytes / 160) as usize).max(4 << 20),
             cache: (bytes / 5) as usize,
@@ -550,11 +558,14 @@ impl Experiment for FlexDbBench {
             ("rocksdb", open_rocks),
             ("lsm-local", open_lsm),
         ];
-        for (name, open) in systems {
+        for (name, open) in systems.into_iter().filter(|(n, _)| only_systems.contains(n)) {
             let dir = ctx.scratch.join(format!("flexdb-bench-{name}"));
             let _ = std::fs::remove_dir_all(&dir);
             // Writes.
-            for d in &datasets {
+            let write_sets = datasets
+                .iter()
+                .filter(|d| phase("writes") && only_datasets.split(',').any(|x| x.trim() == d.name));
+            for d in write_sets {
                 for dist in dists {
                     let per = d.n / threads as u64;
                     let streams = key_streams(dist, d.n, threads, per, ctx.seed)?;
@@ -578,8 +589,8 @@ impl Experiment for FlexDbBench {
                     let _ = std::fs::remove_dir_all(&dir);
                 }
             }
-            // Reads after Zipfian updates.
-            {
+            // Reads after Zipfian updates; recovery reopens that store.
+            if phase("reads") || phase("recovery") {
                 let db = open(&dir, cfg)?;
                 load(&*db, &udb);
                 let per = udb.n / 2 / threads as u64;
@@ -592,7 +603,7 @@ impl Experiment for FlexDbBench {
                     let (h, m) = (h - before.0, m - before.1);
                     h as f64 / (h + m).max(1) as f64
                 };
-                for dist in dists {
+                for dist in dists.into_iter().filter(|_| phase("reads")) {
                     let streams = key_streams(dist, udb.n, threads, reads / threads as u64, ctx.seed ^ 11)?;
                     let per = reads / threads as u64;
                     let before = db.cache_counts();
@@ -605,36 +616,43 @@ impl Experiment for FlexDbBench {
                     m.push(("cache_hit_ratio", hit_ratio(before)));
                     report.row(&format!("get-{}", dist.name()), name, m);
                 }
-                let streams = key_streams(Dist::Zipf, udb.n, threads, scans / threads as u64, ctx.seed ^ 13)?;
-                let before = db.cache_counts();
-                let s = time_ops_parallel(threads, scans / threads as u64, |t, i| {
-                    let mut k = Vec::with_capacity(udb.klen);
-                    udb.key(streams[t][i as usize], &mut k);
-                    std::hint::black_box(db.scan(&k, 50));
-                });
-                let mut m = s.metrics();
-                m.push(("cache_hit_ratio", hit_ratio(before)));
-                report.row("scan50-zipf", name, m);
-                let shape = db.layout_note();
-                if !shape.is_empty() {
-                    report.note(format!("{name} read-phase layout: {shape}"));
+                if phase("reads") {
+                    let streams =
+                        key_streams(Dist::Zipf, udb.n, threads, scans / threads as u64, ctx.seed ^ 13)?;
+                    let before = db.cache_counts();
+                    let s = time_ops_parallel(threads, scans / threads as u64, |t, i| {
+                        let mut k = Vec::with_capacity(udb.klen);
+                        udb.key(streams[t][i as usize], &mut k);
+                        std::hint::black_box(db.scan(&k, 50));
+                    });
+                    let mut m = s.metrics();
+                    m.push(("cache_hit_ratio", hit_ratio(before)));
+                    report.row("scan50-zipf", name, m);
+                    let shape = db.layout_note();
+                    if !shape.is_empty() {
+                        report.note(format!("{name} read-phase layout: {shape}"));
+                    }
                 }
                 db.close()?;
             }
-            // Recovery.
-            let t = Instant::now();
-            let db = open(&dir, cfg)?;
-            let secs = t.elapsed().as_secs_f64();
-            report.row("recovery", name, [("open_secs", secs)]);
-            db.close()?;
-            if name == "flexdb" {
+            if phase("recovery") {
                 let t = Instant::now();
-                let db = open_flex_with(&dir, cfg, 256 << 10)?;
+                let db = open(&dir, cfg)?;
                 let secs = t.elapsed().as_secs_f64();
-                report.row("recovery", "flexdb-rebuild-256k", [("open_secs", secs)]);
+                report.row("recovery", name, [("open_secs", secs)]);
                 db.close()?;
+                if name == "flexdb" {
+                    let t = Instant::now();
+                    let db = open_flex_with(&dir, cfg, 256 << 10)?;
+                    let secs = t.elapsed().as_secs_f64();
+                    report.row("recovery", "flexdb-rebuild-256k", [("open_secs", secs)]);
+                    db.close()?;
+                }
             }
             let _ = std::fs::remove_dir_all(&dir);
+            if !phase("ycsb") {
+                continue;
+            }
             // YCSB A-F on one store, in order.
             let db = open(&dir, cfg)?;
             load(&*db, &udb);
