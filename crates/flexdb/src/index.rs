@@ -25,6 +25,7 @@
 //! every key left of it and at most the smallest key right of it; parent and sibling links agree.
 
 use crate::error::{Error, Result};
+use crate::hints::Hints;
 
 /// Most intervals per leaf before the leaf splits.
 pub const LEAF_MAX: usize = 64;
@@ -64,6 +65,9 @@ struct Node {
     shift: i64,
     parent: u32,
     kind: Kind,
+    /// Search hints over the node's keys (leaf: interval keys; internal: pivots). Every change of a node's keys
+    /// ends with [`SparseIndex::refresh`]; [`SparseIndex::check`] verifies it.
+    hints: Hints,
 }
 
 /// A position in the index: leaf (arena slot) and entry.
@@ -94,22 +98,24 @@ impl Default for SparseIndex {
 }
 
 fn leaf(ents: Vec<Interval>, parent: u32, shift: i64) -> Node {
-    Node { shift, parent, kind: Kind::Leaf { ents, prev: NIL, next: NIL } }
+    Node { shift, parent, kind: Kind::Leaf { ents, prev: NIL, next: NIL }, hints: Hints::default() }
 }
 
 impl SparseIndex {
     /// An index of one empty interval at offset 0.
     pub fn new() -> Self {
         let iv = Interval { key: Box::new([]), poff: 0, size: 0, id: 0 };
-        SparseIndex {
-            nodes: vec![leaf(vec![iv], NIL, 0)],
+        let mut idx = SparseIndex {
+            nodes: Vec::new(),
             free: Vec::new(),
             root: 0,
             head: 0,
             tail: 0,
             next_id: 1,
             count: 1,
-        }
+        };
+        idx.alloc(leaf(vec![iv], NIL, 0));
+        idx
     }
 
     /// Builds an index from `(key, offset)` anchors in increasing order (the first must be `([], 0)`) and the
@@ -157,7 +163,8 @@ impl SparseIndex {
             for group in level.chunks(INTERNAL_MAX / 2) {
                 let children: Vec<u32> = group.iter().map(|c| c.0).collect();
                 let pivots = group[1..].iter().map(|c| c.1.clone()).collect();
-                let id = idx.alloc(Node { shift: 0, parent: NIL, kind: Kind::Internal { pivots, children } });
+                let kind = Kind::Internal { pivots, children };
+                let id = idx.alloc(Node { shift: 0, parent: NIL, kind, hints: Hints::default() });
                 for c in group {
                     idx.nodes[c.0 as usize].parent = id;
                 }
@@ -170,7 +177,7 @@ impl SparseIndex {
     }
 
     fn alloc(&mut self, n: Node) -> u32 {
-        match self.free.pop() {
+        let id = match self.free.pop() {
             Some(id) => {
                 self.nodes[id as usize] = n;
                 id
@@ -179,13 +186,30 @@ impl SparseIndex {
                 self.nodes.push(n);
                 (self.nodes.len() - 1) as u32
             }
-        }
+        };
+        self.refresh(id);
+        id
     }
 
     fn release(&mut self, id: u32) {
         self.nodes[id as usize].kind = Kind::Internal { pivots: Vec::new(), children: Vec::new() };
         self.nodes[id as usize].parent = NIL;
+        // Frees the hints' memory; `alloc` rebuilds them when the slot is reused.
+        self.refresh(id);
         self.free.push(id);
+    }
+
+    /// The hints of node `id`'s keys as they are now.
+    fn hints_of(&self, id: u32) -> Hints {
+        match &self.nodes[id as usize].kind {
+            Kind::Leaf { ents, .. } => Hints::build(ents.iter().map(|iv| &*iv.key)),
+            Kind::Internal { pivots, .. } => Hints::build(pivots.iter().map(|p| &**p)),
+        }
+    }
+
+    /// Rebuilds node `id`'s hints after its keys changed.
+    fn refresh(&mut self, id: u32) {
+        self.nodes[id as usize].hints = self.hints_of(id);
     }
 
     fn ents(&self, id: u32) -> &Vec<Interval> {
@@ -287,12 +311,13 @@ impl SparseIndex {
     pub fn locate(&self, key: &[u8]) -> Pos {
         let mut id = self.root;
         loop {
-            match &self.nodes[id as usize].kind {
+            let node = &self.nodes[id as usize];
+            match &node.kind {
                 Kind::Internal { pivots, children } => {
-                    id = children[pivots.partition_point(|p| &**p <= key)];
+                    id = children[node.hints.count_le(key, |i| &pivots[i])];
                 }
                 Kind::Leaf { ents, .. } => {
-                    let e = ents.partition_point(|iv| &*iv.key <= key).max(1) - 1;
+                    let e = node.hints.count_le(key, |i| &ents[i].key).max(1) - 1;
                     return Pos { leaf: id as usize, ent: e };
                 }
             }
@@ -377,11 +402,13 @@ impl SparseIndex {
         ents.insert(p.ent + 1, Interval { key, poff, size: rest, id });
         let at = Pos { leaf: p.leaf, ent: p.ent + 1 };
         if ents.len() <= LEAF_MAX {
+            self.refresh(l);
             return at;
         }
         let half = ents.len() / 2;
         let tail = ents.split_off(half);
         let min = tail[0].key.clone();
+        self.refresh(l);
         let (shift, parent) = (self.nodes[p.leaf].shift, self.nodes[p.leaf].parent);
         let r = self.alloc(leaf(tail, parent, shift));
         let (_, next) = self.links(l);
@@ -406,6 +433,7 @@ impl SparseIndex {
                 shift: 0,
                 parent: NIL,
                 kind: Kind::Internal { pivots: vec![pivot], children: vec![l, r] },
+                hints: Hints::default(),
             });
             self.nodes[l as usize].parent = root;
             self.nodes[r as usize].parent = root;
@@ -418,18 +446,21 @@ impl SparseIndex {
         children.insert(at + 1, r);
         pivots.insert(at, pivot);
         if children.len() <= INTERNAL_MAX {
+            self.refresh(parent);
             return;
         }
         let half = children.len() / 2;
         let tail_children = children.split_off(half);
         let mut tail_pivots = pivots.split_off(half - 1);
         let up = tail_pivots.remove(0);
+        self.refresh(parent);
         let (shift, gp) = (self.nodes[parent as usize].shift, self.nodes[parent as usize].parent);
         let moved = tail_children.clone();
         let nr = self.alloc(Node {
             shift,
             parent: gp,
             kind: Kind::Internal { pivots: tail_pivots, children: tail_children },
+            hints: Hints::default(),
         });
         for c in moved {
             self.nodes[c as usize].parent = nr;
@@ -443,6 +474,7 @@ impl SparseIndex {
         let prev = self.prev(p).unwrap_or(p);
         let l = p.leaf as u32;
         let gone = self.ents_mut(l).remove(p.ent);
+        self.refresh(l);
         self.count -= 1;
         // No offset moves: the previous interval now covers the removed one's bytes.
         let pl = prev.leaf as u32;
@@ -496,10 +528,12 @@ impl SparseIndex {
             pivots.remove(0);
             // The subtree's smallest key rose: so must the pivot left of it.
             let first = children[0];
+            self.refresh(parent);
             let k = self.min_key(first);
             self.raise_pivot(parent, k);
         } else {
             pivots.remove(at - 1);
+            self.refresh(parent);
         }
         self.shrink(parent);
     }
@@ -539,6 +573,7 @@ impl SparseIndex {
             let at = self.slot(id);
             if at > 0 {
                 self.internal_mut(parent).0[at - 1] = key;
+                self.refresh(parent);
                 return;
             }
             id = parent;
@@ -563,6 +598,7 @@ impl SparseIndex {
                 iv.poff += rebase;
             }
             self.ents_mut(id).extend(moved);
+            self.refresh(id);
             self.unlink_leaf(r);
         } else {
             if self.children(id).len() + self.children(r).len() > INTERNAL_MAX {
@@ -581,6 +617,7 @@ impl SparseIndex {
             pivots.push(sep);
             pivots.extend(rp);
             children.extend(rc);
+            self.refresh(id);
         }
         // `r` is empty now; removing it drops the pivot between the two (`r` is never the leftmost child).
         self.remove_child(r);
@@ -593,6 +630,7 @@ impl SparseIndex {
             self.raise_pivot(p.leaf as u32, key.clone());
         }
         self.ents_mut(p.leaf as u32)[p.ent].key = key;
+        self.refresh(p.leaf as u32);
     }
 
     /// Whole-structure check: see the module comment for the invariants.
@@ -606,6 +644,9 @@ impl SparseIndex {
         let mut stack = vec![(self.root, None::<Box<[u8]>>, None::<Box<[u8]>>, 0usize)];
         let mut depth = None;
         while let Some((id, lo, hi, d)) = stack.pop() {
+            if self.nodes[id as usize].hints != self.hints_of(id) {
+                return bad(format!("node {id}: search hints do not match its keys"));
+            }
             match &self.nodes[id as usize].kind {
                 Kind::Leaf { ents, .. } => {
                     if ents.is_empty() {
@@ -754,6 +795,15 @@ mod tests {
                 let i = rng.random_range(0..n);
                 let p = idx.locate(&key(model[i].0));
                 assert_eq!(idx.get(p).key, key(model[i].0), "seed {seed} step {step}: locate");
+                // Keys that are no interval's key land in the interval below them.
+                let mut longer = key(model[i].0).into_vec();
+                longer.push(0);
+                assert_eq!(idx.locate(&longer), p, "seed {seed} step {step}: locate a longer key");
+                let next = if i + 1 < n { model[i + 1].0 } else { u32::MAX };
+                if next - model[i].0 >= 2 {
+                    let between = key(rng.random_range(model[i].0 + 1..next));
+                    assert_eq!(idx.locate(&between), p, "seed {seed} step {step}: locate between keys");
+                }
                 // Growing: mostly splits; shrinking: mostly removals (which merge nodes).
                 let r = rng.random_range(0..10);
                 let op = match (growing, r) {

@@ -22,6 +22,7 @@
 pub mod cache;
 pub mod db;
 pub mod error;
+mod hints;
 pub mod index;
 pub mod interval;
 pub mod memtable;
