@@ -22,7 +22,6 @@
 //! to zero is *pending*: the durable tree or log may still map it, so it becomes free (reusable) only when the
 //! caller says the state that stopped referencing it is durable ([`Segments::release_pending`]).
 
-use std::borrow::Cow;
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
@@ -77,62 +76,6 @@ pub struct Segments {
 
 fn crc_block(abs: u64, data: &[u8]) -> u32 {
     vfs::crc32c::crc32c_append(vfs::crc32c::crc32c(&abs.to_le_bytes()), data)
-}
-
-thread_local! {
-    /// Buffer for reads that do not start and end on block boundaries: the whole blocks are read and verified
-    /// here, then the asked-for part copied out. Reused so such a read (every FlexDB interval load) allocates and
-    /// zero-fills nothing; it grows to the largest extent read, at most `max_extent` plus two blocks.
-    static SCRATCH: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
-}
-
-/// Runs `f` on `n` bytes of this thread's scratch buffer (contents unspecified).
-fn with_scratch<T>(n: usize, f: impl FnOnce(&mut [u8]) -> T) -> T {
-    SCRATCH.with_borrow_mut(|v| {
-        if v.len() < n {
-            v.resize(n, 0);
-        }
-        f(&mut v[..n])
-    })
-}
-
-/// Reads blocks `b0..=b1` of segment `s` into `dst` (from the start of block `b0`; `dst.len()` is the bytes they
-/// hold, the last one possibly partial) and verifies each against its checksum entry: `t` holds the 8-byte
-/// entries of those blocks. Shared by the exclusive and the shared read paths.
-#[allow(clippy::too_many_arguments)]
-fn verify_blocks(
-    file: &Arc<dyn vfs::File>,
-    s: u64,
-    seg: u64,
-    bs: u64,
-    b0: u64,
-    b1: u64,
-    t: &[u8],
-    dst: &mut [u8],
-) -> Result<()> {
-    file.read_exact_at(dst, s * seg + b0 * bs).map_err(|e| {
-        if e.kind() == std::io::ErrorKind::UnexpectedEof {
-            corrupt(format!("segment {s} is shorter than its checksum table says"))
-        } else {
-            Error::from(e)
-        }
-    })?;
-    for b in b0..=b1 {
-        let i = ((b - b0) * 8) as usize;
-        let crc = u32::from_le_bytes([t[i], t[i + 1], t[i + 2], t[i + 3]]);
-        let fill = u16::from_le_bytes([t[i + 4], t[i + 5]]) as u64;
-        if fill > bs || (b < b1 && fill != bs) {
-            return Err(corrupt(format!("segment {s} block {b}: bad fill {fill}")));
-        }
-        let a = ((b - b0) * bs) as usize;
-        let Some(data) = dst.get(a..a + fill as usize) else {
-            return Err(corrupt(format!("segment {s} block {b}: fill {fill} past the bytes read")));
-        };
-        if crc_block(s * seg + b * bs, data) != crc {
-            return Err(corrupt(format!("segment {s} block {b}: checksum mismatch")));
-        }
-    }
-    Ok(())
 }
 
 fn corrupt(msg: impl Into<String>) -> Error {
@@ -464,15 +407,36 @@ impl Segments {
         let rstart = b0 * bs;
         let rend = b1 * bs + last_fill;
         // Whole blocks requested exactly (the common aligned read): read straight into the caller's buffer.
-        if rstart == off && rend == end {
-            return verify_blocks(file, s, seg, bs, b0, b1, t, buf);
+        let direct = rstart == off && rend == end;
+        let mut raw = Vec::new();
+        if !direct {
+            raw = vec![0u8; (rend - rstart) as usize];
         }
-        with_scratch((rend - rstart) as usize, |raw| {
-            verify_blocks(file, s, seg, bs, b0, b1, t, raw)?;
+        let dst: &mut [u8] = if direct { &mut *buf } else { &mut raw };
+        file.read_exact_at(dst, s * seg + rstart).map_err(|e| {
+            if e.kind() == std::io::ErrorKind::UnexpectedEof {
+                corrupt(format!("segment {s} is shorter than its checksum table says"))
+            } else {
+                Error::from(e)
+            }
+        })?;
+        for b in b0..=b1 {
+            let fill = fill_of(b);
+            let i = ((b - b0) * 8) as usize;
+            let crc = u32::from_le_bytes([t[i], t[i + 1], t[i + 2], t[i + 3]]);
+            if fill > bs || (b < b1 && fill != bs) {
+                return Err(corrupt(format!("segment {s} block {b}: bad fill {fill}")));
+            }
+            let a = ((b - b0) * bs) as usize;
+            if crc_block(s * seg + b * bs, &dst[a..a + fill as usize]) != crc {
+                return Err(corrupt(format!("segment {s} block {b}: checksum mismatch")));
+            }
+        }
+        if !direct {
             let a = (off - rstart) as usize;
             buf.copy_from_slice(&raw[a..a + buf.len()]);
-            Ok(())
-        })
+        }
+        Ok(())
     }
 
     /// [`Segments::read`] through a shared reference, for concurrent readers: the checksum entries come from the
@@ -498,8 +462,8 @@ impl Segments {
         }
         let (b0, b1) = (off / bs, (end - 1) / bs);
         let (ta, tb) = ((b0 * 8) as usize, ((b1 + 1) * 8) as usize);
-        let t: Cow<'_, [u8]> = match self.tables.get(s as usize).and_then(Option::as_ref) {
-            Some(t) => Cow::Borrowed(&t[ta..tb]),
+        let t = match self.tables.get(s as usize).and_then(Option::as_ref) {
+            Some(t) => t[ta..tb].to_vec(),
             None => {
                 let mut t = vec![0u8; tb - ta];
                 let at = s * seg + self.table_off + ta as u64;
@@ -508,25 +472,43 @@ impl Segments {
                     let n = (t.len() as u64).min(flen - at) as usize;
                     self.file.read_exact_at(&mut t[..n], at)?;
                 }
-                Cow::Owned(t)
+                t
             }
         };
-        let last = ((b1 - b0) * 8) as usize;
-        let rend = b1 * bs + u16::from_le_bytes([t[last + 4], t[last + 5]]) as u64;
+        let entry = |b: u64| {
+            let i = ((b - b0) * 8) as usize;
+            (
+                u32::from_le_bytes([t[i], t[i + 1], t[i + 2], t[i + 3]]),
+                u16::from_le_bytes([t[i + 4], t[i + 5]]) as u64,
+            )
+        };
+        let rend = b1 * bs + entry(b1).1;
         if rend < end {
             return Err(corrupt(format!(
                 "extent at {addr} maps bytes its segment's checksum table never covered"
             )));
         }
         let rstart = b0 * bs;
-        if rstart == off && rend == end {
-            return verify_blocks(&self.file, s, seg, bs, b0, b1, &t, buf);
+        let mut raw = vec![0u8; (rend - rstart) as usize];
+        self.file.read_exact_at(&mut raw, s * seg + rstart).map_err(|e| {
+            if e.kind() == std::io::ErrorKind::UnexpectedEof {
+                corrupt(format!("segment {s} is shorter than its checksum table says"))
+            } else {
+                Error::from(e)
+            }
+        })?;
+        for b in b0..=b1 {
+            let (crc, fill) = entry(b);
+            if fill > bs || (b < b1 && fill != bs) {
+                return Err(corrupt(format!("segment {s} block {b}: bad fill {fill}")));
+            }
+            let a = ((b - b0) * bs) as usize;
+            if crc_block(s * seg + b * bs, &raw[a..a + fill as usize]) != crc {
+                return Err(corrupt(format!("segment {s} block {b}: checksum mismatch")));
+            }
         }
-        with_scratch((rend - rstart) as usize, |raw| {
-            verify_blocks(&self.file, s, seg, bs, b0, b1, &t, raw)?;
-            let a = (off - rstart) as usize;
-            buf.copy_from_slice(&raw[a..a + buf.len()]);
-            Ok(())
-        })
+        let a = (off - rstart) as usize;
+        buf.copy_from_slice(&raw[a..a + buf.len()]);
+        Ok(())
     }
 }
