@@ -883,6 +883,37 @@ mod tests {
         }
     }
 
+    /// The leftmost leaf of a non-root internal node empties without absorbing its (too full) right sibling: its
+    /// parent drops its first pivot and must rebuild its search hints.
+    #[test]
+    fn emptying_a_leftmost_leaf_keeps_the_parent_searchable() {
+        let key = |k: u32| -> Box<[u8]> { if k == 0 { Box::new([]) } else { k.to_be_bytes().into() } };
+        // 2048 intervals: 64 half-full leaves under two internal nodes under the root.
+        let anchors: Vec<(Box<[u8]>, u64)> = (0..2048u32).map(|i| (key(i * 1000), i as u64 * 10)).collect();
+        let size = 2048 * 10;
+        let mut idx = SparseIndex::from_anchors(anchors, size).unwrap();
+        assert_eq!(idx.height(), 3);
+        // Fill leaf 33 (the second child of the second internal node) to 64 intervals, so that leaf 32 never fits
+        // in one node with it.
+        for j in 1..=32 {
+            let p = idx.locate(&key(1056 * 1000 + j - 1));
+            idx.split(p, 0, key(1056 * 1000 + j));
+        }
+        idx.check(size).unwrap();
+        // Empty leaf 32, the second internal node's leftmost child.
+        for i in (1024..1056u32).rev() {
+            let p = idx.locate(&key(i * 1000));
+            assert_eq!(idx.get(p).key, key(i * 1000));
+            idx.remove(p);
+            idx.check(size).unwrap_or_else(|e| panic!("after removing {i}: {e}"));
+        }
+        for i in (0..1024u32).chain(1057..2048) {
+            assert_eq!(idx.get(idx.locate(&key(i * 1000 + 500))).key, key(i * 1000), "locate {i}");
+        }
+        assert_eq!(idx.get(idx.locate(&key(1056 * 1000 + 500))).key, key(1056 * 1000 + 32));
+        assert_eq!(idx.get(idx.locate(&key(1040 * 1000))).key, key(1023 * 1000));
+    }
+
     #[test]
     fn from_anchors_builds_a_deep_tree() {
         let anchors: Vec<(Box<[u8]>, u64)> = (0..5000u32)
