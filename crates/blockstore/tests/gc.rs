@@ -90,6 +90,14 @@ fn write(v: &Volume, model: &mut [u64], first: u64, toks: &[u64]) {
     model[first as usize..first as usize + toks.len()].copy_from_slice(toks);
 }
 
+/// Writes `n` blocks at `first` with fresh tokens from `next`, 30 % of the writes incompressible (stored raw).
+fn write_fresh(v: &Volume, model: &mut [u64], next: &mut u64, first: u64, n: u64, rng: &mut impl Rng) {
+    let raw = if rng.random_bool(0.3) { RAW } else { 0 };
+    let toks: Vec<u64> = (*next..*next + n).map(|t| t | raw).collect();
+    *next += n;
+    write(v, model, first, &toks);
+}
+
 /// Writes the whole volume `passes` times in 8-block writes of fresh tokens from `next`, calling `after` after each.
 fn sequential_passes(
     v: &Volume,
@@ -135,10 +143,7 @@ fn model_with_gc_interleaved_matches_a_per_block_map() {
                     let span = if hot { BLOCKS / 4 } else { BLOCKS };
                     let first = rng.random_range(0..span);
                     let n = rng.random_range(1..=8).min(BLOCKS - first);
-                    let raw = if rng.random_bool(0.3) { RAW } else { 0 };
-                    let toks: Vec<u64> = (next..next + n).map(|t| t | raw).collect();
-                    next += n;
-                    write(&v, &mut model, first, &toks);
+                    write_fresh(&v, &mut model, &mut next, first, n, &mut rng);
                 }
                 60..=69 => {
                     let first = rng.random_range(0..BLOCKS);
@@ -324,10 +329,7 @@ fn background_collection_races_writes_without_losing_any() {
             } else {
                 let first = rng.random_range(0..BLOCKS);
                 let n = rng.random_range(1..=8).min(BLOCKS - first);
-                let raw = if rng.random_bool(0.3) { RAW } else { 0 };
-                let toks: Vec<u64> = (next..next + n).map(|t| t | raw).collect();
-                next += n;
-                write(&v, &mut model, first, &toks);
+                write_fresh(&v, &mut model, &mut next, first, n, &mut rng);
             }
             if step % 97 == 0 {
                 assert_eq!(tokens(&v), model, "seed {seed} step {step}");
