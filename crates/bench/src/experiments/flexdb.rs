@@ -19,7 +19,8 @@
 //!   Zipfian writes overwrite. Metrics: throughput of the puts, `bytes_written` (what the engine wrote: logs,
 //!   tables, FlexFile data, log and tree, after a flush and until compactions finish), `io_write_bytes` (the
 //!   kernel's count of bytes this process sent to storage, `/proc/self/io`, the same span) and
-//!   `write_amplification` (`bytes_written` over the user bytes).
+//!   `write_amplification` (`bytes_written` over the user bytes); FlexDB's rows split `bytes_written` into
+//!   `wal_bytes`, `table_record_bytes` and `table_metadata_bytes` (its FlexTree log and checkpoints).
 //! - `get-{seq,zipf,comp}` and `scan50-zipf`: the UDB dataset loaded in key order, then Zipfian updates of half of
 //!   it (the paper's randomised layout), settled; then point lookups and 50-record scans.
 //! - `recovery`: that store closed and reopened; time of the open (WAL replay and, for FlexDB, the sparse index
@@ -29,7 +30,8 @@
 //!   50 records, as in the paper).
 //!
 //! Settings: `--set dataset_mib=N threads=N reads=N scans=N ycsb_ops=N rewrite_extents=N` (defaults scale with
-//! --quick; `rewrite_extents` is `flexdb-rewrite`'s setting, default 2).
+//! --quick; `rewrite_extents` is `flexdb-rewrite`'s setting, default 2), and subsets for profiling:
+//! `systems=a,b`, `phases=writes,reads,recovery,ycsb`, `datasets=zippydb,udb,sys`.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -67,6 +69,10 @@ trait Kv: Send + Sync {
     fn settle(&self);
     /// Bytes the engine has written to its files since it was opened.
     fn bytes_written(&self) -> u64;
+    /// `bytes_written` by kind, as extra metrics of a write workload (empty: no breakdown).
+    fn written_by_kind(&self) -> Vec<(&'static str, f64)> {
+        Vec::new()
+    }
     /// Read-cache hits and misses since the store was opened (FlexDB: intervals; the LSMs: blocks).
     fn cache_counts(&self) -> (u64, u64);
     /// What the read phase's numbers depend on in the store's layout, for the report's notes (empty: nothing).
@@ -101,6 +107,14 @@ impl Kv for Flex {
     fn bytes_written(&self) -> u64 {
         let s = self.0.stats();
         s.wal_bytes + s.table_bytes_written
+    }
+    fn written_by_kind(&self) -> Vec<(&'static str, f64)> {
+        let s = self.0.stats();
+        vec![
+            ("wal_bytes", s.wal_bytes as f64),
+            ("table_record_bytes", (s.table_bytes_written - s.table_metadata_bytes_written) as f64),
+            ("table_metadata_bytes", s.table_metadata_bytes_written as f64),
+        ]
     }
     fn cache_counts(&self) -> (u64, u64) {
         let s = self.0.stats();
@@ -584,6 +598,7 @@ impl Experiment for FlexDbBench {
                         ("write_amplification", written as f64 / user.max(1) as f64),
                         ("settle_secs", settle),
                     ]);
+                    m.extend(db.written_by_kind());
                     report.row(&format!("write-{}-{}", dist.name(), d.name), name, m);
                     db.close()?;
                     let _ = std::fs::remove_dir_all(&dir);
