@@ -321,13 +321,7 @@ impl Db {
     }
 
     /// Live pairs with `start <= key < end` (`end = None`: unbounded) in key order, at most `limit`; reversed
-    /// (largest first) when `reverse`.
-    ///
-    /// Three sorted sources are merged, newest first: the active memtable, the immutable memtable and the
-    /// committed records. Each is read only up to a cap (at first `limit` entries); a source that hit its cap is
-    /// known only up to its last key, so the merge stops at the earliest such horizon. When tombstones or a horizon
-    /// leave fewer than `limit` pairs, the scan is repeated with a larger cap: the common case reads `limit`
-    /// entries per source and no more.
+    /// (largest first) when `reverse`. Copies every pair; [`Db::scan_with`] lends them instead.
     pub fn scan(
         &self,
         start: &[u8],
@@ -335,20 +329,40 @@ impl Db {
         limit: usize,
         reverse: bool,
     ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        let mut out = Vec::new();
+        self.scan_with(start, end, limit, reverse, |k, v| out.push((k.to_vec(), v.to_vec())))?;
+        Ok(out)
+    }
+
+    /// [`Db::scan`] that passes each pair to `f` in order, borrowed, and returns how many it passed.
+    ///
+    /// Three sorted sources are merged, newest first: the active memtable, the immutable memtable and the
+    /// committed records. Each is read only up to a cap (at first `limit` entries); a source that hit its cap is
+    /// known only up to its last key, so the merge stops at the earliest such horizon. When tombstones or a horizon
+    /// leave fewer than `limit` pairs, the scan is repeated with a larger cap: the common case reads `limit`
+    /// entries per source and no more. Committed records are lent from the interval cache, not copied.
+    pub fn scan_with(
+        &self,
+        start: &[u8],
+        end: Option<&[u8]>,
+        limit: usize,
+        reverse: bool,
+        mut f: impl FnMut(&[u8], &[u8]),
+    ) -> Result<usize> {
         if limit == 0 || end.is_some_and(|e| e <= start) {
-            return Ok(Vec::new());
+            return Ok(0);
         }
         let mut cap = limit;
         loop {
-            let (out, truncated) = self.scan_capped(start, end, limit, reverse, cap)?;
-            if out.len() >= limit || !truncated {
-                return Ok(out);
+            if let Some(n) = self.scan_capped(start, end, limit, reverse, cap, &mut f)? {
+                return Ok(n);
             }
             cap = cap.saturating_mul(4);
         }
     }
 
-    /// One pass of [`Db::scan`] reading at most `cap` entries per source; also says whether any source was cut.
+    /// One pass of [`Db::scan_with`] reading at most `cap` entries per source: `None` (and nothing passed to `f`)
+    /// when a source was cut and fewer than `limit` pairs came out, so a larger cap must be tried.
     fn scan_capped(
         &self,
         start: &[u8],
@@ -356,7 +370,8 @@ impl Db {
         limit: usize,
         reverse: bool,
         cap: usize,
-    ) -> Result<(Vec<Pair>, bool)> {
+        f: &mut dyn FnMut(&[u8], &[u8]),
+    ) -> Result<Option<usize>> {
         use std::cmp::Ordering as O;
         use std::ops::Bound;
         let inner = &self.inner;
@@ -389,18 +404,19 @@ impl Db {
             }
             None => Vec::new(),
         };
-        let mut recs = Vec::new();
-        if reverse {
-            inner.table.scan_rev(start, end, cap, &mut recs)?;
+        let mut runs = Vec::new();
+        let n = if reverse {
+            inner.table.scan_rev(start, end, cap, &mut runs)?
         } else {
-            inner.table.scan(start, end, cap, &mut recs)?;
-        }
+            inner.table.scan(start, end, cap, &mut runs)?
+        };
+        let table_last = runs.last().and_then(|r| r.recs().last()).map(|r| r.0);
         let mut truncated = cut(act.last().map(|e| &e.0[..]), act.len(), &mut horizon);
         truncated |= cut(imm.last().map(|e| &e.0[..]), imm.len(), &mut horizon);
-        truncated |= cut(recs.last().map(|r| &r.0[..]), recs.len(), &mut horizon);
+        truncated |= cut(table_last, n, &mut horizon);
         // The memtables' view, newest wins.
-        let mut mem: Vec<(Vec<u8>, MemValue)> = Vec::with_capacity(act.len() + imm.len());
-        let (mut a, mut b) = (act.into_iter().peekable(), imm.into_iter().peekable());
+        let mut mem: Vec<(&[u8], Option<&[u8]>)> = Vec::with_capacity(act.len() + imm.len());
+        let (mut a, mut b) = (act.iter().peekable(), imm.iter().peekable());
         loop {
             let o = match (a.peek(), b.peek()) {
                 (None, None) => break,
@@ -408,27 +424,28 @@ impl Db {
                 (None, Some(_)) => O::Greater,
                 (Some(x), Some(y)) => order(&x.0, &y.0),
             };
-            match o {
-                O::Less => mem.extend(a.next()),
-                O::Greater => mem.extend(b.next()),
+            let e = match o {
+                O::Less => a.next(),
+                O::Greater => b.next(),
                 O::Equal => {
-                    mem.extend(a.next());
                     b.next();
+                    a.next()
                 }
-            }
+            };
+            mem.extend(e.map(|(k, v)| (&k[..], v.as_value())));
         }
-        let mut out = Vec::with_capacity(limit.min(mem.len() + recs.len()));
-        let (mut m, mut t) = (mem.into_iter().peekable(), recs.into_iter().peekable());
+        let mut out: Vec<(&[u8], &[u8])> = Vec::with_capacity(limit.min(mem.len() + n));
+        let (mut m, mut t) = (mem.into_iter().peekable(), runs.iter().flat_map(|r| r.recs()).peekable());
         while out.len() < limit {
             let o = match (m.peek(), t.peek()) {
                 (None, None) => break,
                 (Some(_), None) => O::Less,
                 (None, Some(_)) => O::Greater,
-                (Some(x), Some(y)) => order(&x.0, &y.0),
+                (Some(x), Some(y)) => order(x.0, y.0),
             };
             let (k, v) = match o {
                 O::Greater => match t.next() {
-                    Some(r) => (r.0.into_vec(), Some(r.1.into_vec())),
+                    Some((k, v)) => (k, Some(v)),
                     None => break,
                 },
                 _ => {
@@ -436,20 +453,25 @@ impl Db {
                         t.next();
                     }
                     match m.next() {
-                        Some((k, MemValue::Put(v))) => (k, Some(v.into_vec())),
-                        Some((k, MemValue::Delete)) => (k, None),
+                        Some(e) => e,
                         None => break,
                     }
                 }
             };
-            if horizon.as_deref().is_some_and(|h| order(&k, h) == O::Greater) {
+            if horizon.as_deref().is_some_and(|h| order(k, h) == O::Greater) {
                 break;
             }
             if let Some(v) = v {
                 out.push((k, v));
             }
         }
-        Ok((out, truncated))
+        if out.len() < limit && truncated {
+            return Ok(None);
+        }
+        for &(k, v) in &out {
+            f(k, v);
+        }
+        Ok(Some(out.len()))
     }
 
     /// An iterator over live pairs with `start <= key < end` (`end = None`: unbounded), forward or reverse. It

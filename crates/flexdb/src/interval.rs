@@ -102,6 +102,11 @@ impl Interval {
         Some(self.rec(i).1)
     }
 
+    /// The index of the first record whose key is `>= key` (`len()` if none).
+    pub fn lower_bound(&self, key: &[u8]) -> usize {
+        self.ents.partition_point(|e| key_of(&self.buf, e) < key)
+    }
+
     /// The records in key order (reversible).
     pub fn iter(&self) -> impl DoubleEndedIterator<Item = (&[u8], &[u8])> + ExactSizeIterator + '_ {
         (0..self.ents.len()).map(|i| self.rec(i))

@@ -23,7 +23,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use flexfile::FlexFile;
+use flexfile::{FlexFile, ReadAhead};
 use parking_lot::RwLock;
 
 use crate::cache::{IntervalCache, IntervalData};
@@ -76,6 +76,26 @@ fn rec_len(r: &Rec) -> u64 {
 /// The cached form of records the committer holds.
 fn packed(recs: &[Rec]) -> IntervalData {
     Arc::new(Interval::from_recs(recs))
+}
+
+/// Records `range` of a cached interval, as a table scan returns them: in key order, or reversed when
+/// `reverse`.
+pub struct Run {
+    /// The interval.
+    pub data: IntervalData,
+    /// Record indexes within it.
+    pub range: std::ops::Range<usize>,
+    /// Whether the run is read largest key first.
+    pub reverse: bool,
+}
+
+impl Run {
+    /// The run's records in scan order.
+    pub fn recs(&self) -> impl Iterator<Item = (&[u8], &[u8])> + '_ {
+        let (r, rev) = (self.range.clone(), self.reverse);
+        let (fwd, back) = if rev { (0..0, r) } else { (r, 0..0) };
+        fwd.chain(back.rev()).map(|i| self.data.rec(i))
+    }
 }
 
 /// One change to an interval's bytes: `old_len` bytes at `old_off` (relative to the interval's start, before any
@@ -217,13 +237,23 @@ impl Table {
 
     /// The decoded interval at `p`, from the cache or the file.
     fn load(&self, idx: &SparseIndex, p: Pos) -> Result<IntervalData> {
+        self.load_with(idx, p, None)
+    }
+
+    /// [`Table::load`] for a scan: a miss reads through the scan's read-ahead windows (`ra`), so the extents of
+    /// neighbouring intervals, which mostly lie near each other in the data file, cost one read per window
+    /// rather than one per extent.
+    fn load_with(&self, idx: &SparseIndex, p: Pos, ra: Option<&mut ReadAhead>) -> Result<IntervalData> {
         let iv = idx.get(p);
         if let Some(d) = self.cache.get(iv.id) {
             return Ok(d);
         }
         let size = usize::try_from(iv.size).map_err(|_| Error::corruption("index", "interval too large"))?;
         let mut buf = vec![0u8; size];
-        self.file.read().read_at(idx.offset(p), &mut buf)?;
+        match ra {
+            Some(ra) => self.file.read().read_at_ahead(idx.offset(p), &mut buf, ra)?,
+            None => self.file.read().read_at(idx.offset(p), &mut buf)?,
+        }
         let data = Interval::decode(buf)?;
         if !data.is_empty() && data.rec(0).0 < &*iv.key {
             return Err(Error::corruption("table", "interval holds a key below its index key"));
@@ -241,50 +271,60 @@ impl Table {
         Ok(data.get(key).map(Box::from))
     }
 
-    /// Committed records with `lo <= key < hi` (`hi = None`: unbounded), in order, at most `limit`.
-    pub fn scan(&self, lo: &[u8], hi: Option<&[u8]>, limit: usize, out: &mut Vec<Rec>) -> Result<()> {
+    /// Committed records with `lo <= key < hi` (`hi = None`: unbounded), in order, at most `limit`, as runs of
+    /// the cached intervals holding them (no record is copied). Returns how many records the runs hold.
+    pub fn scan(&self, lo: &[u8], hi: Option<&[u8]>, limit: usize, out: &mut Vec<Run>) -> Result<usize> {
         let idx = self.index.read();
+        let mut ra = ReadAhead::default();
+        let mut n = 0;
         let mut p = Some(idx.locate(lo));
         while let Some(q) = p {
-            if hi.is_some_and(|h| *idx.get(q).key >= *h) && q != idx.first() {
+            if n >= limit || (hi.is_some_and(|h| *idx.get(q).key >= *h) && q != idx.first()) {
                 break;
             }
-            for (k, v) in self.load(&idx, q)?.iter() {
-                if out.len() >= limit || hi.is_some_and(|h| k >= h) {
-                    return Ok(());
-                }
-                if k >= lo {
-                    out.push((k.into(), v.into()));
-                }
+            let data = self.load_with(&idx, q, Some(&mut ra))?;
+            let a = data.lower_bound(lo);
+            let b = hi.map_or(data.len(), |h| data.lower_bound(h)).max(a).min(a + (limit - n));
+            n += b - a;
+            let done = b < data.len();
+            if a < b {
+                out.push(Run { data, range: a..b, reverse: false });
+            }
+            if done {
+                break;
             }
             p = idx.next(q);
         }
-        Ok(())
+        Ok(n)
     }
 
-    /// Committed records with `lo <= key < hi`, largest first, at most `limit`: walks intervals backward from the
-    /// one holding `hi`.
-    pub fn scan_rev(&self, lo: &[u8], hi: Option<&[u8]>, limit: usize, out: &mut Vec<Rec>) -> Result<()> {
+    /// Committed records with `lo <= key < hi`, largest first, at most `limit`, as runs (see [`Table::scan`]):
+    /// walks intervals backward from the one holding `hi`.
+    pub fn scan_rev(&self, lo: &[u8], hi: Option<&[u8]>, limit: usize, out: &mut Vec<Run>) -> Result<usize> {
         let idx = self.index.read();
         let mut p = Some(match hi {
             Some(h) => idx.locate(h),
             None => idx.last(),
         });
+        let mut ra = ReadAhead::default();
+        let mut n = 0;
         while let Some(q) = p {
-            for (k, v) in self.load(&idx, q)?.iter().rev() {
-                if out.len() >= limit || k < lo {
-                    return Ok(());
-                }
-                if hi.is_none_or(|h| k < h) {
-                    out.push((k.into(), v.into()));
-                }
+            if n >= limit {
+                break;
+            }
+            let data = self.load_with(&idx, q, Some(&mut ra))?;
+            let b = hi.map_or(data.len(), |h| data.lower_bound(h));
+            let a = data.lower_bound(lo).min(b).max(b - b.min(limit - n));
+            n += b - a;
+            if a < b {
+                out.push(Run { data, range: a..b, reverse: true });
             }
             if *idx.get(q).key <= *lo {
                 break;
             }
             p = idx.prev(q);
         }
-        Ok(())
+        Ok(n)
     }
 
     /// Makes every committed change durable.

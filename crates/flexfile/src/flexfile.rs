@@ -43,6 +43,7 @@ use crate::error::{Error, Result};
 use crate::flextree::{FlexTree, HOLE, MAX_SIZE};
 use crate::log::{self, ENTRY_LEN, Op};
 use crate::options::Options;
+use crate::readahead::ReadAhead;
 use crate::segments::Segments;
 use crate::treefile::TreeFile;
 
@@ -528,6 +529,14 @@ impl FlexFile {
     pub fn read_at(&self, off: u64, buf: &mut [u8]) -> Result<()> {
         read_pieces(&self.tree, self.size(), self.poisoned, off, buf, |addr, dst| {
             self.data.read_shared(addr, dst)
+        })
+    }
+
+    /// [`FlexFile::read_at`] for a sequential reader: extents near ones read before through `ra` are copied from
+    /// its windows instead of read one by one (see [`crate::readahead`]). Verified as strictly.
+    pub fn read_at_ahead(&self, off: u64, buf: &mut [u8], ra: &mut ReadAhead) -> Result<()> {
+        read_pieces(&self.tree, self.size(), self.poisoned, off, buf, |addr, dst| {
+            ra.read(&self.data, addr, dst)
         })
     }
 

@@ -14,8 +14,10 @@ pub use flextree::{FlexTree, HOLE, Piece, TreeConfig};
 pub mod flexfile;
 pub mod log;
 pub mod options;
+pub mod readahead;
 pub mod segments;
 pub mod treefile;
 
 pub use crate::flexfile::{FlexFile, Reader, Stats};
 pub use options::Options;
+pub use readahead::ReadAhead;

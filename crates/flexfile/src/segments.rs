@@ -23,7 +23,7 @@
 //! caller says the state that stopped referencing it is durable ([`Segments::release_pending`]).
 
 use std::collections::{BTreeSet, HashMap};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use crate::error::{Error, Result};
 use crate::options::Options;
@@ -68,10 +68,35 @@ pub struct Segments {
     live: u64,
     free: BTreeSet<u64>,
     open: Option<OpenSeg>,
-    /// Checksum tables of closed segments, by segment id, loaded on first read (`None`: not loaded).
-    tables: Vec<Option<Vec<u8>>>,
+    /// Checksum tables of closed segments, by segment id (one cell per segment), loaded on first read, also
+    /// through a shared reference: a closed segment's table on disk is final until the segment is reopened,
+    /// which replaces the cell.
+    tables: Vec<OnceLock<Vec<u8>>>,
     spare: Option<Vec<u8>>,
+    /// Changes whenever a segment is opened for writing: a closed segment's bytes change only when it is
+    /// reopened, so read-ahead windows copied under another generation may be stale. Drawn from a process-wide
+    /// counter, so two instances (a file closed and opened again) never share a value either.
+    generation: u64,
     pub(crate) stats: SegmentStats,
+}
+
+/// Where a read of one extent's piece lies in a closed segment whose checksum table is loaded
+/// ([`Segments::block_check`]).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct BlockCheck {
+    /// The segment.
+    pub seg: u64,
+    /// Segment-relative offset of the first byte read.
+    pub seg_off: u64,
+    /// Segment-relative start of the first block touched.
+    pub rstart: u64,
+    /// Segment-relative end of the written bytes of the last block touched.
+    pub rend: u64,
+}
+
+fn next_generation() -> u64 {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
 }
 
 fn crc_block(abs: u64, data: &[u8]) -> u32 {
@@ -100,6 +125,7 @@ impl Segments {
             open: None,
             tables: Vec::new(),
             spare: None,
+            generation: next_generation(),
             stats: SegmentStats::default(),
         };
         s.grow_to(nseg);
@@ -111,6 +137,9 @@ impl Segments {
             self.free.insert(self.states.len() as u64);
             self.states.push(State::Free);
             self.valid.push(0);
+        }
+        if self.tables.len() < self.states.len() {
+            self.tables.resize_with(self.states.len(), OnceLock::new);
         }
     }
 
@@ -260,6 +289,7 @@ impl Segments {
 
     fn open_new(&mut self) -> Result<()> {
         self.close_open()?;
+        self.generation = next_generation();
         let id = match self.free.pop_first() {
             Some(s) => s,
             None => {
@@ -348,108 +378,89 @@ impl Segments {
     fn set_table(&mut self, s: u64, t: Option<Vec<u8>>) {
         let i = s as usize;
         if self.tables.len() <= i {
-            self.tables.resize_with(i + 1, || None);
+            self.tables.resize_with(i + 1, OnceLock::new);
         }
-        self.tables[i] = t;
+        self.tables[i] = t.map_or_else(OnceLock::new, OnceLock::from);
     }
 
-    fn table(&mut self, s: u64) -> Result<&Vec<u8>> {
-        if self.tables.get(s as usize).is_none_or(Option::is_none) {
-            let mut t = vec![0u8; self.table_len()];
-            let off = s * self.seg + self.table_off;
-            let flen = self.file.len()?;
-            if off < flen {
-                let n = (t.len() as u64).min(flen - off) as usize;
-                self.file.read_exact_at(&mut t[..n], off)?;
-            }
-            self.set_table(s, Some(t));
+    /// The checksum table of closed segment `s`, read from the file and cached on first use. Entries past the
+    /// file's end read as zeros (blocks never written).
+    fn table(&self, s: u64) -> Result<&[u8]> {
+        let cell = self.tables.get(s as usize).ok_or_else(|| corrupt(format!("no segment {s}")))?;
+        if let Some(t) = cell.get() {
+            return Ok(t);
         }
-        self.tables.get(s as usize).and_then(Option::as_ref).ok_or_else(|| corrupt("checksum table vanished"))
+        let mut t = vec![0u8; self.table_len()];
+        let off = s * self.seg + self.table_off;
+        let flen = self.file.len()?;
+        if off < flen {
+            let n = (t.len() as u64).min(flen - off) as usize;
+            self.file.read_exact_at(&mut t[..n], off)?;
+        }
+        // A concurrent reader may have won: both read the same bytes.
+        let _ = cell.set(t);
+        cell.get().map(Vec::as_slice).ok_or_else(|| corrupt("checksum table vanished"))
     }
 
     /// Reads `buf.len()` bytes at `addr`, verifying block checksums. REQUIRES: the range lies in one segment.
     pub fn read(&mut self, addr: u64, buf: &mut [u8]) -> Result<()> {
-        if buf.is_empty() {
-            return Ok(());
-        }
-        let s = addr / self.seg;
-        let off = addr % self.seg;
-        let end = off + buf.len() as u64;
-        if end > self.cap {
-            return Err(corrupt(format!("extent at {addr} runs past its segment's data area")));
-        }
-        if let Some(o) = self.open.as_ref().filter(|o| o.id == s) {
-            if end > o.fill as u64 {
-                return Err(corrupt(format!("extent at {addr} maps unwritten bytes of the open segment")));
-            }
-            buf.copy_from_slice(&o.buf[off as usize..end as usize]);
-            return Ok(());
-        }
-        let (bs, seg) = (self.bs, self.seg);
-        let b0 = off / bs;
-        let b1 = (end - 1) / bs;
-        self.table(s)?;
-        let file = &self.file;
-        let t = match self.tables.get(s as usize).and_then(Option::as_ref) {
-            Some(t) => &t[(b0 * 8) as usize..((b1 + 1) * 8) as usize],
-            None => return Err(corrupt("checksum table vanished")),
+        self.read_shared(addr, buf)
+    }
+
+    /// [`Segments::read`] through a shared reference, for concurrent readers.
+    pub fn read_shared(&self, addr: u64, buf: &mut [u8]) -> Result<()> {
+        let Some(c) = self.block_check(addr, buf.len())? else {
+            return match self.open.as_ref() {
+                Some(o) if !buf.is_empty() => {
+                    let off = (addr % self.seg) as usize;
+                    buf.copy_from_slice(&o.buf[off..off + buf.len()]);
+                    Ok(())
+                }
+                _ => Ok(()),
+            };
         };
-        let fill_of = |b: u64| {
-            let i = ((b - b0) * 8) as usize;
-            u16::from_le_bytes([t[i + 4], t[i + 5]]) as u64
-        };
-        let last_fill = fill_of(b1);
-        if b1 * bs + last_fill < end {
-            return Err(corrupt(format!(
-                "extent at {addr} maps bytes its segment's checksum table never covered"
-            )));
-        }
-        let rstart = b0 * bs;
-        let rend = b1 * bs + last_fill;
+        let (bs, s) = (self.bs, c.seg);
+        let (b0, b1) = (c.rstart / bs, (c.rend - 1) / bs);
+        let end = c.seg_off + buf.len() as u64;
         // Whole blocks requested exactly (the common aligned read): read straight into the caller's buffer.
-        let direct = rstart == off && rend == end;
+        let direct = c.rstart == c.seg_off && c.rend == end;
         let mut raw = Vec::new();
         if !direct {
-            raw = vec![0u8; (rend - rstart) as usize];
+            raw = vec![0u8; (c.rend - c.rstart) as usize];
         }
         let dst: &mut [u8] = if direct { &mut *buf } else { &mut raw };
-        file.read_exact_at(dst, s * seg + rstart).map_err(|e| {
-            if e.kind() == std::io::ErrorKind::UnexpectedEof {
-                corrupt(format!("segment {s} is shorter than its checksum table says"))
-            } else {
-                Error::from(e)
-            }
-        })?;
+        self.read_raw(s, c.rstart, dst)?;
         for b in b0..=b1 {
-            let fill = fill_of(b);
-            let i = ((b - b0) * 8) as usize;
-            let crc = u32::from_le_bytes([t[i], t[i + 1], t[i + 2], t[i + 3]]);
-            if fill > bs || (b < b1 && fill != bs) {
-                return Err(corrupt(format!("segment {s} block {b}: bad fill {fill}")));
-            }
+            let fill = self.check_fill(s, b, b1)?;
             let a = ((b - b0) * bs) as usize;
-            if crc_block(s * seg + b * bs, &dst[a..a + fill as usize]) != crc {
-                return Err(corrupt(format!("segment {s} block {b}: checksum mismatch")));
-            }
+            self.verify_block(s, b, &dst[a..a + fill as usize])?;
         }
         if !direct {
-            let a = (off - rstart) as usize;
+            let a = (c.seg_off - c.rstart) as usize;
             buf.copy_from_slice(&raw[a..a + buf.len()]);
         }
         Ok(())
     }
 
-    /// [`Segments::read`] through a shared reference, for concurrent readers: the checksum entries come from the
-    /// cached table when there is one, else straight from the file without caching them. Reading the file is
-    /// exact there: a segment's entries reach the file when it is flushed, and a closed open segment's table stays
-    /// cached. REQUIRES: the range lies in one segment.
-    pub fn read_shared(&self, addr: u64, buf: &mut [u8]) -> Result<()> {
-        if buf.is_empty() {
-            return Ok(());
+    /// The current generation (see the field).
+    pub(crate) fn generation(&self) -> u64 {
+        self.generation
+    }
+
+    /// Bytes per checksum block.
+    pub(crate) fn block_size(&self) -> u64 {
+        self.bs
+    }
+
+    /// The read of `len` bytes at `addr` placed in its closed segment, after checking the range (and loading the
+    /// segment's checksum table); `None` when `len` is 0 or the range is valid in the open segment (read it from
+    /// the segment buffer).
+    pub(crate) fn block_check(&self, addr: u64, len: usize) -> Result<Option<BlockCheck>> {
+        if len == 0 {
+            return Ok(None);
         }
-        let (bs, seg) = (self.bs, self.seg);
-        let (s, off) = (addr / seg, addr % seg);
-        let end = off + buf.len() as u64;
+        let (s, off) = (addr / self.seg, addr % self.seg);
+        let end = off + len as u64;
         if end > self.cap {
             return Err(corrupt(format!("extent at {addr} runs past its segment's data area")));
         }
@@ -457,58 +468,87 @@ impl Segments {
             if end > o.fill as u64 {
                 return Err(corrupt(format!("extent at {addr} maps unwritten bytes of the open segment")));
             }
-            buf.copy_from_slice(&o.buf[off as usize..end as usize]);
-            return Ok(());
+            return Ok(None);
         }
-        let (b0, b1) = (off / bs, (end - 1) / bs);
-        let (ta, tb) = ((b0 * 8) as usize, ((b1 + 1) * 8) as usize);
-        let t = match self.tables.get(s as usize).and_then(Option::as_ref) {
-            Some(t) => t[ta..tb].to_vec(),
-            None => {
-                let mut t = vec![0u8; tb - ta];
-                let at = s * seg + self.table_off + ta as u64;
-                let flen = self.file.len()?;
-                if at < flen {
-                    let n = (t.len() as u64).min(flen - at) as usize;
-                    self.file.read_exact_at(&mut t[..n], at)?;
-                }
-                t
-            }
-        };
-        let entry = |b: u64| {
-            let i = ((b - b0) * 8) as usize;
-            (
-                u32::from_le_bytes([t[i], t[i + 1], t[i + 2], t[i + 3]]),
-                u16::from_le_bytes([t[i + 4], t[i + 5]]) as u64,
-            )
-        };
-        let rend = b1 * bs + entry(b1).1;
+        self.table(s)?;
+        let b1 = (end - 1) / self.bs;
+        let rend = b1 * self.bs + self.block_fill(s, b1);
         if rend < end {
             return Err(corrupt(format!(
                 "extent at {addr} maps bytes its segment's checksum table never covered"
             )));
         }
-        let rstart = b0 * bs;
-        let mut raw = vec![0u8; (rend - rstart) as usize];
-        self.file.read_exact_at(&mut raw, s * seg + rstart).map_err(|e| {
+        Ok(Some(BlockCheck { seg: s, seg_off: off, rstart: off / self.bs * self.bs, rend }))
+    }
+
+    /// The fill of block `b` of closed segment `s` by its loaded table (0: unwritten, or no such block).
+    pub(crate) fn block_fill(&self, s: u64, b: u64) -> u64 {
+        let Some(t) = self.tables.get(s as usize).and_then(OnceLock::get) else { return 0 };
+        let i = (b * 8) as usize;
+        t.get(i + 4..i + 6).map_or(0, |f| u16::from_le_bytes([f[0], f[1]]) as u64)
+    }
+
+    /// Block `b`'s fill, checked as a block of a read whose last block is `b1`: at most a block, and whole unless
+    /// it is the last.
+    pub(crate) fn check_fill(&self, s: u64, b: u64, b1: u64) -> Result<u64> {
+        let fill = self.block_fill(s, b);
+        if fill > self.bs || (b < b1 && fill != self.bs) {
+            return Err(corrupt(format!("segment {s} block {b}: bad fill {fill}")));
+        }
+        Ok(fill)
+    }
+
+    /// Checks `data`, the written bytes of block `b` of closed segment `s`, against the loaded table.
+    pub(crate) fn verify_block(&self, s: u64, b: u64, data: &[u8]) -> Result<()> {
+        let crc = self
+            .tables
+            .get(s as usize)
+            .and_then(OnceLock::get)
+            .and_then(|t| t.get((b * 8) as usize..(b * 8 + 4) as usize))
+            .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]));
+        if crc != Some(crc_block(s * self.seg + b * self.bs, data)) {
+            return Err(corrupt(format!("segment {s} block {b}: checksum mismatch")));
+        }
+        Ok(())
+    }
+
+    /// Reads segment `s`'s bytes from segment-relative offset `start` into `buf`, unverified.
+    pub(crate) fn read_raw(&self, s: u64, start: u64, buf: &mut [u8]) -> Result<()> {
+        self.file.read_exact_at(buf, s * self.seg + start).map_err(|e| {
             if e.kind() == std::io::ErrorKind::UnexpectedEof {
                 corrupt(format!("segment {s} is shorter than its checksum table says"))
             } else {
                 Error::from(e)
             }
-        })?;
-        for b in b0..=b1 {
-            let (crc, fill) = entry(b);
-            if fill > bs || (b < b1 && fill != bs) {
-                return Err(corrupt(format!("segment {s} block {b}: bad fill {fill}")));
-            }
-            let a = ((b - b0) * bs) as usize;
-            if crc_block(s * seg + b * bs, &raw[a..a + fill as usize]) != crc {
-                return Err(corrupt(format!("segment {s} block {b}: checksum mismatch")));
-            }
-        }
-        let a = (off - rstart) as usize;
-        buf.copy_from_slice(&raw[a..a + buf.len()]);
-        Ok(())
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// After a reopen no checksum table is cached. A read through a shared reference used to read the entries it
+    /// needed from the file every time without keeping them, so every later read paid a second positional read.
+    #[test]
+    fn regression_shared_reads_cache_the_checksum_table() {
+        let fs: Arc<dyn vfs::Fs> = Arc::new(vfs::MemFs::new());
+        let path = std::path::Path::new("/data");
+        let opts = Options::tiny();
+        let file = fs.open(path, vfs::OpenMode::CreateNew).unwrap_or_else(|e| panic!("create: {e}"));
+        let mut segs = Segments::new(file, &opts).unwrap_or_else(|e| panic!("new: {e}"));
+        let data: Vec<u8> = (0..100u8).collect();
+        let (addr, n) = segs.append(&data, true).unwrap_or_else(|e| panic!("append: {e}"));
+        assert_eq!(n, data.len());
+        segs.close_open().unwrap_or_else(|e| panic!("close: {e}"));
+        segs.sync().unwrap_or_else(|e| panic!("sync: {e}"));
+        let file = fs.open(path, vfs::OpenMode::ReadWrite).unwrap_or_else(|e| panic!("open: {e}"));
+        let segs = Segments::new(file, &opts).unwrap_or_else(|e| panic!("reopen: {e}"));
+        let s = (addr / opts.segment_size) as usize;
+        assert!(segs.tables[s].get().is_none());
+        let mut buf = vec![0u8; data.len()];
+        segs.read_shared(addr, &mut buf).unwrap_or_else(|e| panic!("read: {e}"));
+        assert_eq!(buf, data);
+        assert!(segs.tables[s].get().is_some(), "the table read for the first read is kept");
     }
 }
