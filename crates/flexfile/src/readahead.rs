@@ -22,7 +22,7 @@ use crate::error::Result;
 use crate::segments::Segments;
 
 /// Windows kept per reader: one for the bytes in their original order, the rest for the runs of recent commits.
-const WINDOWS: usize = 4;
+const WINDOWS: usize = 8;
 /// Default bytes of one window.
 pub const DEFAULT_WINDOW_BYTES: u64 = 8 << 10;
 
@@ -36,7 +36,7 @@ struct Window {
 }
 
 /// Read-ahead state of one sequential reader; see the module comment. Create one per scan and pass it to
-/// [`crate::FlexFile::read_at_ahead`]; it holds at most four windows of `window_bytes`.
+/// [`crate::FlexFile::read_at_ahead`]; it holds at most eight windows of `window_bytes`.
 pub struct ReadAhead {
     windows: Vec<Window>,
     next: usize,
