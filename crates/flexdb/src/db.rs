@@ -66,9 +66,10 @@ pub struct Stats {
     pub table_collapsed_bytes: u64,
     /// Bytes the FlexFile wrote (data, log, tree).
     pub table_bytes_written: u64,
-    /// The part of `table_bytes_written` that is FlexTree metadata (its operation log and checkpoints) rather
-    /// than record bytes.
-    pub table_metadata_bytes_written: u64,
+    /// The part of `table_bytes_written` that is the FlexTree's operation log.
+    pub table_log_bytes_written: u64,
+    /// The part of `table_bytes_written` that is FlexTree checkpoints (tree nodes and headers).
+    pub table_tree_bytes_written: u64,
     /// Interval splits.
     pub interval_splits: u64,
     /// Interval merges and removals.
@@ -523,7 +524,8 @@ impl Db {
             table_inserted_bytes: r(&t.inserted_bytes),
             table_collapsed_bytes: r(&t.collapsed_bytes),
             table_bytes_written: fs.data_bytes_written + fs.log_bytes_written + fs.tree_bytes_written,
-            table_metadata_bytes_written: fs.log_bytes_written + fs.tree_bytes_written,
+            table_log_bytes_written: fs.log_bytes_written,
+            table_tree_bytes_written: fs.tree_bytes_written,
             table_extents: fs.extents,
             interval_splits: r(&t.splits),
             interval_merges: r(&t.merges),

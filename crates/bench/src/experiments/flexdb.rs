@@ -20,7 +20,8 @@
 //!   tables, FlexFile data, log and tree, after a flush and until compactions finish), `io_write_bytes` (the
 //!   kernel's count of bytes this process sent to storage, `/proc/self/io`, the same span) and
 //!   `write_amplification` (`bytes_written` over the user bytes); FlexDB's rows split `bytes_written` into
-//!   `wal_bytes`, `table_record_bytes` and `table_metadata_bytes` (its FlexTree log and checkpoints).
+//!   `wal_bytes`, `table_record_bytes`, `table_log_bytes` and `table_tree_bytes` (its FlexTree's operation log
+//!   and checkpoints).
 //! - `get-{seq,zipf,comp}` and `scan50-zipf`: the UDB dataset loaded in key order, then Zipfian updates of half of
 //!   it (the paper's randomised layout), settled; then point lookups and 50-record scans.
 //! - `recovery`: that store closed and reopened; time of the open (WAL replay and, for FlexDB, the sparse index
@@ -111,8 +112,12 @@ impl Kv for Flex {
         let s = self.0.stats();
         vec![
             ("wal_bytes", s.wal_bytes as f64),
-            ("table_record_bytes", (s.table_bytes_written - s.table_metadata_bytes_written) as f64),
-            ("table_metadata_bytes", s.table_metadata_bytes_written as f64),
+            (
+                "table_record_bytes",
+                (s.table_bytes_written - s.table_log_bytes_written - s.table_tree_bytes_written) as f64,
+            ),
+            ("table_log_bytes", s.table_log_bytes_written as f64),
+            ("table_tree_bytes", s.table_tree_bytes_written as f64),
         ]
     }
     fn cache_counts(&self) -> (u64, u64) {
