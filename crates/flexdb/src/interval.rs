@@ -66,11 +66,12 @@ impl Interval {
         Ok(Interval { buf: buf.into_boxed_slice(), ents: ents.into_boxed_slice() })
     }
 
-    /// Packs records (REQUIRES: strictly increasing keys, each within the record limits).
-    pub fn from_recs(recs: &[Rec]) -> Interval {
-        let mut buf = Vec::with_capacity(recs.iter().map(|r| r.0.len() + r.1.len()).sum());
+    /// Packs records, owned or borrowed (REQUIRES: strictly increasing keys, each within the record limits).
+    pub fn from_recs<K: AsRef<[u8]>, V: AsRef<[u8]>>(recs: &[(K, V)]) -> Interval {
+        let mut buf = Vec::with_capacity(recs.iter().map(|r| r.0.as_ref().len() + r.1.as_ref().len()).sum());
         let mut ents = Vec::with_capacity(recs.len());
         for (k, v) in recs {
+            let (k, v) = (k.as_ref(), v.as_ref());
             ents.push(Ent { at: buf.len() as u64, klen: k.len() as u32, vlen: v.len() as u32 });
             buf.extend_from_slice(k);
             buf.extend_from_slice(v);

@@ -69,13 +69,21 @@ pub struct Table {
     pub stats: TableStats,
 }
 
-fn rec_len(r: &Rec) -> u64 {
-    record::encoded_len(&r.0, &r.1) as u64
+/// A record borrowed from a cached interval or a memtable: the committer's working form (building owned
+/// records cost two allocations and two frees per record of every interval a commit touched).
+type RecRef<'a> = (&'a [u8], &'a [u8]);
+
+fn rec_len<K: AsRef<[u8]>, V: AsRef<[u8]>>(r: &(K, V)) -> u64 {
+    record::encoded_len(r.0.as_ref(), r.1.as_ref()) as u64
 }
 
 /// The cached form of records the committer holds.
-fn packed(recs: &[Rec]) -> IntervalData {
+fn packed<K: AsRef<[u8]>, V: AsRef<[u8]>>(recs: &[(K, V)]) -> IntervalData {
     Arc::new(Interval::from_recs(recs))
+}
+
+fn borrowed(recs: &[Rec]) -> Vec<RecRef<'_>> {
+    recs.iter().map(|(k, v)| (&k[..], &v[..])).collect()
 }
 
 /// Records `range` of a cached interval, as a table scan returns them: in key order, or reversed when
@@ -107,24 +115,32 @@ struct Edit {
     new: Vec<u8>,
 }
 
+/// New bytes past which an edit stops growing: a sequential load appends a whole memtable to one interval, and
+/// one buffer that size came from fresh pages on every commit (with 4 MiB memtables, sequential loads ran 15 %
+/// slower than with one FlexFile operation per record); a few log entries per memtable are nothing.
+const EDIT_BYTES: usize = 64 << 10;
+
 /// Merges sorted memtable entries into an interval's records: the new records, the edits that turn the old bytes
-/// into the new ones (in offset order, adjacent changes coalesced, none empty), and whether an old record was
+/// into the new ones (in offset order, adjacent changes coalesced up to [`EDIT_BYTES`], none empty), and whether an old record was
 /// removed or replaced (the interval may have shrunk: a merge is worth trying).
 /// A put of the value a record already holds changes nothing.
-fn plan_edits(old: Vec<Rec>, group: &[(&[u8], &MemValue)]) -> (Vec<Rec>, Vec<Edit>, bool) {
-    let mut recs: Vec<Rec> = Vec::with_capacity(old.len() + group.len());
+fn plan_edits<'a>(
+    old: &'a Interval,
+    group: &[(&'a [u8], &'a MemValue)],
+) -> (Vec<RecRef<'a>>, Vec<Edit>, bool) {
+    let mut recs: Vec<RecRef<'a>> = Vec::with_capacity(old.len() + group.len());
     let mut edits: Vec<Edit> = Vec::new();
     let mut removed = false;
-    let mut old = old.into_iter().peekable();
+    let mut old = old.iter().peekable();
     let mut off = 0u64;
     for &(k, v) in group {
-        while let Some(r) = old.next_if(|r| *r.0 < *k) {
+        while let Some(r) = old.next_if(|r| r.0 < k) {
             off += rec_len(&r);
             recs.push(r);
         }
         let mut old_len = 0;
-        if let Some(r) = old.next_if(|r| *r.0 == *k) {
-            if matches!(v, MemValue::Put(val) if *val == r.1) {
+        if let Some(r) = old.next_if(|r| r.0 == k) {
+            if matches!(v, MemValue::Put(val) if **val == *r.1) {
                 off += rec_len(&r);
                 recs.push(r);
                 continue;
@@ -135,11 +151,11 @@ fn plan_edits(old: Vec<Rec>, group: &[(&[u8], &MemValue)]) -> (Vec<Rec>, Vec<Edi
         let mut new = Vec::new();
         if let MemValue::Put(val) = v {
             record::encode(&mut new, k, val);
-            recs.push((k.into(), val.clone()));
+            recs.push((k, val));
         }
         if old_len > 0 || !new.is_empty() {
             match edits.last_mut() {
-                Some(e) if e.old_off + e.old_len == off => {
+                Some(e) if e.old_off + e.old_len == off && e.new.len() < EDIT_BYTES => {
                     e.old_len += old_len;
                     e.new.extend_from_slice(&new);
                 }
@@ -431,16 +447,16 @@ impl Table {
     /// not one per record. Every FlexFile operation costs a FlexTree update and 24-byte log entries, which
     /// otherwise made a quarter of the bytes a sequential load wrote.
     fn apply_group(&self, idx: &mut SparseIndex, p: Pos, group: &[(&[u8], &MemValue)]) -> Result<u64> {
-        let old_recs: Vec<Rec> = self.load(idx, p)?.to_recs();
+        let old = self.load(idx, p)?;
         let base = idx.offset(p);
         let mut file = self.file.write();
         if self.rewrite_extents > 0 {
             let size = idx.get(p).size;
             if file.tree().query(base, size)?.len() > self.rewrite_extents {
-                return self.rewrite_group(idx, p, file, old_recs, group);
+                return self.rewrite_group(idx, p, file, old.to_recs(), group);
             }
         }
-        let (recs, edits, removed) = plan_edits(old_recs, group);
+        let (recs, edits, removed) = plan_edits(&old, group);
         let (mut delta, mut written) = (0i64, 0u64);
         for e in &edits {
             // Earlier edits moved this one's old offset by `delta`.
@@ -456,7 +472,7 @@ impl Table {
         }
         self.stats.inserted_bytes.fetch_add(written, Ordering::Relaxed);
         idx.resize(p, delta);
-        self.finish_group(idx, p, file, recs, removed)?;
+        self.finish_group(idx, p, file, &recs, removed)?;
         Ok(written)
     }
 
@@ -467,7 +483,7 @@ impl Table {
         idx: &mut SparseIndex,
         p: Pos,
         mut file: parking_lot::RwLockWriteGuard<'_, FlexFile>,
-        recs: Vec<Rec>,
+        recs: &[RecRef<'_>],
         removed: bool,
     ) -> Result<()> {
         let base = idx.offset(p);
@@ -488,7 +504,7 @@ impl Table {
             drop(file);
             self.maybe_merge(idx, p, recs)?;
         } else {
-            self.cache.put(id, packed(&recs));
+            self.cache.put(id, packed(recs));
         }
         Ok(())
     }
@@ -531,7 +547,7 @@ impl Table {
         self.stats.collapsed_bytes.fetch_add(old, Ordering::Relaxed);
         self.stats.inserted_bytes.fetch_add(buf.len() as u64, Ordering::Relaxed);
         idx.resize(p, buf.len() as i64 - old as i64);
-        self.finish_group(idx, p, file, recs, removed)?;
+        self.finish_group(idx, p, file, &borrowed(&recs), removed)?;
         Ok(buf.len() as u64)
     }
 
@@ -542,61 +558,44 @@ impl Table {
         file: &mut FlexFile,
         p: Pos,
         base: u64,
-        recs: Vec<Rec>,
+        recs: &[RecRef<'_>],
     ) -> Result<()> {
-        let mut chunks: Vec<Vec<Rec>> = vec![Vec::new()];
-        let mut bytes = 0u64;
-        for r in recs {
-            let n = rec_len(&r);
-            let last = chunks.last_mut().map(|c| c.len()).unwrap_or(0);
-            if last > 0 && (last >= self.max_keys || bytes + n > self.max_bytes) {
-                chunks.push(Vec::new());
-                bytes = 0;
-            }
-            bytes += n;
-            if let Some(c) = chunks.last_mut() {
-                c.push(r);
-            }
-        }
         let mut at = p;
         let mut off = base;
-        let n = chunks.len();
-        for (i, chunk) in chunks.into_iter().enumerate() {
-            let size: u64 = chunk.iter().map(rec_len).sum();
-            if i > 0 {
+        let mut rest = recs;
+        while !rest.is_empty() {
+            // The longest prefix within both limits (at least one record).
+            let (mut n, mut size) = (0usize, 0u64);
+            while n < rest.len() && n < self.max_keys {
+                let l = rec_len(&rest[n]);
+                if n > 0 && size + l > self.max_bytes {
+                    break;
+                }
+                size += l;
+                n += 1;
+            }
+            let (chunk, tail) = rest.split_at(n);
+            if off != base {
                 file.set_tag(off, ANCHOR_TAG)?;
             }
-            if i + 1 < n {
-                let next_key = {
-                    // The next chunk's first key becomes the new interval's index key.
-                    let next_off = off + size;
-                    Self::read_key_at_noverify(file, next_off)?
-                };
-                let id = idx.get(at).id;
-                let new = idx.split(at, size, next_key);
-                self.cache.put(id, packed(&chunk));
+            let id = idx.get(at).id;
+            if let Some(next) = tail.first() {
+                // The next chunk's first key becomes the new interval's index key.
+                let new = idx.split(at, size, next.0.into());
+                self.cache.put(id, packed(chunk));
                 at = new;
                 self.stats.splits.fetch_add(1, Ordering::Relaxed);
             } else {
-                self.cache.put(idx.get(at).id, packed(&chunk));
+                self.cache.put(id, packed(chunk));
             }
             off += size;
+            rest = tail;
         }
         Ok(())
     }
 
-    fn read_key_at_noverify(file: &mut FlexFile, off: u64) -> Result<Box<[u8]>> {
-        let mut head = vec![0u8; 20.min((file.size() - off) as usize)];
-        file.read(off, &mut head)?;
-        let (klen, _, h) = record::decode_header(&head)?
-            .ok_or_else(|| Error::corruption("table", "truncated record header"))?;
-        let mut key = vec![0u8; klen];
-        file.read(off + h as u64, &mut key)?;
-        Ok(key.into())
-    }
-
     /// Merges the interval at `p` with its successor when both together stay within half of both limits.
-    fn maybe_merge(&self, idx: &mut SparseIndex, p: Pos, mut recs: Vec<Rec>) -> Result<()> {
+    fn maybe_merge(&self, idx: &mut SparseIndex, p: Pos, recs: &[RecRef<'_>]) -> Result<()> {
         let id = idx.get(p).id;
         if let Some(n) = idx.next(p) {
             let nsize = idx.get(n).size;
@@ -604,14 +603,16 @@ impl Table {
             if (size + nsize) * 2 <= self.max_bytes {
                 let next = self.load(idx, n)?;
                 if (recs.len() + next.len()) * 2 <= self.max_keys {
-                    recs.extend(next.iter().map(|(k, v)| (k.into(), v.into())));
+                    let all: Vec<RecRef<'_>> = recs.iter().copied().chain(next.iter()).collect();
                     let gone = idx.remove(n);
                     self.cache.remove(gone.id);
                     self.stats.merges.fetch_add(1, Ordering::Relaxed);
+                    self.cache.put(id, packed(&all));
+                    return Ok(());
                 }
             }
         }
-        self.cache.put(id, packed(&recs));
+        self.cache.put(id, packed(recs));
         Ok(())
     }
 
@@ -714,12 +715,16 @@ mod tests {
         (k.as_bytes().into(), v.as_bytes().into())
     }
 
-    fn encode_all(recs: &[Rec]) -> Vec<u8> {
+    fn encode_all<K: AsRef<[u8]>, V: AsRef<[u8]>>(recs: &[(K, V)]) -> Vec<u8> {
         let mut out = Vec::new();
         for (k, v) in recs {
-            record::encode(&mut out, k, v);
+            record::encode(&mut out, k.as_ref(), v.as_ref());
         }
         out
+    }
+
+    fn owned(recs: &[RecRef<'_>]) -> Vec<Rec> {
+        recs.iter().map(|&(k, v)| (k.into(), v.into())).collect()
     }
 
     /// Applies `edits` to `bytes` the way `apply_group` applies them to the file.
@@ -743,12 +748,28 @@ mod tests {
         let (c, d, e) = (put("3"), put("4"), put("5"));
         let group: Vec<(&[u8], &MemValue)> = vec![(b"c", &c), (b"d", &d), (b"e", &e)];
         let before = encode_all(&old);
-        let (recs, edits, removed) = plan_edits(old, &group);
+        let iv = Interval::from_recs(&old);
+        let (recs, edits, removed) = plan_edits(&iv, &group);
         assert_eq!(edits.len(), 1);
         assert_eq!((edits[0].old_off, edits[0].old_len), (before.len() as u64, 0));
         assert!(!removed);
         assert_eq!(apply(before, &edits), encode_all(&recs));
         assert_eq!(recs.len(), 5);
+    }
+
+    #[test]
+    fn a_long_run_of_new_keys_is_cut_into_bounded_edits() {
+        let old = vec![rec("a", "1")];
+        let value = "v".repeat(1000);
+        let vals: Vec<MemValue> = (0..200).map(|_| put(&value)).collect();
+        let keys: Vec<String> = (0..200).map(|i| format!("k{i:04}")).collect();
+        let group: Vec<(&[u8], &MemValue)> = keys.iter().map(|k| k.as_bytes()).zip(&vals).collect();
+        let before = encode_all(&old);
+        let iv = Interval::from_recs(&old);
+        let (recs, edits, _) = plan_edits(&iv, &group);
+        assert!(edits.len() >= 3, "200 KB of new records in {} edits", edits.len());
+        assert!(edits.iter().all(|e| e.new.len() < EDIT_BYTES + 1100));
+        assert_eq!(apply(before, &edits), encode_all(&recs));
     }
 
     #[test]
@@ -758,12 +779,13 @@ mod tests {
         // a and b change (one edit), c is rewritten with its own value (no edit), d is deleted (a second edit).
         let group: Vec<(&[u8], &MemValue)> = vec![(b"a", &x), (b"b", &x), (b"c", &same), (b"d", &del)];
         let before = encode_all(&old);
-        let (recs, edits, removed) = plan_edits(old, &group);
+        let iv = Interval::from_recs(&old);
+        let (recs, edits, removed) = plan_edits(&iv, &group);
         assert_eq!(edits.len(), 2);
         assert_eq!(edits[0].old_off, 0);
         assert!(edits[1].new.is_empty());
         assert!(removed);
-        assert_eq!(recs, vec![rec("a", "xx"), rec("b", "xx"), rec("c", "3")]);
+        assert_eq!(owned(&recs), vec![rec("a", "xx"), rec("b", "xx"), rec("c", "3")]);
         assert_eq!(apply(before, &edits), encode_all(&recs));
     }
 
@@ -772,10 +794,11 @@ mod tests {
         let old = vec![rec("a", "1")];
         let del = MemValue::Delete;
         let group: Vec<(&[u8], &MemValue)> = vec![(b"b", &del)];
-        let (recs, edits, removed) = plan_edits(old, &group);
+        let iv = Interval::from_recs(&old);
+        let (recs, edits, removed) = plan_edits(&iv, &group);
         assert!(edits.is_empty());
         assert!(!removed);
-        assert_eq!(recs, vec![rec("a", "1")]);
+        assert_eq!(owned(&recs), vec![rec("a", "1")]);
     }
 
     /// Random intervals and groups against a `BTreeMap` model: the edits turn the old bytes into the new records'
@@ -808,12 +831,14 @@ mod tests {
                 };
             }
             let before = encode_all(&old);
-            let (recs, edits, _) = plan_edits(old, &group);
+            let iv = Interval::from_recs(&old);
+            let (recs, edits, _) = plan_edits(&iv, &group);
             let want: Vec<Rec> = model.iter().map(|(k, v)| rec(k, v)).collect();
-            assert_eq!(recs, want);
+            assert_eq!(owned(&recs), want);
             assert_eq!(apply(before, &edits), encode_all(&recs));
             for w in edits.windows(2) {
-                assert!(w[0].old_off + w[0].old_len < w[1].old_off, "edits overlap or touch: {w:?}");
+                let (end, next) = (w[0].old_off + w[0].old_len, w[1].old_off);
+                assert!(end < next || (end == next && w[0].new.len() >= EDIT_BYTES), "edits overlap: {w:?}");
             }
             assert!(edits.iter().all(|e| e.old_len > 0 || !e.new.is_empty()));
         }
