@@ -663,14 +663,17 @@ impl Inner {
     }
 
     fn append(&self, w: &mut WalWriter, ops: &[Op], wo: WriteOptions) -> Result<()> {
-        let rec = wal::encode_batch(ops);
-        if let Err(e) = w.append(&rec, wo.sync) {
-            // The log's tail is unknown now: refuse further writes rather than risk a gap.
-            self.set_bg(&e);
-            return Err(e);
+        match w.append_batch(ops, wo.sync) {
+            Ok(n) => {
+                self.wal_bytes.fetch_add(n, Ordering::Relaxed);
+                Ok(())
+            }
+            Err(e) => {
+                // The log's tail is unknown now: refuse further writes rather than risk a gap.
+                self.set_bg(&e);
+                Err(e)
+            }
         }
-        self.wal_bytes.fetch_add(rec.len() as u64, Ordering::Relaxed);
-        Ok(())
     }
 
     /// Waits until no immutable memtable is pending.
