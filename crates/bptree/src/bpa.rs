@@ -110,6 +110,25 @@ impl<K: Ord + Default, V: Default> Bpa<K, V> {
         p.checked_sub(1)
     }
 
+    /// Whether `key` is above every key of the leaf, when that is cheap to tell (`false` when unsure): the last
+    /// log entry of a sorted log and the largest entry of the last block, if that block is sorted, bound all.
+    /// Ascending inserts then skip the lookup our insert makes to keep log and blocks disjoint (see the type
+    /// comment), which otherwise scanned the whole log on every insert of a sequential load.
+    #[inline]
+    fn above_all(&self, key: &K) -> bool {
+        let j = self.log_len as usize;
+        if j > 0 && !(self.log_sorted && self.keys[j - 1] < *key) {
+            return false;
+        }
+        let Some(b) = (self.header_len as usize).checked_sub(1) else { return true };
+        let max = match self.count(b) {
+            0 => self.hdr(b),
+            n if self.block_sorted(b) => self.blk(b) + n - 1,
+            _ => return false,
+        };
+        self.keys[max] < *key
+    }
+
     /// Slot holding `key`: the header, one block, then the log (paper §3, "Find", reordered).
     #[inline]
     fn find_slot<Q>(&self, key: &Q) -> Option<usize>
@@ -441,7 +460,9 @@ impl<K: Ord + Default, V: Default> Leaf<K, V> for Bpa<K, V> {
     }
 
     fn insert(&mut self, key: K, value: V, stats: &mut Stats) -> Option<V> {
-        if let Some(slot) = self.find_slot(&key) {
+        if !self.above_all(&key)
+            && let Some(slot) = self.find_slot(&key)
+        {
             return Some(mem::replace(&mut self.vals[slot], value));
         }
         let j = self.log_len as usize;
@@ -1070,6 +1091,32 @@ mod tests {
         let mut b = B::new(&opts());
         b.load_sorted(keys.iter().map(|&k| (k, k * 10)));
         b
+    }
+
+    /// Ascending inserts take the fast path past the duplicate lookup; updates of keys already there (in the log,
+    /// a header or a block, sorted or not) must still find them, and the leaf stays exact.
+    #[test]
+    fn ascending_inserts_skip_the_lookup_but_updates_still_find_their_key() {
+        let mut b = B::new(&opts());
+        let mut st = Stats::default();
+        for k in (0..14u64).map(|k| k * 10) {
+            assert!(b.above_all(&k));
+            assert_eq!(b.insert(k, k, &mut st), None);
+            b.check().unwrap_or_else(|e| panic!("after {k}: {e}"));
+        }
+        for k in (0..14u64).rev().map(|k| k * 10) {
+            assert!(!b.above_all(&k));
+            assert_eq!(b.insert(k, k + 1, &mut st), Some(k), "update of {k}");
+        }
+        // An out-of-order key unsorts the log: the fast path must not trust it any more.
+        assert_eq!(b.insert(5, 5, &mut st), None);
+        assert_eq!(b.insert(131, 131, &mut st), None);
+        assert_eq!(b.insert(131, 7, &mut st), Some(131));
+        assert_eq!(b.len(), 16);
+        b.check().unwrap_or_else(|e| panic!("{e}"));
+        for k in (0..14u64).map(|k| k * 10) {
+            assert_eq!(b.get(&k).map(|(_, v)| *v), Some(k + 1));
+        }
     }
 
     /// Figure 2a, first insert: the log has room, the entry is appended to the log (Case 1).
