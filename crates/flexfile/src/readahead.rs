@@ -42,7 +42,7 @@ pub struct ReadAhead {
     next: usize,
     generation: u64,
     window_bytes: u64,
-    /// Positional reads issued through this reader (windows filled and ordinary reads).
+    /// Positional reads issued through this reader: windows filled, and reads too large for a window.
     pub reads: u64,
 }
 
