@@ -62,7 +62,7 @@ impl ReadAhead {
     /// REQUIRES: the range lies in one segment (one extent's piece).
     pub(crate) fn read(&mut self, segs: &Segments, addr: u64, buf: &mut [u8]) -> Result<()> {
         let Some(check) = segs.block_check(addr, buf.len())? else {
-            // Open segment, unloaded table or empty read: the ordinary path.
+            // The open segment (its buffer) or an empty read: the ordinary path.
             return segs.read_shared(addr, buf);
         };
         let bs = segs.block_size();
