@@ -329,13 +329,7 @@ impl Db {
 
     /// Live pairs with `start <= key < end` (`end = None`: unbounded) in key order, at most `limit`; reversed
     /// (largest first) when `reverse`. Copies every pair; [`Db::scan_with`] lends them instead.
-    pub fn scan(
-        &self,
-        start: &[u8],
-        end: Option<&[u8]>,
-        limit: usize,
-        reverse: bool,
-    ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+    pub fn scan(&self, start: &[u8], end: Option<&[u8]>, limit: usize, reverse: bool) -> Result<Vec<Pair>> {
         let mut out = Vec::new();
         self.scan_with(start, end, limit, reverse, |k, v| out.push((k.to_vec(), v.to_vec())))?;
         Ok(out)

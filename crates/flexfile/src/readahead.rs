@@ -62,8 +62,9 @@ impl ReadAhead {
     /// REQUIRES: the range lies in one segment (one extent's piece).
     pub(crate) fn read(&mut self, segs: &Segments, addr: u64, buf: &mut [u8]) -> Result<()> {
         let Some(check) = segs.block_check(addr, buf.len())? else {
-            // The open segment (its buffer) or an empty read: the ordinary path.
-            return segs.read_shared(addr, buf);
+            // The open segment (its buffer) or an empty read: no file read.
+            segs.read_open(addr, buf);
+            return Ok(());
         };
         let bs = segs.block_size();
         // Windows start at multiples of their size and may reach past one more to hold a straddling read, so
@@ -72,7 +73,7 @@ impl ReadAhead {
         let (b0, b1) = (check.rstart / bs, (check.rend - 1) / bs);
         if b1 - b0 + 1 > nblocks {
             self.reads += 1;
-            return segs.read_shared(addr, buf);
+            return segs.read_checked(check, buf);
         }
         if self.generation != segs.generation() {
             self.windows.clear();

@@ -409,16 +409,27 @@ impl Segments {
 
     /// [`Segments::read`] through a shared reference, for concurrent readers.
     pub fn read_shared(&self, addr: u64, buf: &mut [u8]) -> Result<()> {
-        let Some(c) = self.block_check(addr, buf.len())? else {
-            return match self.open.as_ref() {
-                Some(o) if !buf.is_empty() => {
-                    let off = (addr % self.seg) as usize;
-                    buf.copy_from_slice(&o.buf[off..off + buf.len()]);
-                    Ok(())
-                }
-                _ => Ok(()),
-            };
-        };
+        match self.block_check(addr, buf.len())? {
+            Some(c) => self.read_checked(c, buf),
+            None => {
+                self.read_open(addr, buf);
+                Ok(())
+            }
+        }
+    }
+
+    /// Copies `buf.len()` bytes at `addr` from the open segment's buffer. REQUIRES: [`Segments::block_check`]
+    /// returned `None` for this read.
+    pub(crate) fn read_open(&self, addr: u64, buf: &mut [u8]) {
+        if let Some(o) = self.open.as_ref().filter(|_| !buf.is_empty()) {
+            let off = (addr % self.seg) as usize;
+            buf.copy_from_slice(&o.buf[off..off + buf.len()]);
+        }
+    }
+
+    /// Reads and verifies the blocks of the read `c` describes and copies its bytes into `buf`. REQUIRES: `c` is
+    /// what [`Segments::block_check`] returned for this read (`buf.len()` bytes).
+    pub(crate) fn read_checked(&self, c: BlockCheck, buf: &mut [u8]) -> Result<()> {
         let (bs, s) = (self.bs, c.seg);
         let (b0, b1) = (c.rstart / bs, (c.rend - 1) / bs);
         let end = c.seg_off + buf.len() as u64;
