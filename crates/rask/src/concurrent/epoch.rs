@@ -116,11 +116,10 @@ impl Collector {
             let _ = self.global.compare_exchange(g, g + 1, Ordering::SeqCst, Ordering::SeqCst);
         }
         let now = self.global.load(Ordering::SeqCst);
+        // Freed after the lock is released, so other writers' retirements do not wait on the frees.
         let ready: Vec<Retired> = {
             let mut garbage = self.garbage.lock().unwrap_or_else(|p| p.into_inner());
-            let (old, young): (Vec<_>, Vec<_>) = garbage.drain(..).partition(|(e, _)| e + 2 <= now);
-            *garbage = young;
-            old.into_iter().map(|(_, r)| r).collect()
+            garbage.extract_if(.., |(e, _)| *e + 2 <= now).map(|(_, r)| r).collect()
         };
         for r in ready {
             // SAFETY: retired at least two epochs ago, so no pinned reader can still hold it (module comment).

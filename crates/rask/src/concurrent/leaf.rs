@@ -55,18 +55,31 @@ unsafe impl<V: Send + Sync> Send for Body<V> {}
 impl<V: RangeValue> Body<V> {
     /// A body of `capacity` slots (at least `entries.len()`) holding `entries`.
     pub(crate) fn new(capacity: usize, entries: Vec<(BlockRange, V)>) -> Box<Body<V>> {
-        let cap = capacity.max(entries.len());
-        let ranges = (0..cap).map(|_| UnsafeCell::new(MaybeUninit::uninit())).collect::<Box<[_]>>();
-        let values = (0..cap).map(|_| UnsafeCell::new(MaybeUninit::uninit())).collect::<Box<[_]>>();
         let n = entries.len();
-        for (i, (r, v)) in entries.into_iter().enumerate() {
-            // SAFETY: the body is not shared yet.
+        Body::from_iter(capacity, n, entries)
+    }
+
+    /// A body of `capacity` slots (at least `n`) holding the `n` entries of `entries` (more are ignored, fewer
+    /// leave the body shorter): GC builds a body straight from the surviving entries, without a vector between.
+    pub(crate) fn from_iter(
+        capacity: usize,
+        n: usize,
+        entries: impl IntoIterator<Item = (BlockRange, V)>,
+    ) -> Box<Body<V>> {
+        let cap = capacity.max(n);
+        let ranges = uninit_slots(cap);
+        let values = uninit_slots(cap);
+        let mut len = 0;
+        for (r, v) in entries.into_iter().take(cap) {
+            // SAFETY: the body is not shared yet; `len < cap`.
             unsafe {
-                (*ranges[i].get()).write(r);
-                (*values[i].get()).write(v);
+                (*ranges[len].get()).write(r);
+                (*values[len].get()).write(v);
             }
+            len += 1;
         }
-        Box::new(Body { len: AtomicUsize::new(n), ranges, values })
+        debug_assert_eq!(len, n);
+        Box::new(Body { len: AtomicUsize::new(len), ranges, values })
     }
 
     pub(crate) fn capacity(&self) -> usize {
@@ -113,6 +126,14 @@ impl<V: RangeValue> Body<V> {
         self.capacity() * (size_of::<BlockRange>() + size_of::<V>())
             + vals.iter().map(|v| v.heap_size()).sum::<usize>()
     }
+}
+
+/// `n` uninitialized slots in one allocation, without writing them (a body is built on every GC and SMO, and the
+/// slots past the live entries are filled only by later appends).
+fn uninit_slots<T>(n: usize) -> Box<[UnsafeCell<MaybeUninit<T>>]> {
+    // SAFETY: `UnsafeCell<MaybeUninit<T>>` is valid in any state, uninitialized included, so the outer
+    // `MaybeUninit` may be assumed initialized.
+    unsafe { Box::<[UnsafeCell<MaybeUninit<T>>]>::new_uninit_slice(n).assume_init() }
 }
 
 impl<V> Drop for Body<V> {

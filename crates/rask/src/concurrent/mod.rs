@@ -12,7 +12,7 @@ use self::epoch::{Collector, Guard};
 use self::leaf::{Body, CLeaf, Version, in_flux, is_deleted, merge_changed, same_version};
 use self::stats::ShardedStats;
 use self::sync::{Ordering, ShardedRwLock, backoff};
-use crate::gc::{LtMap, lightweight_marks, normal_gc, normal_gc_with};
+use crate::gc::{GcScratch, LtMap, lightweight_marks, normal_gc_in};
 use crate::internal::{Art, InternalIndex};
 use crate::merge::merge_arrays;
 use crate::search::{ReadScratch, ablation_search_idx};
@@ -109,6 +109,25 @@ impl<V> Locked<V> {
             self.spill.swap_remove(i)
         }
     }
+}
+
+/// A thread's GC buffers. GC runs under a leaf lock on the thread whose put found the leaf full, so the lists it
+/// builds are per thread and reused, as the single-threaded index keeps them in the index.
+#[derive(Default)]
+struct GcBuffers {
+    lt: LtMap,
+    dead: Vec<bool>,
+    gc: GcScratch,
+}
+
+/// Runs `f` with this thread's GC buffers (fresh ones if they are in use further up the stack: a value's
+/// `divide` or `merge` that calls back into an index).
+fn with_gc_buffers<R>(f: impl FnOnce(&mut GcBuffers) -> R) -> R {
+    thread_local!(static GC: RefCell<GcBuffers> = RefCell::new(GcBuffers::default()));
+    GC.with(|cell| match cell.try_borrow_mut() {
+        Ok(mut b) => f(&mut b),
+        Err(_) => f(&mut GcBuffers::default()),
+    })
 }
 
 impl<V: RangeValue + Send + Sync> ConcurrentRask<V> {
@@ -397,23 +416,40 @@ impl<V: RangeValue + Send + Sync> ConcurrentRask<V> {
             // Second stage with the incoming entry included; its result fits or feeds the split directly.
             self.stats.local().gc_normal.fetch_add(1, Ordering::Relaxed);
             let (ranges, values) = self.body(l).entries();
-            let gc = normal_gc_with(ranges, values, Some((part, v)));
-            #[cfg(feature = "invariants")]
-            crate::invariants::check_no_covered(&gc.kept);
-            self.stats.local().gc_reclaimed.fetch_add(gc.dropped as u64, Ordering::Relaxed);
-            if gc.kept.len() <= cap {
-                l.bump(Version::Gc);
-                self.replace_body(l, gc.kept);
-                l.bump(Version::Gc);
-            } else {
+            let mut kept = Vec::with_capacity(ranges.len() + 1);
+            let split = with_gc_buffers(|b| {
+                let dropped = normal_gc_in(ranges, values, Some((part, v)), &mut b.gc, &mut kept);
+                #[cfg(feature = "invariants")]
+                crate::invariants::check_no_covered(&kept);
+                self.stats.local().gc_reclaimed.fetch_add(dropped as u64, Ordering::Relaxed);
+                if kept.len() <= cap {
+                    return None;
+                }
                 let mut local = Stats::default();
                 let mut pieces = Vec::with_capacity(2);
-                split_gced(gc.kept, &gc.nonoverlap, l.anchor, cap, &mut local, &mut pieces);
+                split_gced(
+                    std::mem::take(&mut kept),
+                    &b.gc.nonoverlap,
+                    l.anchor,
+                    cap,
+                    &mut local,
+                    &mut pieces,
+                );
                 self.stats.add(&local);
-                l.bump(Version::Split);
-                let locked = self.install_pieces(leaf, pieces);
-                l.bump(Version::Split);
-                return locked;
+                Some(pieces)
+            });
+            match split {
+                None => {
+                    l.bump(Version::Gc);
+                    self.replace_body(l, kept);
+                    l.bump(Version::Gc);
+                }
+                Some(pieces) => {
+                    l.bump(Version::Split);
+                    let locked = self.install_pieces(leaf, pieces);
+                    l.bump(Version::Split);
+                    return locked;
+                }
             }
         } else {
             self.body(l).append(part, v);
@@ -432,8 +468,12 @@ impl<V: RangeValue + Send + Sync> ConcurrentRask<V> {
 
     /// Swaps in a new body built from `entries` and retires the old one. REQUIRES: lock held, version odd.
     fn replace_body(&self, l: &CLeaf<V>, entries: Entries<V>) {
-        let new = Box::into_raw(Body::new(self.opts.leaf_capacity, entries));
-        let old = l.body.swap(new, Ordering::AcqRel);
+        self.swap_body(l, Body::new(self.opts.leaf_capacity, entries));
+    }
+
+    /// Swaps in `body` and retires the old one. REQUIRES: lock held, version odd.
+    fn swap_body(&self, l: &CLeaf<V>, body: Box<Body<V>>) {
+        let old = l.body.swap(Box::into_raw(body), Ordering::AcqRel);
         // SAFETY: `old` came from `Box::into_raw`, is now unreachable from the leaf, and is retired once.
         unsafe { self.collector.retire(old) };
     }
@@ -442,21 +482,23 @@ impl<V: RangeValue + Send + Sync> ConcurrentRask<V> {
     fn lightweight_gc(&self, l: &CLeaf<V>) -> bool {
         self.stats.local().gc_lightweight.fetch_add(1, Ordering::Relaxed);
         let (ranges, values) = self.body(l).entries();
-        let (mut lt, mut dead) = (LtMap::default(), Vec::new());
-        let freed = lightweight_marks(ranges, &mut lt, &mut dead);
-        if freed == 0 {
-            return false;
-        }
-        self.stats.local().gc_reclaimed.fetch_add(freed as u64, Ordering::Relaxed);
-        let kept: Entries<V> = ranges
-            .iter()
-            .zip(values)
-            .zip(&dead)
-            .filter(|(_, d)| !**d)
-            .map(|((r, v), _)| (*r, v.clone()))
-            .collect();
+        let body = with_gc_buffers(|b| {
+            let freed = lightweight_marks(ranges, &mut b.lt, &mut b.dead);
+            if freed == 0 {
+                return None;
+            }
+            self.stats.local().gc_reclaimed.fetch_add(freed as u64, Ordering::Relaxed);
+            let kept = ranges
+                .iter()
+                .zip(values)
+                .zip(&b.dead)
+                .filter(|(_, d)| !**d)
+                .map(|((r, v), _)| (*r, v.clone()));
+            Some(Body::from_iter(self.opts.leaf_capacity, ranges.len() - freed, kept))
+        });
+        let Some(body) = body else { return false };
         l.bump(Version::Gc);
-        self.replace_body(l, kept);
+        self.swap_body(l, body);
         l.bump(Version::Gc);
         true
     }
@@ -465,9 +507,10 @@ impl<V: RangeValue + Send + Sync> ConcurrentRask<V> {
     fn normal_gc_entries(&self, l: &CLeaf<V>) -> Entries<V> {
         self.stats.local().gc_normal.fetch_add(1, Ordering::Relaxed);
         let (ranges, values) = self.body(l).entries();
-        let gc = normal_gc(ranges, values);
-        self.stats.local().gc_reclaimed.fetch_add(gc.dropped as u64, Ordering::Relaxed);
-        gc.kept
+        let mut kept = Vec::with_capacity(ranges.len());
+        let dropped = with_gc_buffers(|b| normal_gc_in(ranges, values, None, &mut b.gc, &mut kept));
+        self.stats.local().gc_reclaimed.fetch_add(dropped as u64, Ordering::Relaxed);
+        kept
     }
 
     /// Splits `entries` (the new content of locked `leaf`'s range space) into leaves of at most the capacity:

@@ -28,6 +28,20 @@ impl Header {
     fn prefix(&self) -> &[u8] {
         &self.prefix[..self.prefix_len as usize]
     }
+
+    /// The stored prefix against `key`'s bytes from `depth`, as one integer comparison.
+    /// REQUIRES: `depth + prefix_len <= 8` (a prefix never reaches past the key).
+    #[inline]
+    fn cmp_prefix(&self, key: u64, depth: usize) -> std::cmp::Ordering {
+        let plen = self.prefix_len as usize;
+        if plen == 0 {
+            return std::cmp::Ordering::Equal;
+        }
+        let shift = 8 * (8 - plen) as u32;
+        let p = u64::from_be_bytes(self.prefix) >> shift;
+        let k = (key << (8 * depth as u32)) >> shift;
+        p.cmp(&k)
+    }
 }
 
 struct N4<T> {
@@ -497,32 +511,6 @@ impl<T: Copy> Art<T> {
         }
     }
 
-    fn pred_at(node: &Node<T>, key: u64, depth: usize) -> Option<(u64, T)> {
-        let h = match node {
-            Node::Leaf(k, v) => return (*k <= key).then_some((*k, *v)),
-            _ => node.header()?,
-        };
-        let kb = key.to_be_bytes();
-        let plen = h.prefix_len as usize;
-        for (i, &p) in h.prefix().iter().enumerate() {
-            let k = kb[depth + i];
-            if p < k {
-                return node.max_leaf();
-            }
-            if p > k {
-                return None;
-            }
-        }
-        let d = depth + plen;
-        let b = kb[d];
-        if let Some(child) = node.child(b)
-            && let Some(found) = Self::pred_at(child, key, d + 1)
-        {
-            return Some(found);
-        }
-        node.child_before(b).and_then(|c| c.max_leaf())
-    }
-
     /// Number of inner nodes by kind (Node4, Node16, Node48, Node256), for tests and statistics.
     pub fn node_counts(&self) -> [usize; 4] {
         fn walk<T: Copy>(n: &Node<T>, acc: &mut [usize; 4]) {
@@ -598,7 +586,49 @@ impl<T: Copy> InternalIndex<T> for Art<T> {
     }
 
     fn predecessor(&self, key: u64) -> Option<(u64, T)> {
-        Self::pred_at(self.root.as_ref()?, key, 0)
+        // One pass down; the inner nodes passed are remembered with the key byte taken at each, so when the
+        // descent falls off (no child at the byte, a leaf above the key, a prefix above the key) the answer is
+        // the largest leaf left of the path, found from the deepest node that has a smaller child. Sibling
+        // searches are thus paid only once, at the end, not at every level on the way back up.
+        let mut node = self.root.as_ref()?;
+        let mut depth = 0;
+        let mut path: [Option<&Node<T>>; 8] = [None; 8];
+        let mut bytes = [0u8; 8];
+        let mut n = 0;
+        loop {
+            let h = match node {
+                Node::Leaf(k, v) if *k <= key => return Some((*k, *v)),
+                Node::Leaf(..) | Node::Empty => break,
+                Node::N4(x) => &x.h,
+                Node::N16(x) => &x.h,
+                Node::N48(x) => &x.h,
+                Node::N256(x) => &x.h,
+            };
+            match h.cmp_prefix(key, depth) {
+                std::cmp::Ordering::Less => return node.max_leaf(),
+                std::cmp::Ordering::Greater => break,
+                std::cmp::Ordering::Equal => {}
+            }
+            depth += h.prefix_len as usize;
+            let b = byte(key, depth);
+            path[n] = Some(node);
+            bytes[n] = b;
+            n += 1;
+            match node.child(b) {
+                Some(c) => {
+                    node = c;
+                    depth += 1;
+                }
+                None => break,
+            }
+        }
+        while n > 0 {
+            n -= 1;
+            if let Some(c) = path[n].and_then(|p| p.child_before(bytes[n])) {
+                return c.max_leaf();
+            }
+        }
+        None
     }
 
     fn len(&self) -> usize {
