@@ -15,9 +15,10 @@
 //! 1. *commit* (on `sync`, after a GC round, or when the log buffer fills at the end of an operation): the data
 //!    file is synced, then the buffered entries and a commit entry are appended to the log and the log is synced.
 //!    Segments emptied by the committed operations become reusable only now.
-//! 2. *checkpoint* (when the log file passes `checkpoint_log_bytes`, at `close`, after recovery): the data file is
-//!    synced, dirty nodes go to free tree slots, the tree file is synced, the header flips to version `v + 1` and
-//!    is synced; then the log is reset to version `v + 1`. A log whose version differs from the tree's is ignored.
+//! 2. *checkpoint* (when the log file passes both `checkpoint_log_bytes` and `checkpoint_tree_ratio` times the
+//!    tree's size, at `close`, after recovery): the data file is synced, dirty nodes go to free tree slots, the
+//!    tree file is synced, the header flips to version `v + 1` and is synced; then the log is reset to version
+//!    `v + 1`. A log whose version differs from the tree's is ignored.
 //!
 //! Operations are atomic with respect to crashes: a batch in the log holds whole operations only (the buffer is
 //! committed between operations, never inside one, and grows as needed for one large operation instead of
@@ -388,10 +389,16 @@ impl FlexFile {
         if self.log_buf.len() >= self.opts.log_buffer_bytes {
             self.commit()?;
         }
-        if self.log_len + self.log_buf.len() as u64 >= self.opts.checkpoint_log_bytes {
+        if self.log_len + self.log_buf.len() as u64 >= self.checkpoint_threshold() {
             self.checkpoint_inner()?;
         }
         Ok(())
+    }
+
+    /// The log size at which the next checkpoint runs (see `Options::checkpoint_tree_ratio`).
+    fn checkpoint_threshold(&self) -> u64 {
+        let tree = self.tree.node_count() as u64 * self.opts.node_size as u64;
+        self.opts.checkpoint_log_bytes.max(tree.saturating_mul(self.opts.checkpoint_tree_ratio as u64))
     }
 
     fn check_end(&self, off: u64, len: u64) -> Result<()> {

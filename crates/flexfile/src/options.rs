@@ -22,8 +22,13 @@ pub struct Options {
     /// implementation's `FLEXFILE_LOG_MEM_CAP` (about 350,000 operations; a commit syncs the data file, so a small
     /// buffer turns a bulk build into a series of full data-file syncs).
     pub log_buffer_bytes: usize,
-    /// Log file size that triggers a checkpoint of the tree. Default 16 MiB.
+    /// Log file size that triggers a checkpoint of the tree, at the least. Default 16 MiB.
     pub checkpoint_log_bytes: u64,
+    /// A checkpoint also waits until the log is this many times the tree's size (live nodes × `node_size`);
+    /// 0 turns the rule off. Default 2. Under scattered updates a checkpoint rewrites most of the tree, so a
+    /// fixed threshold makes checkpoint bytes grow with the tree; this bounds them to half the log's bytes, and
+    /// the log an open replays to twice the tree it loads anyway (the reference checkpoints at 2 GiB of log).
+    pub checkpoint_tree_ratio: u32,
     /// Free segments garbage collection keeps in reserve. Default 64 (§4.1).
     pub gc_reserve_segments: u64,
     /// Space utilisation cap as a fraction `num/den`: GC only relocates segments at most this full and only once
@@ -44,6 +49,7 @@ impl Default for Options {
             node_size: 1024,
             log_buffer_bytes: 8 << 20,
             checkpoint_log_bytes: 16 << 20,
+            checkpoint_tree_ratio: 2,
             gc_reserve_segments: 64,
             utilization_cap: (30, 32),
             gc_batch: 8,
@@ -64,6 +70,7 @@ impl Options {
             node_size: 256,
             log_buffer_bytes: 512,
             checkpoint_log_bytes: 8 << 10,
+            checkpoint_tree_ratio: 0,
             gc_reserve_segments: 2,
             utilization_cap: (30, 32),
             gc_batch: 2,

@@ -17,11 +17,14 @@ const DIR: &str = "/crash";
 
 /// One trial: returns the number of mutating operations the workload performed, and whether the recovered state
 /// was older than the last operation attempted (the crash lost unsynced work).
+/// Odd seeds also delay checkpoints until the log is three times the tree (`checkpoint_tree_ratio`), so crashes
+/// meet longer logs; even seeds checkpoint at the fixed threshold alone.
 fn trial(seed: u64, budget: Option<u64>, steps: usize) -> (u64, bool) {
+    let opts = Options { checkpoint_tree_ratio: if seed % 2 == 1 { 3 } else { 0 }, ..Options::tiny() };
     let mut rng = common::rng(seed);
     let fs = CrashFs::new();
     let dynfs: Arc<dyn vfs::Fs> = Arc::new(fs.clone());
-    let mut f = FlexFile::create(dynfs, Path::new(DIR), Options::tiny()).unwrap();
+    let mut f = FlexFile::create(dynfs, Path::new(DIR), opts.clone()).unwrap();
     let base = fs.ops();
     if let Some(b) = budget {
         fs.set_op_budget(b);
@@ -67,7 +70,7 @@ fn trial(seed: u64, budget: Option<u64>, steps: usize) -> (u64, bool) {
         _ => fs.crash(seed ^ 0xc0ffee),
     };
     let afs: Arc<dyn vfs::Fs> = Arc::new(after);
-    let mut f = FlexFile::open(afs.clone(), Path::new(DIR), Options::tiny())
+    let mut f = FlexFile::open(afs.clone(), Path::new(DIR), opts.clone())
         .unwrap_or_else(|e| panic!("seed {seed} budget {budget:?} mode {mode}: reopen failed: {e}"));
     f.check(true).unwrap_or_else(|e| panic!("seed {seed} budget {budget:?} mode {mode}: check: {e}"));
     let got = common::contents(&mut f).unwrap();
@@ -87,7 +90,7 @@ fn trial(seed: u64, budget: Option<u64>, steps: usize) -> (u64, bool) {
     }
     f.sync().unwrap();
     drop(f);
-    let mut f = FlexFile::open(afs, Path::new(DIR), Options::tiny()).unwrap();
+    let mut f = FlexFile::open(afs, Path::new(DIR), opts).unwrap();
     assert_eq!(common::contents(&mut f).unwrap(), m, "seed {seed}: after recovery and more work");
     (0, rolled_back)
 }
