@@ -43,6 +43,18 @@ impl Hints {
         Hints { prefix: first[..cpl].into(), words: keys.map(|k| word(k, cpl)).collect() }
     }
 
+    /// Updates the hints for `key` inserted as the `i`-th key, when `key` starts with the common prefix: the
+    /// prefix then stays the longest one, so the result equals a rebuild, at the cost of one word. Returns
+    /// `false`, changing nothing, otherwise (the caller rebuilds). An interval split lands here, once per split,
+    /// and a rebuild reads every key of the node.
+    pub fn insert(&mut self, i: usize, key: &[u8]) -> bool {
+        if self.words.is_empty() || i > self.words.len() || !key.starts_with(&self.prefix) {
+            return false;
+        }
+        self.words.insert(i, word(key, self.prefix.len()));
+        true
+    }
+
     /// How many keys are `<= query`, `key(i)` being the node's `i`-th key. REQUIRES: the hints are those of the
     /// node's current keys.
     pub fn count_le<'a>(&self, query: &[u8], key: impl Fn(usize) -> &'a [u8]) -> usize {
@@ -123,6 +135,43 @@ mod tests {
             queries.push(k[..k.len() - 1].to_vec());
         }
         check(&keys, &queries);
+    }
+
+    /// Inserting a key incrementally gives exactly the rebuilt hints whenever `insert` accepts it.
+    #[test]
+    fn insert_equals_rebuild_when_accepted() {
+        let mut rng = SmallRng::seed_from_u64(9);
+        let (mut accepted, mut refused) = (0, 0);
+        for _ in 0..2000 {
+            let shared: Vec<u8> = (0..rng.random_range(0..6)).map(|_| rng.random_range(0..3u8)).collect();
+            let mut keys: Vec<Vec<u8>> = (0..rng.random_range(0..12))
+                .map(|_| {
+                    let mut k = shared.clone();
+                    k.extend((0..rng.random_range(0..4)).map(|_| rng.random_range(0..3u8)));
+                    k
+                })
+                .collect();
+            keys.sort();
+            keys.dedup();
+            let mut h = Hints::build(keys.iter().map(|k| k.as_slice()));
+            let mut new: Vec<u8> = if rng.random_bool(0.8) { shared.clone() } else { Vec::new() };
+            new.extend((0..rng.random_range(0..5)).map(|_| rng.random_range(0..3u8)));
+            if keys.contains(&new) {
+                continue;
+            }
+            let i = keys.partition_point(|k| *k < new);
+            let before = h.clone();
+            let ok = h.insert(i, &new);
+            keys.insert(i, new);
+            if ok {
+                accepted += 1;
+                assert_eq!(h, Hints::build(keys.iter().map(|k| k.as_slice())), "keys {keys:?} at {i}");
+            } else {
+                refused += 1;
+                assert_eq!(h, before, "a refused insert changes nothing");
+            }
+        }
+        assert!(accepted > 100 && refused > 100, "{accepted} accepted, {refused} refused");
     }
 
     /// Random sorted key sets over a small alphabet with long shared prefixes, against a binary search.

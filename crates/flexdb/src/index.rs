@@ -394,6 +394,7 @@ impl SparseIndex {
         self.next_id += 1;
         self.count += 1;
         let l = p.leaf as u32;
+        let hinted = self.ents(l).len() < LEAF_MAX && self.nodes[p.leaf].hints.insert(p.ent + 1, &key);
         let ents = self.ents_mut(l);
         let old = &mut ents[p.ent];
         let rest = old.size - keep;
@@ -402,7 +403,9 @@ impl SparseIndex {
         ents.insert(p.ent + 1, Interval { key, poff, size: rest, id });
         let at = Pos { leaf: p.leaf, ent: p.ent + 1 };
         if ents.len() <= LEAF_MAX {
-            self.refresh(l);
+            if !hinted {
+                self.refresh(l);
+            }
             return at;
         }
         let half = ents.len() / 2;

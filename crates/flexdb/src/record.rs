@@ -58,6 +58,7 @@ pub fn encoded_len(key: &[u8], value: &[u8]) -> usize {
 
 /// Appends the record for `(key, value)` to `out`.
 pub fn encode(out: &mut Vec<u8>, key: &[u8], value: &[u8]) {
+    out.reserve(encoded_len(key, value));
     let start = out.len();
     put_varint(out, key.len() as u64);
     put_varint(out, value.len() as u64);

@@ -148,19 +148,26 @@ fn plan_edits<'a>(
             old_len = rec_len(&r);
             removed = true;
         }
-        let mut new = Vec::new();
-        if let MemValue::Put(val) = v {
-            record::encode(&mut new, k, val);
-            recs.push((k, val));
-        }
-        if old_len > 0 || !new.is_empty() {
-            match edits.last_mut() {
-                Some(e) if e.old_off + e.old_len == off && e.new.len() < EDIT_BYTES => {
-                    e.old_len += old_len;
-                    e.new.extend_from_slice(&new);
-                }
-                _ => edits.push(Edit { old_off: off, old_len, new }),
+        let put = match v {
+            MemValue::Put(val) => Some(&**val),
+            _ => None,
+        };
+        if old_len > 0 || put.is_some() {
+            // The record is encoded straight into the edit it joins (no buffer per record).
+            let adjacent =
+                edits.last().is_some_and(|e| e.old_off + e.old_len == off && e.new.len() < EDIT_BYTES);
+            if !adjacent {
+                edits.push(Edit { old_off: off, old_len: 0, new: Vec::new() });
             }
+            if let Some(e) = edits.last_mut() {
+                e.old_len += old_len;
+                if let Some(val) = put {
+                    record::encode(&mut e.new, k, val);
+                }
+            }
+        }
+        if let Some(val) = put {
+            recs.push((k, val));
         }
         off += old_len;
     }
