@@ -13,6 +13,7 @@
 //! interval it changes, so a cached interval is never stale; an interval that is removed is dropped.
 
 use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -30,9 +31,32 @@ struct Slot {
     referenced: bool,
 }
 
+/// Hashes an interval id (a counter the sparse index hands out) with one multiply. The std default, SipHash,
+/// guards against keys an attacker picks; ids are ours, and SipHash was most of a cache lookup's time on the
+/// committer's path.
+#[derive(Default)]
+struct IdHasher(u64);
+
+impl Hasher for IdHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.write_u64(self.0.rotate_left(8) ^ u64::from(b));
+        }
+    }
+
+    fn write_u64(&mut self, x: u64) {
+        let h = (x ^ (x >> 32)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        self.0 = h ^ (h >> 29);
+    }
+}
+
 #[derive(Default)]
 struct Part {
-    map: HashMap<u64, usize>,
+    map: HashMap<u64, usize, BuildHasherDefault<IdHasher>>,
     slots: Vec<Option<Slot>>,
     free: Vec<usize>,
     hand: usize,
