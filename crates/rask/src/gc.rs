@@ -130,7 +130,7 @@ pub fn normal_gc_with<V: RangeValue>(
 ) -> NormalGc<V> {
     let mut scratch = GcScratch::default();
     let mut kept = Vec::with_capacity(ranges.len() + 1);
-    let dropped = normal_gc_in(ranges, values, newest, &mut scratch, &mut kept);
+    let dropped = normal_gc_in(ranges, values, newest, 0, &mut scratch, &mut kept);
     NormalGc { kept, nonoverlap: scratch.nonoverlap, dropped }
 }
 
@@ -152,11 +152,100 @@ impl GcScratch {
 }
 
 /// [`normal_gc_with`] into caller-owned buffers: `kept` (cleared first) receives the surviving entries oldest
-/// first, `scratch.nonoverlap` the pass's NonOverlap List. Returns the number of entries and pieces dropped.
+/// first. Returns the number of entries and pieces dropped. `scratch.nonoverlap` holds the pass's NonOverlap List
+/// whenever more than `list_above` entries survive (the split that follows needs it); otherwise it may be stale.
+///
+/// Most leaves' entries span a few dozen blocks and hold no tombstone; their GC marks covered blocks in a bitmap
+/// ([`normal_gc_by_bitmap`]) instead of keeping the list, and the list is built only when the result overflows.
 pub(crate) fn normal_gc_in<V: RangeValue>(
     ranges: &[BlockRange],
     values: &[V],
     newest: Option<(BlockRange, V)>,
+    list_above: usize,
+    scratch: &mut GcScratch,
+    kept: &mut Vec<(BlockRange, V)>,
+) -> usize {
+    if let Some(dropped) = normal_gc_by_bitmap(ranges, values, newest.as_ref(), kept)
+        && kept.len() <= list_above
+    {
+        return dropped;
+    }
+    normal_gc_by_list(ranges, values, newest.as_ref(), scratch, kept)
+}
+
+/// Blocks a [`normal_gc_by_bitmap`] bitmap covers.
+const BITMAP_BLOCKS: u64 = 64 * 64;
+
+/// Normal GC with the union of newer ranges kept as a bitmap over the entries' span: an entry is dropped when
+/// every one of its bits is set (covered by the union of newer entries, the list's test), otherwise its bits are
+/// set. `None` (nothing done) when the span exceeds [`BITMAP_BLOCKS`] or an entry is a tombstone.
+fn normal_gc_by_bitmap<V: RangeValue>(
+    ranges: &[BlockRange],
+    values: &[V],
+    newest: Option<&(BlockRange, V)>,
+    kept: &mut Vec<(BlockRange, V)>,
+) -> Option<usize> {
+    let all = || newest.map(|(r, v)| (r, v)).into_iter().chain(ranges.iter().zip(values).rev());
+    let (mut lo, mut hi) = (u64::MAX, 0);
+    for (r, v) in all() {
+        if v.is_tombstone() {
+            return None;
+        }
+        lo = lo.min(r.first());
+        hi = hi.max(r.last());
+    }
+    kept.clear();
+    if lo > hi {
+        return Some(0);
+    }
+    if hi - lo >= BITMAP_BLOCKS {
+        return None;
+    }
+    let mut bits = [0u64; (BITMAP_BLOCKS / 64) as usize];
+    let mut dropped = 0;
+    for (r, v) in all() {
+        let (a, b) = ((r.first() - lo) as usize, (r.last() - lo) as usize);
+        if bits_all_set(&bits, a, b) {
+            dropped += 1;
+        } else {
+            bits_set(&mut bits, a, b);
+            kept.push((*r, v.clone()));
+        }
+    }
+    kept.reverse();
+    Some(dropped)
+}
+
+/// The mask of bits `a..=b` of one word. REQUIRES: `a <= b < 64`.
+#[inline]
+fn word_mask(a: usize, b: usize) -> u64 {
+    (u64::MAX >> (63 - b)) & (u64::MAX << a)
+}
+
+/// Whether bits `a..=b` are all set. REQUIRES: `a <= b < 64 * bits.len()`.
+#[inline]
+fn bits_all_set(bits: &[u64], a: usize, b: usize) -> bool {
+    let (wa, wb) = (a / 64, b / 64);
+    (wa..=wb).all(|w| {
+        let m = word_mask(if w == wa { a % 64 } else { 0 }, if w == wb { b % 64 } else { 63 });
+        bits[w] & m == m
+    })
+}
+
+/// Sets bits `a..=b`. REQUIRES: `a <= b < 64 * bits.len()`.
+#[inline]
+fn bits_set(bits: &mut [u64], a: usize, b: usize) {
+    let (wa, wb) = (a / 64, b / 64);
+    for (w, word) in bits.iter_mut().enumerate().take(wb + 1).skip(wa) {
+        *word |= word_mask(if w == wa { a % 64 } else { 0 }, if w == wb { b % 64 } else { 63 });
+    }
+}
+
+/// Normal GC with the NonOverlap and deleted lists (the paper's procedure); see the module comment.
+fn normal_gc_by_list<V: RangeValue>(
+    ranges: &[BlockRange],
+    values: &[V],
+    newest: Option<&(BlockRange, V)>,
     scratch: &mut GcScratch,
     kept: &mut Vec<(BlockRange, V)>,
 ) -> usize {
@@ -167,7 +256,7 @@ pub(crate) fn normal_gc_in<V: RangeValue>(
     // Built newest first, reversed at the end.
     kept.clear();
     let mut dropped = 0;
-    let newest_iter = newest.iter().map(|(r, v)| (r, v));
+    let newest_iter = newest.map(|(r, v)| (r, v)).into_iter();
     for (r, v) in newest_iter.chain(ranges.iter().zip(values).rev()) {
         if v.is_tombstone() {
             // Physically removed; it still hides every older block it covers.
@@ -235,6 +324,51 @@ mod tests {
         assert_eq!(gc.kept, vec![(r(1, 3), WriteRef::new(1, 0)), (r(4, 6), WriteRef::new(2, 0))]);
         // The two segments stay apart: 4 remains a split candidate that divides nothing.
         assert_eq!(gc.nonoverlap.segments(), &[(r(1, 3), 1), (r(4, 6), 1)]);
+    }
+
+    /// The bitmap and the list give the same survivors, in the same order, on random leaves without tombstones
+    /// (overlapping, nested and touching ranges, with and without an incoming entry), and the bitmap declines
+    /// leaves it cannot hold.
+    #[test]
+    fn bitmap_gc_matches_list_gc() {
+        let mut seed = 0x1234_5678_9ABC_DEF1u64;
+        let mut next = move |m: u64| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed % m
+        };
+        let mut scratch = GcScratch::default();
+        let (mut by_bitmap, mut by_list) = (Vec::new(), Vec::new());
+        for t in 0..3000u64 {
+            let span = if t % 10 == 0 { 2 * BITMAP_BLOCKS } else { 1 + next(300) };
+            let base = next(1 << 40);
+            let n = next(20) as usize;
+            let ranges: Vec<BlockRange> = (0..n)
+                .map(|_| {
+                    let a = base + next(span);
+                    r(a, a + next(span / 4 + 1))
+                })
+                .collect();
+            let values: Vec<WriteRef> = (0..n as u64).map(|i| WriteRef::new(i, 0)).collect();
+            let newest = (t % 2 == 0).then(|| (r(base + next(span), base + span), WriteRef::new(999, 0)));
+            let list_dropped =
+                normal_gc_by_list(&ranges, &values, newest.as_ref(), &mut scratch, &mut by_list);
+            match normal_gc_by_bitmap(&ranges, &values, newest.as_ref(), &mut by_bitmap) {
+                Some(d) => {
+                    assert_eq!((d, &by_bitmap), (list_dropped, &by_list), "{ranges:?} + {newest:?}");
+                }
+                None => {
+                    let lo = ranges.iter().chain(newest.iter().map(|(r, _)| r)).map(|r| r.first()).min();
+                    let hi = ranges.iter().chain(newest.iter().map(|(r, _)| r)).map(|r| r.last()).max();
+                    assert!(hi.unwrap() - lo.unwrap() >= BITMAP_BLOCKS, "declined a leaf it can hold");
+                }
+            }
+        }
+        // A tombstone sends the GC to the lists.
+        let ranges = [r(1, 10), r(4, 5)];
+        let values = [WriteRef::new(0, 0), WriteRef::tombstone()];
+        assert!(normal_gc_by_bitmap(&ranges, &values, None, &mut by_bitmap).is_none());
     }
 
     /// The scan used for small leaves and the LT Map mark the same entries (ranges with few distinct left

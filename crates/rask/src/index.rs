@@ -332,7 +332,7 @@ impl<V: RangeValue, I: InternalIndex<LeafId>> Rask<V, I> {
             let anchor = leaf.anchor;
             // `lightweight_gc` freed nothing, so `ranges` still holds this leaf's decoded range array.
             debug_assert_eq!(ranges.len(), leaf.len());
-            let dropped = normal_gc_in(&ranges, leaf.values(), Some((part, v)), &mut gc, &mut kept);
+            let dropped = normal_gc_in(&ranges, leaf.values(), Some((part, v)), cap, &mut gc, &mut kept);
             self.ranges = ranges;
             self.stats.gc_reclaimed += dropped as u64;
             #[cfg(feature = "invariants")]
@@ -388,7 +388,7 @@ impl<V: RangeValue, I: InternalIndex<LeafId>> Rask<V, I> {
         let mut gc = std::mem::take(&mut self.gc);
         let leaf = self.leaf(id);
         leaf.ranges_into(&mut ranges);
-        let dropped = normal_gc_in(&ranges, leaf.values(), None, &mut gc, &mut kept);
+        let dropped = normal_gc_in(&ranges, leaf.values(), None, usize::MAX, &mut gc, &mut kept);
         self.gc = gc;
         self.ranges = ranges;
         self.stats.gc_reclaimed += dropped as u64;

@@ -418,7 +418,7 @@ impl<V: RangeValue + Send + Sync> ConcurrentRask<V> {
             let (ranges, values) = self.body(l).entries();
             let mut kept = Vec::with_capacity(ranges.len() + 1);
             let split = with_gc_buffers(|b| {
-                let dropped = normal_gc_in(ranges, values, Some((part, v)), &mut b.gc, &mut kept);
+                let dropped = normal_gc_in(ranges, values, Some((part, v)), cap, &mut b.gc, &mut kept);
                 #[cfg(feature = "invariants")]
                 crate::invariants::check_no_covered(&kept);
                 self.stats.local().gc_reclaimed.fetch_add(dropped as u64, Ordering::Relaxed);
@@ -508,7 +508,8 @@ impl<V: RangeValue + Send + Sync> ConcurrentRask<V> {
         self.stats.local().gc_normal.fetch_add(1, Ordering::Relaxed);
         let (ranges, values) = self.body(l).entries();
         let mut kept = Vec::with_capacity(ranges.len());
-        let dropped = with_gc_buffers(|b| normal_gc_in(ranges, values, None, &mut b.gc, &mut kept));
+        let dropped =
+            with_gc_buffers(|b| normal_gc_in(ranges, values, None, usize::MAX, &mut b.gc, &mut kept));
         self.stats.local().gc_reclaimed.fetch_add(dropped as u64, Ordering::Relaxed);
         kept
     }
