@@ -87,8 +87,8 @@ pub fn lightweight_marks(ranges: &[BlockRange], lt: &mut LtMap, dead: &mut Vec<b
 }
 
 /// Leaves up to this many entries answer the LT Map's question by scanning the newer entries instead of hashing.
-/// At the default capacity (16) the scan is ~120 pairwise comparisons with no table to clear, and measured about
-/// twice as fast as the hash table; larger leaves keep the paper's map, whose cost grows linearly.
+/// At the default capacity (16) the scan is ~120 pairwise comparisons with no table to clear or probe, cheaper
+/// than the hash table at that size; larger leaves keep the paper's map, whose cost grows linearly.
 const LT_SCAN_MAX: usize = 32;
 
 /// [`lightweight_marks`] for small leaves: the same rule (an entry is dead when a newer entry has its left bound
