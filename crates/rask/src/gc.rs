@@ -297,6 +297,9 @@ fn normal_gc_by_list<V: RangeValue>(
 
 #[cfg(test)]
 mod tests {
+    use rand::rngs::SmallRng;
+    use rand::{Rng, SeedableRng};
+
     use super::*;
     use crate::WriteRef;
 
@@ -331,13 +334,8 @@ mod tests {
     /// leaves it cannot hold.
     #[test]
     fn bitmap_gc_matches_list_gc() {
-        let mut seed = 0x1234_5678_9ABC_DEF1u64;
-        let mut next = move |m: u64| {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            seed % m
-        };
+        let mut rng = SmallRng::seed_from_u64(0x1234_5678_9ABC_DEF1);
+        let mut next = |m: u64| rng.random_range(0..m);
         let mut scratch = GcScratch::default();
         let (mut by_bitmap, mut by_list) = (Vec::new(), Vec::new());
         for t in 0..3000u64 {
@@ -375,13 +373,8 @@ mod tests {
     /// bounds, so many entries share one).
     #[test]
     fn lightweight_scan_matches_lt_map() {
-        let mut seed = 0x2545_F491_4F6C_DD1Du64;
-        let mut next = move |m: u64| {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            seed % m
-        };
+        let mut rng = SmallRng::seed_from_u64(0x2545_F491_4F6C_DD1D);
+        let mut next = |m: u64| rng.random_range(0..m);
         let mut lt = LtMap::default();
         for _ in 0..2000 {
             let ranges: Vec<BlockRange> = (0..=next(LT_SCAN_MAX as u64))

@@ -171,6 +171,9 @@ impl DeletedList {
 
 #[cfg(test)]
 mod tests {
+    use rand::rngs::SmallRng;
+    use rand::{Rng, SeedableRng};
+
     use super::*;
 
     fn r(a: u64, b: u64) -> BlockRange {
@@ -196,13 +199,8 @@ mod tests {
     /// overlapping segments.
     #[test]
     fn cover_or_add_matches_covers_then_add() {
-        let mut seed = 0x9E37_79B9_7F4A_7C15u64;
-        let mut next = move |m: u64| {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            seed % m
-        };
+        let mut rng = SmallRng::seed_from_u64(0x9E37_79B9_7F4A_7C15);
+        let mut next = |m: u64| rng.random_range(0..m);
         for _ in 0..2000 {
             let (mut a, mut b) = (NonOverlapList::new(), NonOverlapList::new());
             for _ in 0..next(24) {
