@@ -640,6 +640,30 @@ impl GlobalIndex {
         Ok(self.covering(key, seq, snapshot)?.is_some())
     }
 
+    /// Whether a buffered record a reader at `snapshot` sees deletes `key` at every sequence number in
+    /// `[lo, hi]`. The engine asks this before searching its tables, with `[lo, hi]` the sequence numbers they
+    /// hold: a yes means whatever version of `key` the search would find is deleted, so the search is skipped.
+    /// This is the shortcut local range tombstones give a lookup whose key a memtable tombstone covers; the
+    /// paper's lookup path lacks it and pays a table search for every key deleted since the last flush. Only
+    /// the in-memory buffer is asked (the estimator first), so a key no record covers costs one estimator probe
+    /// and no I/O. `false` is "unknown", never "valid".
+    pub fn covers_span(&self, key: &[u8], lo: u64, hi: u64, snapshot: u64) -> bool {
+        if lo > hi || self.buffer.is_empty() {
+            return false;
+        }
+        add(&self.counters.span_checks, 1);
+        if self.opts.use_estimator && !self.eve.probe(key, hi, snapshot).positive {
+            return false;
+        }
+        let mut visited = 0;
+        let hit = self.buffer.covering_span(key, lo, hi, snapshot, &mut visited).is_some();
+        add(&self.counters.buffer_nodes_visited, visited);
+        if hit {
+            add(&self.counters.span_hits, 1);
+        }
+        hit
+    }
+
     /// A cursor answering, for keys in ascending order within `[lo, hi)`, whether entries are deleted for a reader
     /// at `snapshot` (iterators and compaction). It reads each level sequentially and holds its own handles, so it
     /// stays valid across later flushes as long as the engine keeps the files it was created on.

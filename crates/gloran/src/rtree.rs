@@ -305,6 +305,38 @@ impl RTree {
         walk(&self.root, key, seq, snapshot, visited)
     }
 
+    /// A delete a reader at `snapshot` sees that covers `key` for *every* sequence number in `[lo, hi]`, if any
+    /// (one area alone must span the band; a band covered only by a stack of areas answers `None`, which callers
+    /// treat as "unknown"). `visited` counts nodes touched.
+    ///
+    /// REQUIRES: `lo <= hi`.
+    pub fn covering_span(
+        &self,
+        key: &[u8],
+        lo: u64,
+        hi: u64,
+        snapshot: u64,
+        visited: &mut u64,
+    ) -> Option<u64> {
+        fn walk(n: &Node, key: &[u8], lo: u64, hi: u64, snap: u64, visited: &mut u64) -> Option<u64> {
+            *visited += 1;
+            match n {
+                Node::Leaf(items) => items
+                    .iter()
+                    .find(|a| a.seq <= snap && a.covers(key, lo) && a.covers(key, hi))
+                    .map(|a| a.seq),
+                Node::Inner(children) => children
+                    .iter()
+                    .filter(|(m, _)| m.may_cover(key, lo, snap) && m.may_cover(key, hi, snap))
+                    .find_map(|(_, c)| walk(c, key, lo, hi, snap, visited)),
+            }
+        }
+        if self.len == 0 || lo > hi {
+            return None;
+        }
+        walk(&self.root, key, lo, hi, snapshot, visited)
+    }
+
     /// Every area whose key range meets `[lo, hi)` (`hi = None`: unbounded).
     pub fn overlapping(&self, lo: &[u8], hi: Option<&[u8]>) -> Vec<Area> {
         fn walk(n: &Node, lo: &[u8], hi: Option<&[u8]>, out: &mut Vec<Area>) {
@@ -447,6 +479,15 @@ mod tests {
             if let Some(d) = got {
                 assert!(d <= s && d > e);
             }
+            // The span query agrees with a brute-force search for one area covering the whole band.
+            let (lo, hi) = (e.saturating_sub(rng.random_range(0..400)), e);
+            let want = all.iter().any(|a| a.seq <= s && a.covers(&k, lo) && a.covers(&k, hi));
+            let got = t.covering_span(&k, lo, hi, s, &mut v);
+            assert_eq!(got.is_some(), want, "span [{lo}, {hi}] at {s}");
+            if let Some(d) = got {
+                assert!(d <= s && d > hi);
+            }
+            assert_eq!(t.covering_span(&k, hi + 1, hi, s, &mut v), None, "an empty band is never covered");
         }
         let mut taken = t.take();
         taken.sort_by(Area::order);

@@ -13,6 +13,8 @@ pub(crate) struct Counters {
     pub covered: AtomicU64,
     pub nodes_read: AtomicU64,
     pub buffer_nodes_visited: AtomicU64,
+    pub span_checks: AtomicU64,
+    pub span_hits: AtomicU64,
 }
 
 fn get(a: &AtomicU64) -> u64 {
@@ -36,8 +38,13 @@ pub struct Stats {
     pub covered: u64,
     /// DR-tree nodes read by point probes (divide by `index_probes` for nodes per lookup).
     pub nodes_read: u64,
-    /// R-tree buffer nodes visited by point probes.
+    /// R-tree buffer nodes visited by point probes and span checks.
     pub buffer_nodes_visited: u64,
+    /// Lookups that asked, before searching the tables, whether a buffered record deletes every version the
+    /// tables may hold (`covers_span`).
+    pub span_checks: u64,
+    /// Span checks that answered yes: lookups answered without a table search.
+    pub span_hits: u64,
     /// Range records inserted.
     pub records_inserted: u64,
     /// Buffer flushes.
@@ -78,6 +85,8 @@ impl Counters {
         s.covered = get(&self.covered);
         s.nodes_read = get(&self.nodes_read);
         s.buffer_nodes_visited = get(&self.buffer_nodes_visited);
+        s.span_checks = get(&self.span_checks);
+        s.span_hits = get(&self.span_hits);
     }
 }
 

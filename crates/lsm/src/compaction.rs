@@ -358,7 +358,7 @@ mod tests {
 
     #[test]
     fn pending_bytes_zero_when_within_targets_and_grows_with_l0() {
-        let v = Version { levels: vec![Vec::new(); NUM_LEVELS] };
+        let v = Version::new(vec![Vec::new(); NUM_LEVELS]);
         let o = Options::default();
         assert_eq!(pending_compaction_bytes(&v, &o), 0);
         assert_eq!(level_target(&o, 1), 256 << 20);

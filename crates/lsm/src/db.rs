@@ -1124,30 +1124,47 @@ impl Inner {
         }
         let target = ikey::make(key, snapshot, ikey::SEEK_KIND);
         let mut gs = GetStats::default();
+        // Without local tombstones nothing above stops the search at a recent range delete. Before the first
+        // block read (so an absent key still never reaches the index) the strategy is asked whether a record
+        // deletes every version the tables can hold, their whole sequence band, as a memtable tombstone would
+        // tell a local lookup.
+        let mut ask_strategy = !local;
         let result = (|| -> Result<Option<Option<Vec<u8>>>> {
             for (level, files) in v.levels.iter().enumerate() {
-                let candidates: Vec<_> = if level == 0 {
-                    files.iter().filter(|f| f.overlaps(Some(key), Some(key))).cloned().collect()
+                let candidates: &[Arc<crate::version::FileMeta>] = if level == 0 {
+                    files
                 } else {
                     let i = v.find_file(level, &target);
-                    files.get(i).filter(|f| f.smallest_user() <= key).cloned().into_iter().collect()
+                    files.get(i).filter(|f| f.smallest_user() <= key).map_or(&[], std::slice::from_ref)
                 };
                 for f in candidates {
+                    if level == 0 && !f.overlaps(Some(key), Some(key)) {
+                        continue;
+                    }
                     let t = self.table_cache.get(f.number(), f.info.size)?;
                     if local && f.info.num_range_dels > 0 {
                         cover =
                             cover.max(strategy.probe_source(t.tombstones(), key, snapshot, &mut examined));
                     }
-                    if let Some((ik, val)) = t.get(&target, &mut gs)? {
-                        let p = ikey::parse(&ik).ok_or_else(|| {
-                            Error::corruption(filename::table_name(f.number()), "bad internal key")
-                        })?;
-                        let covered = cover > p.seq
-                            || (!local
-                                && p.kind == Kind::Value
-                                && strategy.entry_deleted(key, p.seq, snapshot)?);
-                        finish(examined, covered);
-                        return Ok(Some(if covered || p.kind != Kind::Value { None } else { Some(val) }));
+                    if t.may_contain(key, &mut gs) {
+                        if std::mem::take(&mut ask_strategy)
+                            && let Some((lo, hi)) = v.seq_bounds()
+                            && strategy.covers_tables(key, lo, hi.min(snapshot), snapshot)
+                        {
+                            finish(examined, true);
+                            return Ok(Some(None));
+                        }
+                        if let Some((ik, val)) = t.get_unfiltered(&target)? {
+                            let p = ikey::parse(&ik).ok_or_else(|| {
+                                Error::corruption(filename::table_name(f.number()), "bad internal key")
+                            })?;
+                            let covered = cover > p.seq
+                                || (!local
+                                    && p.kind == Kind::Value
+                                    && strategy.entry_deleted(key, p.seq, snapshot)?);
+                            finish(examined, covered);
+                            return Ok(Some(if covered || p.kind != Kind::Value { None } else { Some(val) }));
+                        }
                     }
                     if cover > 0 {
                         finish(examined, true);

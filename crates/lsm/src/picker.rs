@@ -289,7 +289,7 @@ mod tests {
     fn version(levels: Vec<Vec<Arc<FileMeta>>>) -> Arc<Version> {
         let mut l = levels;
         l.resize(NUM_LEVELS, Vec::new());
-        Arc::new(Version { levels: l })
+        Arc::new(Version::new(l))
     }
 
     fn opts() -> Options {

@@ -75,6 +75,15 @@ pub trait RangeDeleteStrategy: Send + Sync {
         0
     }
 
+    /// Point lookups of strategies without local tombstones, after the memtables missed: whether a record a
+    /// reader at `snapshot` sees deletes `key` at every sequence number in `[lo, hi]` (the band the tables
+    /// hold), so the lookup can answer "absent" without searching them. Must be cheap when the answer is no;
+    /// `false` means "search".
+    fn covers_tables(&self, key: &[u8], lo: u64, hi: u64, snapshot: u64) -> bool {
+        let _ = (key, lo, hi, snapshot);
+        false
+    }
+
     /// The tombstone lists an iterator at `snapshot` must apply, given the sources' local lists (each list answers
     /// `covers(key, seq, snapshot)` itself, so nothing is refragmented per iterator).
     fn iterator_tombstones(&self, local: Vec<Arc<Fragments>>, snapshot: u64) -> Vec<Arc<Fragments>> {

@@ -224,6 +224,10 @@ impl RangeDeleteStrategy for Instance {
         self.read().check_entry(key, seq, snapshot).map_err(conv)
     }
 
+    fn covers_tables(&self, key: &[u8], lo: u64, hi: u64, snapshot: u64) -> bool {
+        self.read().covers_span(key, lo, hi, snapshot)
+    }
+
     fn cover(&self, lo: &[u8], hi: Option<&[u8]>, snapshot: u64) -> Result<Option<Box<dyn RangeCover>>> {
         let c = self.read().cursor(lo, hi, snapshot).map_err(conv)?;
         Ok(Some(Box::new(CursorCover(c))))

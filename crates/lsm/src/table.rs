@@ -375,10 +375,15 @@ impl Table {
 
     /// The first entry at or after `target` (an internal key) if it has the same user key.
     pub fn get(&self, target: &[u8], st: &mut GetStats) -> Result<Option<(Vec<u8>, Vec<u8>)>> {
-        let uk = ikey::user_key(target);
-        if !self.may_contain(uk, st) {
+        if !self.may_contain(ikey::user_key(target), st) {
             return Ok(None);
         }
+        self.get_unfiltered(target)
+    }
+
+    /// [`Table::get`] without asking the filter (the caller has).
+    pub fn get_unfiltered(&self, target: &[u8]) -> Result<Option<(Vec<u8>, Vec<u8>)>> {
+        let uk = ikey::user_key(target);
         let mut ii = BlockIter::new(self.index.clone(), ikey::cmp);
         ii.seek(target);
         if ii.corrupt() {

@@ -13,7 +13,7 @@
 use std::cmp::Ordering;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering as AtOrd};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use crate::edit::{COMPARATOR, FileInfo, VersionEdit};
 use crate::error::{Error, Result};
@@ -84,11 +84,32 @@ impl Drop for FileMeta {
 pub struct Version {
     /// `levels[0]` newest first (may overlap); other levels sorted by key, non-overlapping.
     pub levels: Vec<Vec<Arc<FileMeta>>>,
+    /// [`Version::seq_bounds`], computed on first use (a version is not changed once shared).
+    seq_bounds: OnceLock<Option<(u64, u64)>>,
 }
 
 impl Version {
+    /// A version holding `levels`.
+    pub fn new(levels: Vec<Vec<Arc<FileMeta>>>) -> Self {
+        Version { levels, seq_bounds: OnceLock::new() }
+    }
+
     fn empty() -> Self {
-        Version { levels: vec![Vec::new(); NUM_LEVELS] }
+        Version::new(vec![Vec::new(); NUM_LEVELS])
+    }
+
+    /// The smallest and largest sequence number of any table (`None` without tables): every version of a key
+    /// that a table search can find lies in this band.
+    ///
+    /// REQUIRES: `levels` is not changed after the first call.
+    pub fn seq_bounds(&self) -> Option<(u64, u64)> {
+        *self.seq_bounds.get_or_init(|| {
+            let files = self.levels.iter().flatten();
+            files.fold(None, |b, f| {
+                let (lo, hi) = (f.info.smallest_seq, f.info.largest_seq);
+                Some(b.map_or((lo, hi), |(a, z): (u64, u64)| (a.min(lo), z.max(hi))))
+            })
+        })
     }
 
     /// Bytes in `level`.

@@ -101,6 +101,60 @@ fn lookup_of_an_absent_key_never_touches_the_global_index() {
     assert_eq!(st.range_tombstones_consulted, 0);
 }
 
+/// A key deleted since the last flush is answered from the index's in-memory buffer without searching the
+/// tables, as a memtable tombstone answers a local lookup; older snapshots, newer writes and absent keys are
+/// not affected, and once the records are flushed the lookup takes the paper's path again.
+#[test]
+fn lookup_of_a_key_deleted_since_the_last_flush_skips_the_tables() {
+    let o = Options {
+        write_buffer_size: 1 << 20,
+        range_delete_strategy: Arc::new(GlobalRangeDeletes::with_options(gloran::IndexOptions {
+            buffer_bytes: 1 << 20,
+            ..Default::default()
+        })),
+        ..global_opts()
+    };
+    let fs = Arc::new(vfs::MemFs::new());
+    let db = open(&fs, &o);
+    let w = WriteOptions::default();
+    for i in (0..1000).step_by(2) {
+        db.put(&w, &k(i), b"old").unwrap();
+    }
+    db.flush().unwrap();
+    let before_delete = db.snapshot();
+    db.delete_range(&w, &k(100), &k(200)).unwrap();
+    let g = || db.stats().range_delete_global.unwrap();
+    let s0 = g();
+    assert_eq!(db.get(&k(150)).unwrap(), None);
+    let s1 = g();
+    assert_eq!(s1.span_hits, s0.span_hits + 1, "{s1:?}");
+    assert_eq!((s1.lookups, s1.index_probes), (s0.lookups, s0.index_probes), "the tables were searched");
+    // A reader from before the delete still sees the table's version.
+    let ro = ReadOptions { snapshot: Some(before_delete.seq()), ..Default::default() };
+    assert_eq!(db.get_opt(&ro, &k(150)).unwrap(), Some(b"old".to_vec()));
+    // A write after the delete, and a key outside it, are found.
+    db.put(&w, &k(160), b"new").unwrap();
+    assert_eq!(db.get(&k(160)).unwrap(), Some(b"new".to_vec()));
+    assert_eq!(db.get(&k(300)).unwrap(), Some(b"old".to_vec()));
+    // Absent keys mostly stop at the tables' filters, before the strategy is asked.
+    let s2 = g();
+    for i in (1..1000).step_by(2) {
+        assert_eq!(db.get(&k(i)).unwrap(), None);
+    }
+    let s3 = g();
+    assert!(s3.span_checks - s2.span_checks <= 25, "{s2:?} {s3:?}");
+    assert_eq!((s3.lookups, s3.index_probes), (s2.lookups, s2.index_probes));
+    // Flushed, the records leave the buffer: the lookup finds the table's entry and the index says covered.
+    db.flush().unwrap();
+    let s4 = g();
+    assert_eq!(db.get(&k(150)).unwrap(), None);
+    assert_eq!(db.get(&k(160)).unwrap(), Some(b"new".to_vec()));
+    let s5 = g();
+    assert_eq!(s5.span_hits, s4.span_hits);
+    assert_eq!(s5.covered, s4.covered + 1, "{s5:?}");
+    drop(before_delete);
+}
+
 /// Snapshots taken between overlapping range deletes, held across flushes, index flushes and compactions, each
 /// see exactly their own state, forward and backward and by point lookups — under both strategies.
 #[test]
