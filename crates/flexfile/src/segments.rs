@@ -26,6 +26,15 @@ use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, OnceLock};
 
 use crate::error::{Error, Result};
+
+/// The largest unaligned read served from the per-thread buffer, which therefore never exceeds it.
+const SCRATCH_MAX: usize = 64 << 10;
+
+thread_local! {
+    /// Whole checksum blocks of an unaligned read of at most [`SCRATCH_MAX`] bytes (see
+    /// [`Segments::read_checked`]).
+    static READ_SCRATCH: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+}
 use crate::options::Options;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -435,22 +444,37 @@ impl Segments {
         let end = c.seg_off + buf.len() as u64;
         // Whole blocks requested exactly (the common aligned read): read straight into the caller's buffer.
         let direct = c.rstart == c.seg_off && c.rend == end;
-        let mut raw = Vec::new();
-        if !direct {
-            raw = vec![0u8; (c.rend - c.rstart) as usize];
+        let verify = |dst: &[u8]| -> Result<()> {
+            for b in b0..=b1 {
+                let fill = self.check_fill(s, b, b1)?;
+                let a = ((b - b0) * bs) as usize;
+                self.verify_block(s, b, &dst[a..a + fill as usize])?;
+            }
+            Ok(())
+        };
+        if direct {
+            self.read_raw(s, c.rstart, buf)?;
+            return verify(buf);
         }
-        let dst: &mut [u8] = if direct { &mut *buf } else { &mut raw };
-        self.read_raw(s, c.rstart, dst)?;
-        for b in b0..=b1 {
-            let fill = self.check_fill(s, b, b1)?;
-            let a = ((b - b0) * bs) as usize;
-            self.verify_block(s, b, &dst[a..a + fill as usize])?;
-        }
-        if !direct {
+        let n = (c.rend - c.rstart) as usize;
+        let mut copy_out = |raw: &mut [u8]| -> Result<()> {
+            self.read_raw(s, c.rstart, raw)?;
+            verify(raw)?;
             let a = (c.seg_off - c.rstart) as usize;
             buf.copy_from_slice(&raw[a..a + buf.len()]);
+            Ok(())
+        };
+        if n > SCRATCH_MAX {
+            return copy_out(&mut vec![0u8; n]);
         }
-        Ok(())
+        // Small unaligned reads (every interval load makes some) go through a per-thread buffer: a fresh zeroed
+        // allocation per piece cost more than the copy out of it.
+        READ_SCRATCH.with_borrow_mut(|raw| {
+            if raw.len() < n {
+                raw.resize(n, 0);
+            }
+            copy_out(&mut raw[..n])
+        })
     }
 
     /// The current generation (see the field).
