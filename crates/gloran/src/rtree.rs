@@ -67,8 +67,7 @@ impl Mbr {
     /// `skip`: bytes every key shares (the projection looks past them; heuristics only, so a key that does not
     /// share them just projects poorly).
     fn rect(&self, skip: usize) -> Rect {
-        let p = |k: &[u8]| key_prefix_u64(&k[skip.min(k.len())..]) as f64;
-        Rect { x0: p(&self.start), x1: p(&self.end), y0: self.min_seq as f64, y1: self.max_seq as f64 }
+        Rect::of(&self.start, &self.end, self.min_seq, self.max_seq, skip)
     }
 }
 
@@ -82,6 +81,11 @@ struct Rect {
 }
 
 impl Rect {
+    fn of(start: &[u8], end: &[u8], min_seq: u64, max_seq: u64, skip: usize) -> Rect {
+        let p = |k: &[u8]| key_prefix_u64(&k[skip.min(k.len())..]) as f64;
+        Rect { x0: p(start), x1: p(end), y0: min_seq as f64, y1: max_seq as f64 }
+    }
+
     fn area(&self) -> f64 {
         // +1 keeps degenerate (same-prefix) rectangles from all having area 0.
         (self.x1 - self.x0 + 1.0) * (self.y1 - self.y0 + 1.0)
@@ -98,16 +102,25 @@ enum Node {
 }
 
 impl Node {
+    /// The bounding rectangle of the node's entries, computed on borrowed keys (only the two bounds are copied:
+    /// this runs on every split, and cloning every entry's keys was most of an insert's time).
     fn mbr(&self) -> Option<Mbr> {
-        let mut it: Box<dyn Iterator<Item = Mbr>> = match self {
-            Node::Leaf(v) => Box::new(v.iter().map(Mbr::of_area)),
-            Node::Inner(v) => Box::new(v.iter().map(|(m, _)| m.clone())),
-        };
-        let mut m = it.next()?;
-        for o in it {
-            m.extend(&o);
+        type Bounds<'a> = (&'a [u8], &'a [u8], u64, u64, u64);
+        fn fold<'a>(mut it: impl Iterator<Item = Bounds<'a>>) -> Option<Mbr> {
+            let (mut start, mut end, mut min_seq, mut max_seq, mut min_vis) = it.next()?;
+            for (s, e, lo, hi, vis) in it {
+                start = start.min(s);
+                end = end.max(e);
+                (min_seq, max_seq, min_vis) = (min_seq.min(lo), max_seq.max(hi), min_vis.min(vis));
+            }
+            Some(Mbr { start: start.to_vec(), end: end.to_vec(), min_seq, max_seq, min_vis })
         }
-        Some(m)
+        match self {
+            Node::Leaf(v) => fold(v.iter().map(|a| (&a.start[..], &a.end[..], a.min_seq, a.max_seq, a.seq))),
+            Node::Inner(v) => {
+                fold(v.iter().map(|(m, _)| (&m.start[..], &m.end[..], m.min_seq, m.max_seq, m.min_vis)))
+            }
+        }
     }
 }
 
@@ -205,7 +218,9 @@ fn insert_into(node: &mut Node, area: Area, mbr: &Mbr, skip: usize) -> Option<(M
             if items.len() <= MAX_ENTRIES {
                 return None;
             }
-            let (a, b) = quadratic_split(std::mem::take(items), |a| Mbr::of_area(a).rect(skip));
+            let (a, b) = quadratic_split(std::mem::take(items), |a| {
+                Rect::of(&a.start, &a.end, a.min_seq, a.max_seq, skip)
+            });
             *items = a;
             let sib = Node::Leaf(b);
             let m = sib.mbr()?;
@@ -223,10 +238,16 @@ fn insert_into(node: &mut Node, area: Area, mbr: &Mbr, skip: usize) -> Option<(M
                 }
             }
             let (child_mbr, child) = &mut children[best];
-            child_mbr.extend(mbr);
             let split = insert_into(child, area, mbr, skip);
-            if let Some(m) = child.mbr() {
-                *child_mbr = m;
+            // Without a split the child's bounds grow by exactly the new area's; a split moved entries out, so
+            // they are recomputed.
+            match &split {
+                None => child_mbr.extend(mbr),
+                Some(_) => {
+                    if let Some(m) = child.mbr() {
+                        *child_mbr = m;
+                    }
+                }
             }
             if let Some(s) = split {
                 children.push(s);

@@ -26,7 +26,12 @@
 //! `lsm-gloran` against every other system are added as `*_speedup` rows and notes, with the issue's targets.
 //! The workloads run one after another on the same store per system (the same sequence for every system).
 //!
-//! `--set n=KEYS ops=N len=KEYS kv=BOOL systems=a,b` (`systems`: a subset of the systems, e.g. for profiling one).
+//! `--set fresh=true` runs each mix on an empty store instead (the paper's setup: "operations on an empty
+//! database"), so lookups also meet keys never written; `n` is then the key space the operations draw from, and
+//! `scan-100` and `space` measure the store the last mix left.
+//!
+//! `--set n=KEYS ops=N len=KEYS kv=BOOL fresh=BOOL systems=a,b` (`systems`: a subset of the systems, e.g. for
+//! profiling one).
 
 use std::path::Path;
 use std::sync::Arc;
@@ -372,13 +377,14 @@ impl Experiment for Gloran {
     fn about(&self) -> &'static str {
         "range deletes in the engine (GLORAN §6): lsm-gloran vs lsm-local, rocksdb DeleteRange, decomp, \
          lookup&delete, scan&delete; range-delete share and length sweeps, YCSB-A zipf, scans, space; \
-         --set n=KEYS ops=N len=KEYS"
+         --set n=KEYS ops=N len=KEYS fresh=BOOL (fresh: each mix on an empty store, as the paper)"
     }
 
     fn run(&self, ctx: &Ctx) -> Result<Report> {
         let n: u64 = ctx.setting("n", ctx.scale(100_000, 2_000_000))?;
         let ops: u64 = ctx.setting("ops", ctx.scale(20_000, 400_000))?;
         let len: u64 = ctx.setting("len", 100)?;
+        let fresh: bool = ctx.setting("fresh", false)?;
         let cfg = if ctx.quick {
             Config {
                 write_buffer_size: 1 << 20,
@@ -396,6 +402,7 @@ impl Experiment for Gloran {
         };
         let mut report = Report::new(self.name(), ctx.quick);
         let base = json!({"keys": n, "ops": ops, "key_bytes": 16, "value_bytes": VALUE_LEN,
+                          "start": if fresh { "empty store per workload" } else { "preloaded, workloads in sequence" },
                           "write_buffer_size": cfg.write_buffer_size, "max_bytes_for_level_base": cfg.level_base,
                           "block_cache": cfg.block_cache, "bloom_bits_per_key": 10});
         // (workload, lookup share, range-delete share, range length, zipfian, ops)
@@ -436,13 +443,20 @@ impl Experiment for Gloran {
         for name in SYSTEMS.into_iter().filter(|s| only.as_ref().is_none_or(|o| o.iter().any(|x| x == s))) {
             let dir = ctx.scratch.join(format!("gloran-{name}"));
             let _ = std::fs::remove_dir_all(&dir);
-            let (sys, desc) = open(name, &dir, cfg, Shape::DEFAULT)?;
+            let (mut sys, desc) = open(name, &dir, cfg, Shape::DEFAULT)?;
             report.note(format!("{name}: {desc}"));
-            for (i, &k) in perm.iter().enumerate() {
-                sys.put(&sys.shape.key(k), &sys.shape.value(i as u64));
+            if !fresh {
+                for (i, &k) in perm.iter().enumerate() {
+                    sys.put(&sys.shape.key(k), &sys.shape.value(i as u64));
+                }
+                sys.settle();
             }
-            sys.settle();
             for (i, (w, _, _, l, _, _)) in mixes.iter().enumerate() {
+                if fresh && i > 0 {
+                    drop(sys);
+                    let _ = std::fs::remove_dir_all(&dir);
+                    sys = open(name, &dir, cfg, Shape::DEFAULT)?.0;
+                }
                 let m = run_mix(&sys, &plans[i], *l, (i as u64 + 1) << 32);
                 report.row(w, name, mix_metrics(&m));
             }
@@ -505,10 +519,12 @@ impl Experiment for Gloran {
                 let dir = ctx.scratch.join(format!("gloran-{name}-{w}"));
                 let _ = std::fs::remove_dir_all(&dir);
                 let (sys, _) = open(name, &dir, cfg, shape)?;
-                for (i, &k) in perm.iter().enumerate() {
-                    sys.put(&shape.key(k), &shape.value(i as u64));
+                if !fresh {
+                    for (i, &k) in perm.iter().enumerate() {
+                        sys.put(&shape.key(k), &shape.value(i as u64));
+                    }
+                    sys.settle();
                 }
-                sys.settle();
                 let m = run_mix(&sys, &ops_plan, len, 1 << 40);
                 report.row(&w, name, mix_metrics(&m));
                 drop(sys);
@@ -516,14 +532,14 @@ impl Experiment for Gloran {
             }
             mixes.push((w, 0.5, 0.10, len, false, kv_ops));
         }
-        add_speedups(&mut report, &mixes);
+        add_speedups(&mut report, &mixes, fresh);
         Ok(report)
     }
 }
 
 /// `lsm-gloran` against every other system: throughput and lookup-latency speedups per workload, and the issue's
 /// targets as notes.
-fn add_speedups(report: &mut Report, mixes: &[(String, f64, f64, u64, bool, u64)]) {
+fn add_speedups(report: &mut Report, mixes: &[(String, f64, f64, u64, bool, u64)], fresh: bool) {
     let ours = "lsm-gloran";
     for (w, ..) in mixes {
         for peer in SYSTEMS.iter().skip(1) {
@@ -577,8 +593,11 @@ fn add_speedups(report: &mut Report, mixes: &[(String, f64, f64, u64, bool, u64)
     for l in lines {
         report.note(l);
     }
-    report.note(
+    report.note(if fresh {
+        "each workload ran on an empty store (the paper's setup), drawing keys from the key space `keys`; \
+         range-delete shares are of all operations, taken from updates"
+    } else {
         "workloads run in sequence on one store per system (the same operation sequence for all), so later \
-         workloads see the deletes of earlier ones; range-delete shares are of all operations, taken from updates",
-    );
+         workloads see the deletes of earlier ones; range-delete shares are of all operations, taken from updates"
+    });
 }
