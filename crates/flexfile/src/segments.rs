@@ -26,6 +26,7 @@ use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, OnceLock};
 
 use crate::error::{Error, Result};
+use crate::options::Options;
 
 /// The largest unaligned read served from the per-thread buffer, which therefore never exceeds it.
 const SCRATCH_MAX: usize = 64 << 10;
@@ -35,7 +36,6 @@ thread_local! {
     /// [`Segments::read_checked`]).
     static READ_SCRATCH: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
 }
-use crate::options::Options;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum State {

@@ -102,8 +102,8 @@ enum Node {
 }
 
 impl Node {
-    /// The bounding rectangle of the node's entries, computed on borrowed keys (only the two bounds are copied:
-    /// this runs on every split, and cloning every entry's keys was most of an insert's time).
+    /// The bounding rectangle of the node's entries, computed on borrowed keys: only the two bounds are copied
+    /// (cloning every entry's keys here, on every insert, was once most of a range delete's time).
     fn mbr(&self) -> Option<Mbr> {
         type Bounds<'a> = (&'a [u8], &'a [u8], u64, u64, u64);
         fn fold<'a>(mut it: impl Iterator<Item = Bounds<'a>>) -> Option<Mbr> {
