@@ -31,15 +31,24 @@ impl NonOverlapList {
     /// covered by two touching segments, e.g. `[2, 5]` under `[1, 3]` and `[4, 6]`).
     #[inline]
     pub fn covers(&self, r: &BlockRange) -> bool {
-        let i = self.segs.partition_point(|(s, _)| s.first() <= r.first());
-        if i == 0 {
+        self.covers_from(self.first_reaching(r), r)
+    }
+
+    /// The index of the first segment that reaches `r`'s first block: the one holding it, or the first one
+    /// right of it (or the list's length).
+    #[inline]
+    fn first_reaching(&self, r: &BlockRange) -> usize {
+        self.segs.partition_point(|(s, _)| s.last() < r.first())
+    }
+
+    /// [`NonOverlapList::covers`] given `start = first_reaching(r)`.
+    #[inline]
+    fn covers_from(&self, start: usize, r: &BlockRange) -> bool {
+        let Some((first, _)) = self.segs.get(start).filter(|(s, _)| s.first() <= r.first()) else {
             return false;
-        }
-        let mut end = self.segs[i - 1].0.last();
-        if end < r.first() {
-            return false;
-        }
-        for (s, _) in &self.segs[i..] {
+        };
+        let mut end = first.last();
+        for (s, _) in &self.segs[start + 1..] {
             if end >= r.last() || s.first() != end + 1 {
                 break;
             }
@@ -50,7 +59,7 @@ impl NonOverlapList {
 
     /// Unions `r` into the list, adding `count` surviving entries to the resulting segment.
     pub fn add(&mut self, r: BlockRange, count: u32) {
-        let start = self.segs.partition_point(|(s, _)| s.last() < r.first());
+        let start = self.first_reaching(&r);
         let end = self.segs.partition_point(|(s, _)| s.first() <= r.last());
         self.union_at(start, end, r, count);
     }
@@ -58,23 +67,13 @@ impl NonOverlapList {
     /// `covers(r)`, and when it does not, `add(r, count)`: normal GC's step for every entry, with one search
     /// of the list instead of three. Returns whether `r` was covered (the list is then unchanged).
     pub fn cover_or_add(&mut self, r: BlockRange, count: u32) -> bool {
-        let n = self.segs.len();
-        // The first segment reaching `r`'s first block: the one that holds it, or the first one right of it.
-        let start = self.segs.partition_point(|(s, _)| s.last() < r.first());
-        if start < n && self.segs[start].0.first() <= r.first() {
-            let mut end = self.segs[start].0.last();
-            let mut j = start + 1;
-            while end < r.last() && j < n && self.segs[j].0.first() == end + 1 {
-                end = self.segs[j].0.last();
-                j += 1;
-            }
-            if end >= r.last() {
-                return true;
-            }
+        let start = self.first_reaching(&r);
+        if self.covers_from(start, &r) {
+            return true;
         }
         // Segments overlapping `r` are few (usually none or one): walk to the first one past it.
         let mut end = start;
-        while end < n && self.segs[end].0.first() <= r.last() {
+        while end < self.segs.len() && self.segs[end].0.first() <= r.last() {
             end += 1;
         }
         self.union_at(start, end, r, count);

@@ -596,14 +596,12 @@ impl<T: Copy> InternalIndex<T> for Art<T> {
         let mut bytes = [0u8; 8];
         let mut n = 0;
         loop {
-            let h = match node {
-                Node::Leaf(k, v) if *k <= key => return Some((*k, *v)),
-                Node::Leaf(..) | Node::Empty => break,
-                Node::N4(x) => &x.h,
-                Node::N16(x) => &x.h,
-                Node::N48(x) => &x.h,
-                Node::N256(x) => &x.h,
-            };
+            if let Node::Leaf(k, v) = node
+                && *k <= key
+            {
+                return Some((*k, *v));
+            }
+            let Some(h) = node.header() else { break };
             match h.cmp_prefix(key, depth) {
                 std::cmp::Ordering::Less => return node.max_leaf(),
                 std::cmp::Ordering::Greater => break,
