@@ -300,13 +300,17 @@ impl Table {
         let idx = self.index.read();
         let mut ra = ReadAhead::default();
         let mut n = 0;
-        let mut p = Some(idx.locate(lo));
+        let first = idx.locate(lo);
+        let mut p = Some(first);
         while let Some(q) = p {
             if n >= limit || (hi.is_some_and(|h| *idx.get(q).key >= *h) && q != idx.first()) {
                 break;
             }
             let data = self.load_with(&idx, q, Some(&mut ra))?;
-            let a = data.lower_bound(lo);
+            // Every key of a later interval is at least its index key, which is above `lo` (`locate` found the last
+            // index key `<= lo`), so only the first interval needs the search; it would touch each later one's
+            // records once more, cold when the interval was just read.
+            let a = if q == first { data.lower_bound(lo) } else { 0 };
             let b = hi.map_or(data.len(), |h| data.lower_bound(h)).max(a).min(a + (limit - n));
             n += b - a;
             let done = b < data.len();
