@@ -33,4 +33,4 @@ pub mod wal;
 
 pub use db::{Db, DbIter, Stats};
 pub use error::{Error, Result};
-pub use options::{Options, WriteOptions};
+pub use options::{Defrag, Options, WriteOptions};

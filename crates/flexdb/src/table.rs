@@ -31,7 +31,7 @@ use crate::error::{Error, Result};
 use crate::index::{Pos, SparseIndex};
 use crate::interval::Interval;
 use crate::memtable::MemValue;
-use crate::options::Options;
+use crate::options::{Defrag, Options};
 use crate::record::{self, Rec};
 
 /// The FlexFile extent tag marking an interval anchor (a record start).
@@ -64,7 +64,7 @@ pub struct Table {
     max_keys: usize,
     max_bytes: u64,
     lock_bytes: u64,
-    rewrite_extents: usize,
+    defrag: Defrag,
     /// Counters.
     pub stats: TableStats,
 }
@@ -199,7 +199,7 @@ impl Table {
             max_keys: opts.interval_max_keys,
             max_bytes: opts.interval_max_bytes,
             lock_bytes: opts.commit_lock_bytes,
-            rewrite_extents: opts.rewrite_extents,
+            defrag: opts.defrag,
             stats,
         })
     }
@@ -461,9 +461,9 @@ impl Table {
         let old = self.load(idx, p)?;
         let base = idx.offset(p);
         let mut file = self.file.write();
-        if self.rewrite_extents > 0 {
+        if self.defrag != Defrag::Never {
             let size = idx.get(p).size;
-            if file.tree().query(base, size)?.len() > self.rewrite_extents {
+            if self.defrag.due(file.tree().query(base, size)?.len(), old.len()) {
                 return self.rewrite_group(idx, p, file, old.to_recs(), group);
             }
         }
@@ -520,7 +520,7 @@ impl Table {
         Ok(())
     }
 
-    /// [`Table::apply_group`] for an interval spanning more than `rewrite_extents` extents: the entries are merged
+    /// [`Table::apply_group`] for an interval the `defrag` rule picks: the entries are merged
     /// in memory and the interval is replaced by one contiguous run (`FlexFile::replace`), so a later cache miss
     /// reads it with one positional read instead of one per extent. Costs writing the interval's unchanged records
     /// again. Returns the bytes inserted.

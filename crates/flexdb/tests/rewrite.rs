@@ -1,5 +1,5 @@
-//! The `rewrite_extents` extension: in-place updates split an interval into one FlexFile extent per updated
-//! record; with the option on, the committer rewrites such an interval as one run, and the data stays exact.
+//! Defragmentation (`Options::defrag`): in-place updates split an interval into one FlexFile extent per updated
+//! record; the committer rewrites such an interval as one run when its rule says so, and the data stays exact.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -7,19 +7,19 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 
-use flexdb::{Db, Options, WriteOptions};
+use flexdb::{Db, Defrag, Options, WriteOptions};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
 /// Loads 2,000 keys in order, then updates random ones over many commits; returns the store's extents per
 /// interval after checking every pair against the model.
-fn extents_per_interval(rewrite_extents: usize) -> f64 {
+fn extents_per_interval(defrag: Defrag) -> f64 {
     let fs: Arc<dyn vfs::Fs> = Arc::new(vfs::MemFs::new());
     let opts = Options {
         create_if_missing: true,
         memtable_bytes: 8 << 10,
         interval_max_keys: 8,
-        rewrite_extents,
+        defrag,
         ..Options::default()
     };
     let db = Db::open(fs, Path::new("db"), opts).unwrap();
@@ -48,9 +48,12 @@ fn extents_per_interval(rewrite_extents: usize) -> f64 {
 
 #[test]
 fn rewriting_fragmented_intervals_keeps_them_contiguous_and_exact() {
-    let in_place = extents_per_interval(0);
-    let rewritten = extents_per_interval(2);
+    let in_place = extents_per_interval(Defrag::Never);
+    let bounded = extents_per_interval(Defrag::Extents(2));
+    let half = extents_per_interval(Defrag::HalfRecords);
     // Three updates per key on average leave most intervals in pieces when updated in place.
     assert!(in_place > 4.0, "in-place updates left {in_place:.2} extents per interval");
-    assert!(rewritten <= 2.5, "rewrites left {rewritten:.2} extents per interval");
+    assert!(bounded <= 2.5, "a bound of 2 left {bounded:.2} extents per interval");
+    // Intervals hold at most 8 records, so the reference's rule keeps them at about 4 extents or fewer.
+    assert!(half <= 4.5 && half < in_place, "the reference's rule left {half:.2} extents per interval");
 }

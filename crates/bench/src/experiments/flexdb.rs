@@ -8,9 +8,11 @@
 //! gets the same shape. FlexDB uses the paper's evaluation setting of at most 8 keys per interval. Every
 //! configuration is printed as a note. No store syncs per write (the paper's setting).
 //!
-//! `flexdb-rewrite` is FlexDB with our extension `rewrite_extents` (default 2 here): the committer rewrites an
-//! interval it changes as one contiguous run when in-place updates have split it into more extents than that,
-//! trading bytes written for one positional read per cache miss. `flexdb` is the paper's FlexDB (never rewrites).
+//! `flexdb` is the paper's FlexDB (`Defrag::Never`: untouched records are never rewritten). `flexdb-defrag` adds
+//! the reference implementation's defragmentation (`Defrag::HalfRecords`): the committer rewrites an interval it
+//! changes as one contiguous run when in-place updates have split it into more extents than half its records,
+//! trading bytes written for fewer positional reads per cache miss. `flexdb-rewrite` (not run unless named in
+//! `systems`) uses a fixed bound instead, `Defrag::Extents(rewrite_extents)`, default 2.
 //!
 //! Workloads:
 //! - `write-{seq,zipf,comp}-{zippydb,udb,sys}`: an empty store receives `dataset` bytes of puts (Table 3's key and
@@ -56,7 +58,7 @@ struct Config {
     memtable: usize,
     /// User-space cache.
     cache: usize,
-    /// FlexDB's `rewrite_extents` for the `flexdb-rewrite` system (`flexdb` always runs the paper's 0).
+    /// The bound of `flexdb-rewrite` (`Defrag::Extents`).
     rewrite_extents: usize,
 }
 
@@ -222,7 +224,7 @@ impl Kv for Rocks {
     }
 }
 
-fn flex_options(c: Config, rebuild_interval: u64, rewrite_extents: usize) -> flexdb::Options {
+fn flex_options(c: Config, rebuild_interval: u64, defrag: flexdb::Defrag) -> flexdb::Options {
     flexdb::Options {
         create_if_missing: true,
         memtable_bytes: c.memtable,
@@ -230,31 +232,42 @@ fn flex_options(c: Config, rebuild_interval: u64, rewrite_extents: usize) -> fle
         interval_max_keys: 8,
         cache_bytes: c.cache,
         rebuild_interval,
-        rewrite_extents,
+        defrag,
         ..flexdb::Options::default()
     }
 }
 
 fn open_flex_with(dir: &Path, c: Config, rebuild_interval: u64) -> Result<Box<dyn Kv>> {
     let fs: Arc<dyn vfs::Fs> = Arc::new(vfs::OsFs::new());
-    Ok(Box::new(Flex(flexdb::Db::open(fs, dir, flex_options(c, rebuild_interval, 0))?)))
+    let o = flex_options(c, rebuild_interval, flexdb::Options::default().defrag);
+    Ok(Box::new(Flex(flexdb::Db::open(fs, dir, o)?)))
 }
 
 fn open_flex(dir: &Path, c: Config) -> Result<Box<dyn Kv>> {
     open_flex_with(dir, c, 4 << 10)
 }
 
-/// FlexDB with our extension: intervals spanning more than `rewrite_extents` extents are rewritten contiguously.
+/// FlexDB with a fixed bound: intervals spanning more than `rewrite_extents` extents are rewritten contiguously.
 fn open_flex_rewrite(dir: &Path, c: Config) -> Result<Box<dyn Kv>> {
     let fs: Arc<dyn vfs::Fs> = Arc::new(vfs::OsFs::new());
-    Ok(Box::new(Flex(flexdb::Db::open(fs, dir, flex_options(c, 4 << 10, c.rewrite_extents))?)))
+    let o = flex_options(c, 4 << 10, flexdb::Defrag::Extents(c.rewrite_extents));
+    Ok(Box::new(Flex(flexdb::Db::open(fs, dir, o)?)))
+}
+
+/// FlexDB with the reference implementation's defragmentation rule: an interval spanning more extents than half
+/// its records is rewritten contiguously when a commit changes it.
+fn open_flex_defrag(dir: &Path, c: Config) -> Result<Box<dyn Kv>> {
+    let fs: Arc<dyn vfs::Fs> = Arc::new(vfs::OsFs::new());
+    let o = flex_options(c, 4 << 10, flexdb::Defrag::HalfRecords);
+    Ok(Box::new(Flex(flexdb::Db::open(fs, dir, o)?)))
 }
 
 fn describe_flex(c: Config) -> String {
-    let o = flex_options(c, 4 << 10, 0);
+    let o = flex_options(c, 4 << 10, flexdb::Options::default().defrag);
     format!(
         "flexdb: memtable_bytes={} (x2: active + committing) interval_max_keys={} interval_max_bytes={} \
-         cache_bytes={} cache_partitions={} commit_lock_bytes={} rewrite_extents={} (flexdb-rewrite: {}) \
+         cache_bytes={} cache_partitions={} commit_lock_bytes={} defrag={:?} (flexdb-defrag: HalfRecords, \
+         flexdb-rewrite: Extents({})) \
          rebuild_interval={} flexfile segment_size={} block_size={} sync=false",
         o.memtable_bytes,
         o.interval_max_keys,
@@ -262,7 +275,7 @@ fn describe_flex(c: Config) -> String {
         o.cache_bytes,
         o.cache_partitions,
         o.commit_lock_bytes,
-        o.rewrite_extents,
+        o.defrag,
         c.rewrite_extents,
         o.rebuild_interval,
         o.flexfile.segment_size,
@@ -506,7 +519,7 @@ impl Experiment for FlexDbBench {
         "flexdb vs rocksdb and lsm-local (FlexFile paper §6.3): sequential/Zipfian/Zipfian-composite writes of the \
          ZippyDB/UDB/SYS datasets with bytes written, GET and SCAN(50) after Zipfian updates, recovery time, YCSB \
          A-F; --set dataset_mib=N threads=N reads=N scans=N ycsb_ops=N rewrite_extents=N \
-         systems=flexdb,flexdb-rewrite,rocksdb,lsm-local phases=writes,reads,recovery,ycsb datasets=zippydb,udb,sys"
+         systems=flexdb,flexdb-defrag,flexdb-rewrite,rocksdb,lsm-local phases=writes,reads,recovery,ycsb datasets=zippydb,udb,sys"
     }
 
     fn run(&self, ctx: &Ctx) -> Result<Report> {
@@ -521,7 +534,7 @@ impl Experiment for FlexDbBench {
         let rewrite_extents: usize = ctx.setting("rewrite_extents", 2)?;
         // Subsets, e.g. to profile one phase of one system; every default is everything.
         let only_systems: String =
-            ctx.setting("systems", "flexdb,flexdb-rewrite,rocksdb,lsm-local".to_string())?;
+            ctx.setting("systems", "flexdb,flexdb-defrag,rocksdb,lsm-local".to_string())?;
         let only_systems: Vec<&str> = only_systems.split(',').map(str::trim).collect();
         let phases: String = ctx.setting("phases", "writes,reads,recovery,ycsb".to_string())?;
         let phase = |p: &str| phases.split(',').any(|x| x.trim() == p);
@@ -570,8 +583,9 @@ impl Experiment for FlexDbBench {
                        "load": "key order", "scan_length": 50, "threads": threads}),
             );
         }
-        let systems: [(&str, Opener); 4] = [
+        let systems: [(&str, Opener); 5] = [
             ("flexdb", open_flex),
+            ("flexdb-defrag", open_flex_defrag),
             ("flexdb-rewrite", open_flex_rewrite),
             ("rocksdb", open_rocks),
             ("lsm-local", open_lsm),
