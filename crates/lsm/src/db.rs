@@ -80,12 +80,28 @@ struct WriteQueue {
     results: std::collections::HashMap<u64, Result<()>>,
     next_id: u64,
     leader_active: bool,
+    /// Writers blocked on `writers_cv`. The std condition variable makes a futex call on every notify, waiter or
+    /// not; a lone writer skipping it saved that system call on every write.
+    waiting: usize,
+}
+
+impl WriteQueue {
+    /// Waits on `cv` with `q` counted in `waiting`.
+    fn wait<'a>(cv: &Condvar, mut q: MutexGuard<'a, WriteQueue>) -> MutexGuard<'a, WriteQueue> {
+        q.waiting += 1;
+        let mut q = cv.wait(q).unwrap_or_else(|p| p.into_inner());
+        q.waiting -= 1;
+        q
+    }
 }
 
 struct Pending {
     id: u64,
     batch: Option<WriteBatch>,
     sync: bool,
+    /// A memtable switch (`force_switch`): it runs alone when it reaches the front, so a leader must never take
+    /// it into its group (the switch would wait for its entry forever).
+    switch: bool,
 }
 
 pub(crate) struct Inner {
@@ -632,7 +648,7 @@ impl Inner {
         let mut q = lock(&self.writers);
         let id = q.next_id;
         q.next_id += 1;
-        q.pending.push_back(Pending { id, batch, sync });
+        q.pending.push_back(Pending { id, batch, sync, switch: false });
         loop {
             if let Some(r) = q.results.remove(&id) {
                 return r;
@@ -640,15 +656,18 @@ impl Inner {
             if !q.leader_active && q.pending.front().is_some_and(|p| p.id == id) {
                 break;
             }
-            q = self.writers_cv.wait(q).unwrap_or_else(|p| p.into_inner());
+            q = WriteQueue::wait(&self.writers_cv, q);
         }
-        // Leader: take a group of consecutive writers (a sync writer never joins a non-sync leader's group).
+        // Leader: take a group of consecutive writers (a sync writer never joins a non-sync leader's group; a
+        // memtable switch ends the group).
         q.leader_active = true;
         let mut group: Vec<Pending> = Vec::new();
         let mut bytes = 0;
         let lead_sync = q.pending.front().is_some_and(|p| p.sync);
         while let Some(p) = q.pending.front() {
-            if !group.is_empty() && ((p.sync && !lead_sync) || bytes > self.opts.max_write_group_bytes) {
+            if !group.is_empty()
+                && (p.switch || (p.sync && !lead_sync) || bytes > self.opts.max_write_group_bytes)
+            {
                 break;
             }
             bytes += p.batch.as_ref().map_or(0, |b| b.size());
@@ -665,8 +684,11 @@ impl Inner {
             }
         }
         q.leader_active = false;
+        let wake = q.waiting > 0;
         drop(q);
-        self.writers_cv.notify_all();
+        if wake {
+            self.writers_cv.notify_all();
+        }
         r
     }
 
@@ -681,11 +703,10 @@ impl Inner {
             }
             return Ok(());
         }
-        let mut merged = WriteBatch::new();
+        let writes = group.iter().filter(|p| p.batch.is_some()).count() as u64;
         let mut user_bytes = 0u64;
         for p in group.iter() {
             if let Some(b) = &p.batch {
-                merged.append(b);
                 for op in b.iter().flatten() {
                     user_bytes += match op {
                         Op::Put(k, v) => (k.len() + v.len()) as u64,
@@ -695,6 +716,17 @@ impl Inner {
                 }
             }
         }
+        // A lone batch is written and applied as it is; a group is copied into one batch.
+        let mut group_batch = WriteBatch::new();
+        let merged: &mut WriteBatch = match group {
+            [Pending { batch: Some(b), .. }] => b,
+            _ => {
+                for b in group.iter().filter_map(|p| p.batch.as_ref()) {
+                    group_batch.append(b);
+                }
+                &mut group_batch
+            }
+        };
         let first = self.last_seq.load(Ordering::Acquire) + 1;
         let mem = lock(&self.state).mem.clone();
         {
@@ -719,16 +751,14 @@ impl Inner {
             }
         }
         if !merged.is_empty() {
-            apply_batch(&mem, &*self.range_deletes, &merged)?;
+            apply_batch(&mem, &*self.range_deletes, merged)?;
             if self.range_deletes.maintenance_due() {
                 self.bg_cv.notify_all();
             }
             self.last_seq.store(first + u64::from(merged.count()) - 1, Ordering::Release);
             self.counters.user_bytes_written.fetch_add(user_bytes, Ordering::Relaxed);
             self.counters.write_groups.fetch_add(1, Ordering::Relaxed);
-            self.counters
-                .writes
-                .fetch_add(group.iter().filter(|p| p.batch.is_some()).count() as u64, Ordering::Relaxed);
+            self.counters.writes.fetch_add(writes, Ordering::Relaxed);
         }
         Ok(())
     }
@@ -747,16 +777,21 @@ impl Inner {
         let mut q = lock(&self.writers);
         let id = q.next_id;
         q.next_id += 1;
-        q.pending.push_back(Pending { id, batch: None, sync: false });
+        q.pending.push_back(Pending { id, batch: None, sync: false, switch: true });
         while q.leader_active || q.pending.front().is_none_or(|p| p.id != id) {
-            q = self.writers_cv.wait(q).unwrap_or_else(|p| p.into_inner());
+            q = WriteQueue::wait(&self.writers_cv, q);
         }
         q.pending.pop_front();
         q.leader_active = true;
         drop(q);
         let r = self.make_room_for_write(true);
-        lock(&self.writers).leader_active = false;
-        self.writers_cv.notify_all();
+        let mut q = lock(&self.writers);
+        q.leader_active = false;
+        let wake = q.waiting > 0;
+        drop(q);
+        if wake {
+            self.writers_cv.notify_all();
+        }
         r
     }
 

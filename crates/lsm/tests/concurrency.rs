@@ -73,3 +73,49 @@ fn concurrent_writers_and_readers_see_consistent_state() {
     let db = Db::open(fs, "/db", o).unwrap();
     assert_eq!(db.scan(&ReadOptions::default(), b"", b"\xff", usize::MAX).unwrap(), all);
 }
+
+/// Writers that form groups and ones that write alone, while another thread forces memtable switches
+/// (`Db::flush`): every waiter must be woken (a writer skips the notify when it counts no waiter), every batch
+/// applied whole. Before the fix a write leader took a waiting switch's queue entry into its group, and the
+/// flush then waited for that entry to reach the front forever.
+#[test]
+fn regression_flush_beside_writers_never_hangs() {
+    let fs: Arc<dyn vfs::Fs> = Arc::new(vfs::MemFs::new());
+    let o = Options { create_if_missing: true, write_buffer_size: 32 << 10, ..Options::default() };
+    let db = Arc::new(Db::open(fs, "/db", o).unwrap());
+    let stop = Arc::new(AtomicBool::new(false));
+    let flusher = {
+        let (db, stop) = (db.clone(), stop.clone());
+        std::thread::spawn(move || {
+            while !stop.load(Ordering::Relaxed) {
+                db.flush().unwrap();
+            }
+        })
+    };
+    let writers: Vec<_> = (0..4u32)
+        .map(|t| {
+            let db = db.clone();
+            std::thread::spawn(move || {
+                for i in 0..400u32 {
+                    let mut b = lsm::WriteBatch::new();
+                    for j in 0..3 {
+                        let k = format!("t{t}-{i:04}-{j}");
+                        b.put(k.as_bytes(), k.as_bytes());
+                    }
+                    db.write(&WriteOptions { sync: i % 64 == 0 }, b).unwrap();
+                }
+            })
+        })
+        .collect();
+    for h in writers {
+        h.join().unwrap();
+    }
+    stop.store(true, Ordering::Relaxed);
+    flusher.join().unwrap();
+    let all = db.scan(&ReadOptions::default(), b"", b"\xff", usize::MAX).unwrap();
+    assert_eq!(all.len(), 4 * 400 * 3);
+    assert!(all.iter().all(|(k, v)| k == v));
+    let st = db.stats();
+    assert_eq!(st.writes, 4 * 400, "{}", st.to_json());
+    assert!(st.flushes > 0, "{}", st.to_json());
+}
