@@ -119,3 +119,142 @@ fn regression_flush_beside_writers_never_hangs() {
     assert_eq!(st.writes, 4 * 400, "{}", st.to_json());
     assert!(st.flushes > 0, "{}", st.to_json());
 }
+
+/// Every public operation beside every other, under both range-delete strategies and with query-driven
+/// compactions on: writers (puts, batches, point and range deletes, some synced), `flush`, `compact_range`,
+/// `sync_wal`, and readers (snapshot scans, iterators, gets). Each writer owns its keys, so the final state is
+/// known. Fails instead of hanging if any operation never returns.
+#[test]
+fn all_operations_beside_each_other_complete_and_agree() {
+    for global in [false, true] {
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            run_all_operations(global);
+            let _ = tx.send(());
+        });
+        match rx.recv_timeout(std::time::Duration::from_secs(120)) {
+            Ok(()) => {}
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+                panic!("an operation hung (global = {global})")
+            }
+            Err(e) => panic!("the workload panicked (global = {global}): {e}"),
+        }
+    }
+}
+
+fn run_all_operations(global: bool) {
+    use std::collections::BTreeMap;
+    let fs: Arc<dyn vfs::Fs> = Arc::new(vfs::MemFs::new());
+    let strategy: Arc<dyn lsm::RangeDeleteStrategy> = if global {
+        Arc::new(lsm::GlobalRangeDeletes::with_options(gloran::IndexOptions {
+            buffer_bytes: 2048,
+            node_size: 256,
+            ..Default::default()
+        }))
+    } else {
+        Arc::new(lsm::LocalTombstones)
+    };
+    let o = Options {
+        create_if_missing: true,
+        range_delete_strategy: strategy,
+        write_buffer_size: 8 << 10,
+        max_bytes_for_level_base: 32 << 10,
+        target_file_size_base: 8 << 10,
+        level0_file_num_compaction_trigger: 2,
+        level0_slowdown_writes_trigger: 4,
+        level0_stop_writes_trigger: 8,
+        ..Options::default()
+    };
+    let db = Arc::new(Db::open(fs.clone(), "/db", o.clone()).unwrap());
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut helpers = Vec::new();
+    for kind in 0..4 {
+        let (db, stop) = (db.clone(), stop.clone());
+        helpers.push(std::thread::spawn(move || {
+            let mut n = 0u32;
+            while !stop.load(Ordering::Relaxed) {
+                match kind {
+                    0 => db.flush().unwrap(),
+                    1 => db.compact_range(None, None).unwrap(),
+                    2 => db.sync_wal().unwrap(),
+                    _ => {
+                        let s = db.snapshot();
+                        let ro = ReadOptions { snapshot: Some(s.seq()), ..Default::default() };
+                        let all = db.scan(&ro, b"", b"\xff", usize::MAX).unwrap();
+                        assert!(all.windows(2).all(|w| w[0].0 < w[1].0));
+                        let mut it = db.iter(&ro).unwrap();
+                        it.seek(b"w1");
+                        let mut seen = 0;
+                        while it.valid() && seen < 20 {
+                            it.next();
+                            seen += 1;
+                        }
+                        let _ = db.get_opt(&ro, format!("w0-{:04}", n % 300).as_bytes()).unwrap();
+                    }
+                }
+                n += 1;
+            }
+        }));
+    }
+    let writers: Vec<_> = (0..3u32)
+        .map(|t| {
+            let db = db.clone();
+            std::thread::spawn(move || {
+                let mut model = BTreeMap::new();
+                let key = |i: u32| format!("w{t}-{i:04}").into_bytes();
+                for i in 0..2000 * scale() {
+                    let w = WriteOptions { sync: i % 97 == 0 };
+                    match i % 10 {
+                        0..=5 => {
+                            let (k, v) = (key(i % 300), format!("{i}").into_bytes());
+                            db.put(&w, &k, &v).unwrap();
+                            model.insert(k, v);
+                        }
+                        6 => {
+                            let k = key((i * 7) % 300);
+                            db.delete(&w, &k).unwrap();
+                            model.remove(&k);
+                        }
+                        7 => {
+                            let (a, b) = ((i * 13) % 300, (i * 13) % 300 + 15);
+                            db.delete_range(&w, &key(a), &key(b)).unwrap();
+                            model.retain(|k, _| *k < key(a) || *k >= key(b));
+                        }
+                        _ => {
+                            let mut b = lsm::WriteBatch::new();
+                            for j in 0..4 {
+                                let (k, v) = (key((i + j * 31) % 300), format!("b{i}").into_bytes());
+                                b.put(&k, &v);
+                                model.insert(k, v);
+                            }
+                            db.write(&w, b).unwrap();
+                        }
+                    }
+                }
+                model
+            })
+        })
+        .collect();
+    let mut model = BTreeMap::new();
+    for h in writers {
+        model.extend(h.join().unwrap());
+    }
+    stop.store(true, Ordering::Relaxed);
+    for h in helpers {
+        h.join().unwrap();
+    }
+    db.wait_for_compactions().unwrap();
+    let st = db.stats();
+    assert!(st.flushes > 10 && st.compactions > 0, "{}", st.to_json());
+    let want: Vec<(Vec<u8>, Vec<u8>)> = model.into_iter().collect();
+    assert_eq!(db.scan(&ReadOptions::default(), b"", b"\xff", usize::MAX).unwrap(), want);
+    let db = Arc::into_inner(db).unwrap();
+    db.close().unwrap();
+    let db = Db::open(fs, "/db", o).unwrap();
+    assert_eq!(db.scan(&ReadOptions::default(), b"", b"\xff", usize::MAX).unwrap(), want);
+}
+
+/// Repetitions from `RANGEDB_TEST_SCALE` (default 1).
+fn scale() -> u32 {
+    std::env::var("RANGEDB_TEST_SCALE").ok().and_then(|s| s.parse().ok()).unwrap_or(1)
+}

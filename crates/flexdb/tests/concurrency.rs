@@ -1,0 +1,122 @@
+//! Every public operation beside every other: writers (puts, batches, point and range deletes, some synced),
+//! `flush`, `sync` and readers (scans both ways, iterators, gets) on one store. Each writer owns its keys, so the
+//! final state is known; a hang fails the test instead of stalling the suite.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use flexdb::wal::Op;
+use flexdb::{Db, Options, WriteOptions};
+
+fn scale() -> u32 {
+    std::env::var("RANGEDB_TEST_SCALE").ok().and_then(|s| s.parse().ok()).unwrap_or(1)
+}
+
+#[test]
+fn all_operations_beside_each_other_complete_and_agree() {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        run_all_operations();
+        let _ = tx.send(());
+    });
+    match rx.recv_timeout(std::time::Duration::from_secs(120)) {
+        Ok(()) => {}
+        Err(std::sync::mpsc::RecvTimeoutError::Timeout) => panic!("an operation hung"),
+        Err(e) => panic!("the workload panicked: {e}"),
+    }
+}
+
+fn run_all_operations() {
+    let fs: Arc<dyn vfs::Fs> = Arc::new(vfs::MemFs::new());
+    let opts = Options { commit_lock_bytes: 512, ..Options::tiny() };
+    let db = Arc::new(Db::open(fs.clone(), Path::new("db"), opts.clone()).unwrap());
+    let stop = Arc::new(AtomicBool::new(false));
+    let helpers: Vec<_> = (0..3)
+        .map(|kind| {
+            let (db, stop) = (db.clone(), stop.clone());
+            std::thread::spawn(move || {
+                let mut n = 0u32;
+                while !stop.load(Ordering::Relaxed) {
+                    match kind {
+                        0 => db.flush().unwrap(),
+                        1 => db.sync().unwrap(),
+                        _ => {
+                            let fwd = db.scan(b"", None, usize::MAX, false).unwrap();
+                            assert!(fwd.windows(2).all(|w| w[0].0 < w[1].0));
+                            let rev = db.scan(b"w1", Some(b"w2"), 25, true).unwrap();
+                            assert!(rev.windows(2).all(|w| w[0].0 > w[1].0));
+                            let mut it = db.iter(b"w0", None, n % 2 == 1);
+                            for _ in 0..10 {
+                                if it.next().transpose().unwrap().is_none() {
+                                    break;
+                                }
+                            }
+                            let _ = db.get(format!("w2-{:04}", n % 300).as_bytes()).unwrap();
+                        }
+                    }
+                    n += 1;
+                }
+            })
+        })
+        .collect();
+    let writers: Vec<_> = (0..3u32)
+        .map(|t| {
+            let db = db.clone();
+            std::thread::spawn(move || {
+                let mut model = BTreeMap::new();
+                let key = |i: u32| format!("w{t}-{i:04}").into_bytes();
+                for i in 0..1500 * scale() {
+                    let w = WriteOptions { sync: i % 97 == 0 };
+                    match i % 10 {
+                        0..=5 => {
+                            let (k, v) = (key(i % 300), format!("{i}").into_bytes());
+                            db.put(&k, &v, w).unwrap();
+                            model.insert(k, v);
+                        }
+                        6 => {
+                            let k = key((i * 7) % 300);
+                            db.delete(&k, w).unwrap();
+                            model.remove(&k);
+                        }
+                        7 => {
+                            let (a, b) = ((i * 13) % 300, (i * 13) % 300 + 15);
+                            db.delete_range(&key(a), &key(b), w).unwrap();
+                            model.retain(|k, _| *k < key(a) || *k >= key(b));
+                        }
+                        _ => {
+                            let mut ops = Vec::new();
+                            for j in 0..4 {
+                                let (k, v) = (key((i + j * 31) % 300), format!("b{i}").into_bytes());
+                                model.insert(k.clone(), v.clone());
+                                ops.push(Op::Put(k.into(), v.into()));
+                            }
+                            db.write(ops, w).unwrap();
+                        }
+                    }
+                }
+                model
+            })
+        })
+        .collect();
+    let mut model = BTreeMap::new();
+    for h in writers {
+        model.extend(h.join().unwrap());
+    }
+    stop.store(true, Ordering::Relaxed);
+    for h in helpers {
+        h.join().unwrap();
+    }
+    let want: Vec<(Vec<u8>, Vec<u8>)> = model.into_iter().collect();
+    assert_eq!(db.scan(b"", None, usize::MAX, false).unwrap(), want);
+    db.flush().unwrap();
+    db.check(true).unwrap();
+    assert!(db.stats().memtables_committed > 10);
+    let db = Arc::into_inner(db).unwrap();
+    db.close().unwrap();
+    let db = Db::open(fs, Path::new("db"), opts).unwrap();
+    assert_eq!(db.scan(b"", None, usize::MAX, false).unwrap(), want);
+}
