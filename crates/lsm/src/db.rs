@@ -955,12 +955,12 @@ impl Inner {
         let recorded = edit.range_index.is_some();
         let output_files = edit.added.len() as u64;
         let new_tables: Vec<(u64, u64)> = edit.added.iter().map(|(_, f)| (f.number, f.size)).collect();
+        self.warm_tables(&new_tables);
         let mut vs = lock(&self.versions);
         vs.log_and_apply(edit)?;
         self.install(vs, |s| {
             s.imm.remove(0);
         });
-        self.warm_tables(&new_tables);
         if recorded {
             self.range_deletes.state_recorded()?;
         }
@@ -1043,18 +1043,15 @@ impl Inner {
         // Entries dropped under a range record of the global index: that record must be durable before the edit
         // that drops them is (its WAL may not be synced yet).
         self.with_wal_synced(|_| Ok(()))?;
+        if !job.trivial_move {
+            self.warm_tables(&vs_edit.added.iter().map(|(_, f)| (f.number, f.size)).collect::<Vec<_>>());
+        }
         let mut vs = lock(&self.versions);
         // On failure the outputs stay on disk: a MANIFEST write or sync that failed may still have made the edit
         // durable, and removing tables it names would leave the next open with a MANIFEST pointing at nothing.
         // Startup cleanup removes them if the recovered version does not reference them.
-        let new_tables: Vec<(u64, u64)> = if job.trivial_move {
-            Vec::new()
-        } else {
-            vs_edit.added.iter().map(|(_, f)| (f.number, f.size)).collect()
-        };
         vs.log_and_apply(vs_edit)?;
         let v = self.install(vs, |_| {});
-        self.warm_tables(&new_tables);
         job.micros = started.elapsed().as_micros() as u64;
         self.counters.per_level.record(&job);
         if c.bottommost {
@@ -1303,6 +1300,7 @@ impl Inner {
             lookups_with_tombstones: load(&self.rd.lookups_with_tombstones),
             range_covered_lookups: load(&self.rd.covered_hits),
             compaction_range_covered: load(&c.compaction_range_covered),
+            table_opens: self.table_cache.opens(),
             block_cache_usage: self.table_cache.blocks().usage() as u64,
             block_cache_hits: hits,
             block_cache_misses: misses,

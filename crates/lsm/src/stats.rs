@@ -95,6 +95,8 @@ pub struct Stats {
     pub range_covered_lookups: u64,
     /// Entries compactions dropped under range tombstones.
     pub compaction_range_covered: u64,
+    /// Tables opened into the table cache (by background jobs when they write them, or by reads).
+    pub table_opens: u64,
     /// Block cache bytes in use.
     pub block_cache_usage: u64,
     /// Block cache hits.
@@ -136,7 +138,7 @@ impl Stats {
     pub fn to_json(&self) -> String {
         let levels: Vec<String> =
             self.levels.iter().map(|l| format!("{{\"files\":{},\"bytes\":{}}}", l.files, l.bytes)).collect();
-        let fields: [(&str, u64); 28] = [
+        let fields: [(&str, u64); 29] = [
             ("user_bytes_written", self.user_bytes_written),
             ("wal_bytes", self.wal_bytes),
             ("wal_syncs", self.wal_syncs),
@@ -157,6 +159,7 @@ impl Stats {
             ("lookups_with_tombstones", self.lookups_with_tombstones),
             ("range_covered_lookups", self.range_covered_lookups),
             ("compaction_range_covered", self.compaction_range_covered),
+            ("table_opens", self.table_opens),
             ("block_cache_usage", self.block_cache_usage),
             ("block_cache_hits", self.block_cache_hits),
             ("block_cache_misses", self.block_cache_misses),

@@ -3,6 +3,7 @@
 
 use std::collections::HashMap;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use crate::cache::BlockCache;
@@ -21,12 +22,26 @@ pub struct TableCache {
     capacity: usize,
     /// Open tables with their last-use tick, and the tick counter.
     open: Mutex<(HashMap<u64, OpenTable>, u64)>,
+    /// Tables opened so far.
+    opens: AtomicU64,
 }
 
 impl TableCache {
     /// A cache of at most `capacity` open tables reading blocks through `blocks`.
     pub fn new(fs: Arc<dyn vfs::Fs>, dir: PathBuf, blocks: Arc<BlockCache>, capacity: usize) -> Self {
-        TableCache { fs, dir, blocks, capacity: capacity.max(1), open: Mutex::new((HashMap::new(), 0)) }
+        TableCache {
+            fs,
+            dir,
+            blocks,
+            capacity: capacity.max(1),
+            open: Mutex::new((HashMap::new(), 0)),
+            opens: AtomicU64::new(0),
+        }
+    }
+
+    /// Tables opened so far (each miss of [`TableCache::get`] that found the file).
+    pub fn opens(&self) -> u64 {
+        self.opens.load(Ordering::Relaxed)
     }
 
     /// The block cache.
@@ -58,6 +73,7 @@ impl TableCache {
             return Err(Error::corruption(name, format!("size {actual} but the MANIFEST says {size}")));
         }
         let t = Arc::new(Table::open(file, number, &name, size, self.blocks.clone())?);
+        self.opens.fetch_add(1, Ordering::Relaxed);
         let mut g = self.open.lock().unwrap_or_else(|p| p.into_inner());
         g.1 += 1;
         let tick = g.1;

@@ -175,3 +175,35 @@ fn compaction_thread_count_is_validated() {
     let o = Options { create_if_missing: true, max_background_compactions: 0, ..Options::default() };
     assert!(matches!(Db::open(fs, "/db", o), Err(lsm::Error::InvalidArgument(_))));
 }
+
+/// Flushes and compactions open the tables they write into the table cache (before installing them, so no
+/// reader ever pays for the open of a new table's index, filter and tombstones), and reads after them open none.
+#[test]
+fn reads_after_flushes_and_compactions_open_no_table() {
+    let fs: Arc<dyn Fs> = Arc::new(MemFs::new());
+    let o = Options {
+        create_if_missing: true,
+        write_buffer_size: 16 << 10,
+        max_bytes_for_level_base: 64 << 10,
+        target_file_size_base: 8 << 10,
+        level0_file_num_compaction_trigger: 2,
+        ..Options::default()
+    };
+    let db = Db::open(fs, "/db", o).unwrap();
+    for i in 0..6000u32 {
+        let k = i.wrapping_mul(2_654_435_761) % 3000;
+        db.put(&WriteOptions::default(), &key(k), format!("{i}").as_bytes()).unwrap();
+        if i % 1000 == 999 {
+            db.delete_range(&WriteOptions::default(), &key(k), &key(k + 5)).unwrap();
+        }
+    }
+    db.flush().unwrap();
+    db.wait_for_compactions().unwrap();
+    let s = db.stats();
+    assert!(s.flushes > 5 && s.compactions > 0, "{}", s.to_json());
+    let opens = s.table_opens;
+    for k in 0..3000 {
+        db.get(&key(k)).unwrap();
+    }
+    assert_eq!(db.stats().table_opens, opens, "reads opened tables the background jobs had written");
+}

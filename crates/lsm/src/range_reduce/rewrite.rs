@@ -205,6 +205,7 @@ impl Inner {
             self.write_rewrite_outputs(&v, target, &plan.levels, &claimed, runs, lo, hi, &read, &mut created);
         let remove_outputs = |files: &[FileInfo]| {
             for f in files {
+                self.table_cache.evict(f.number);
                 let _ = self.fs.remove_file(&self.dir.join(crate::filename::table_name(f.number)));
             }
         };
@@ -230,6 +231,7 @@ impl Inner {
         }
         edit.last_seq = Some(self.last_seq.load(Ordering::Acquire));
         let bytes: u64 = edit.added.iter().map(|(_, f)| f.size).sum();
+        self.warm_tables(&edit.added.iter().map(|(_, f)| (f.number, f.size)).collect::<Vec<_>>());
         let mut vs = lock(&self.versions);
         // Compactions of unclaimed files ran meanwhile: re-check against the version the edit applies to, under
         // the lock every edit is applied under. Down to the target level nothing that meets the range may have
