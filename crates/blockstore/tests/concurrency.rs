@@ -144,3 +144,122 @@ fn a_read_waiting_on_a_data_file_blocks_no_write_flush_or_cached_read() {
     assert_eq!(reader.join().unwrap(), old);
     v.check_invariants().unwrap();
 }
+
+/// Every volume operation beside every other, with small caches, files and checkpoints so flushes, seals,
+/// journal resets, checkpoints and background collection happen constantly: writers (writes, zeroes, some FUA)
+/// on their own block regions, and beside them `flush`, `flush_cache`, `checkpoint`, `collect_garbage`,
+/// `allocation`, `verify` and reads. Each region ends equal to a per-block model, also after a reopen; a hang
+/// fails the test instead of stalling the suite.
+#[test]
+fn all_volume_operations_beside_each_other_complete_and_agree() {
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        run_all_volume_operations();
+        let _ = tx.send(());
+    });
+    match rx.recv_timeout(Duration::from_secs(120)) {
+        Ok(()) => {}
+        Err(mpsc::RecvTimeoutError::Timeout) => panic!("a volume operation hung"),
+        Err(e) => panic!("the workload panicked: {e}"),
+    }
+}
+
+fn run_all_volume_operations() {
+    const REGION: u64 = 64; // blocks per writer
+    const WRITERS: u64 = 3;
+    let fs: Arc<dyn Fs> = Arc::new(MemFs::new());
+    let opts = Options {
+        segment_cache_bytes: 8 * BLOCK_SIZE,
+        journal_flush_bytes: 32 * BLOCK_SIZE as u64,
+        journal_reset_bytes: 64 * BLOCK_SIZE as u64,
+        data_file_bytes: 64 << 10,
+        checkpoint_bytes: 4 << 10,
+        gc_garbage_percent: 0,
+        ..Options::default()
+    };
+    let store = Store::open(fs.clone(), Path::new("/s"), opts.clone()).unwrap();
+    let v = store.create_volume("v", REGION * WRITERS * BLOCK_SIZE as u64).unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let helpers: Vec<_> = (0..4)
+        .map(|kind| {
+            let (v, stop) = (v.clone(), stop.clone());
+            std::thread::spawn(move || {
+                let mut n = 0u64;
+                while !stop.load(Ordering::Relaxed) {
+                    match kind {
+                        0 => v.flush().unwrap(),
+                        1 => {
+                            v.flush_cache().unwrap();
+                            v.checkpoint().unwrap();
+                        }
+                        2 => {
+                            v.collect_garbage(60).unwrap();
+                            let blocks = REGION * WRITERS;
+                            let runs = v.allocation(0, blocks * BLOCK_SIZE as u64).unwrap();
+                            assert!(!runs.is_empty());
+                        }
+                        _ => {
+                            let mut buf = vec![0u8; 8 * BLOCK_SIZE];
+                            v.read(&mut buf, (n % (REGION * WRITERS - 8)) * BLOCK_SIZE as u64).unwrap();
+                            if n.is_multiple_of(50) {
+                                v.verify().unwrap();
+                            }
+                        }
+                    }
+                    n += 1;
+                }
+            })
+        })
+        .collect();
+    let writers: Vec<_> = (0..WRITERS)
+        .map(|t| {
+            let v = v.clone();
+            std::thread::spawn(move || {
+                // The region's blocks: the byte every block holds (0: never written or zeroed).
+                let mut model = vec![0u8; REGION as usize];
+                let mut x = t * 7919 + 1;
+                for i in 0..400u64 {
+                    x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                    let start = (x >> 33) % REGION;
+                    let len = 1 + (x >> 20) % 6.min(REGION - start);
+                    let off = (t * REGION + start) * BLOCK_SIZE as u64;
+                    let fua = i % 37 == 0;
+                    if i % 9 == 0 {
+                        v.zero(off, len * BLOCK_SIZE as u64, fua).unwrap();
+                        model[start as usize..(start + len) as usize].fill(0);
+                    } else {
+                        let byte = (i % 250 + 1) as u8;
+                        v.write(&vec![byte; (len as usize) * BLOCK_SIZE], off, fua).unwrap();
+                        model[start as usize..(start + len) as usize].fill(byte);
+                    }
+                }
+                model
+            })
+        })
+        .collect();
+    let models: Vec<Vec<u8>> = writers.into_iter().map(|h| h.join().unwrap()).collect();
+    stop.store(true, Ordering::Relaxed);
+    for h in helpers {
+        h.join().unwrap();
+    }
+    let check = |v: &blockstore::Volume| {
+        for (t, model) in models.iter().enumerate() {
+            for (b, &byte) in model.iter().enumerate() {
+                let mut buf = vec![1u8; BLOCK_SIZE];
+                v.read(&mut buf, (t as u64 * REGION + b as u64) * BLOCK_SIZE as u64).unwrap();
+                assert!(buf.iter().all(|&x| x == byte), "writer {t} block {b}: want {byte}, got {}", buf[0]);
+            }
+        }
+    };
+    check(&v);
+    v.flush().unwrap();
+    v.check_invariants().unwrap();
+    let st = v.stats();
+    assert!(st.cache_flushes > 10 && st.checkpoints > 10 && st.gc_runs > 0, "{st:?}");
+    drop(v);
+    drop(store);
+    let store = Store::open(fs, Path::new("/s"), opts).unwrap();
+    let v = store.volume("v").unwrap();
+    check(&v);
+    v.check_invariants().unwrap();
+}
