@@ -532,7 +532,7 @@ impl Experiment for FlexDbBench {
         // The paper's ratios: cache = dataset / 5; a 256 MB memtable for 40 GB, but at least 4 MiB here so that
         // a quick run still commits dozens of memtables.
         let rewrite_extents: usize = ctx.setting("rewrite_extents", 2)?;
-        // Subsets, e.g. to profile one phase of one system; every default is everything.
+        // Subsets, e.g. to profile one phase of one system; the defaults are everything but `flexdb-rewrite`.
         let only_systems: String =
             ctx.setting("systems", "flexdb,flexdb-defrag,rocksdb,lsm-local".to_string())?;
         let only_systems: Vec<&str> = only_systems.split(',').map(str::trim).collect();
