@@ -310,13 +310,13 @@ pub fn run(
     let mut ts: Vec<Tombstone> = Vec::new();
     for f in c.inputs.iter().chain(&c.next) {
         if f.info.num_range_dels > 0 {
-            let t = cache.get(f.number(), f.info.size)?;
+            let t = cache.table(f)?;
             ts.extend(t.tombstones().to_tombstones());
         }
     }
     if c.level == 0 {
         for f in &c.inputs {
-            children.push(Box::new(cache.get(f.number(), f.info.size)?.iter()));
+            children.push(Box::new(cache.table(f)?.iter()));
         }
     } else {
         children.push(Box::new(LevelIter::new(c.inputs.clone(), cache.clone())));

@@ -1173,7 +1173,7 @@ impl Inner {
                     if level == 0 && !f.overlaps(Some(key), Some(key)) {
                         continue;
                     }
-                    let t = self.table_cache.get(f.number(), f.info.size)?;
+                    let t = self.table_cache.table(f)?;
                     if local && f.info.num_range_dels > 0 {
                         cover =
                             cover.max(strategy.probe_source(t.tombstones(), key, snapshot, &mut examined));
@@ -1236,7 +1236,7 @@ impl Inner {
         }
         for f in &v.levels[0] {
             if f.overlaps(lo, hi) {
-                let t = self.table_cache.get(f.number(), f.info.size)?;
+                let t = self.table_cache.table(f)?;
                 if f.info.num_range_dels > 0 {
                     frags.push(t.tombstones().clone());
                 }
@@ -1249,7 +1249,7 @@ impl Inner {
                 continue;
             }
             for f in files.iter().filter(|f| f.info.num_range_dels > 0) {
-                frags.push(self.table_cache.get(f.number(), f.info.size)?.tombstones().clone());
+                frags.push(self.table_cache.table(f)?.tombstones().clone());
             }
             children.push(Box::new(crate::version::LevelIter::new(files, self.table_cache.clone())));
         }

@@ -4,12 +4,13 @@
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 
 use crate::cache::BlockCache;
 use crate::error::{Error, Result};
 use crate::filename;
 use crate::table::Table;
+use crate::version::FileMeta;
 
 type OpenTable = (Arc<Table>, u64);
 
@@ -83,6 +84,18 @@ impl TableCache {
         {
             g.0.remove(&victim);
         }
+        Ok(t)
+    }
+
+    /// The open table of `f`: through the table `f` remembers while the cache keeps it open (no lock), else
+    /// [`TableCache::get`]. Tables reached through `f` do not refresh their place in the cache's LRU order, so a
+    /// full cache may close a busy table; `f` then goes through [`TableCache::get`] for good.
+    pub fn table(&self, f: &FileMeta) -> Result<Arc<Table>> {
+        if let Some(t) = f.reader.get().and_then(Weak::upgrade) {
+            return Ok(t);
+        }
+        let t = self.get(f.number(), f.info.size)?;
+        let _ = f.reader.set(Arc::downgrade(&t));
         Ok(t)
     }
 

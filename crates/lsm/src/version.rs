@@ -20,7 +20,7 @@ use crate::error::{Error, Result};
 use crate::filename;
 use crate::ikey;
 use crate::iter::InternalIter;
-use crate::table::TableIter;
+use crate::table::{Table, TableIter};
 use crate::table_cache::TableCache;
 use crate::wal::{LogReader, LogWriter};
 
@@ -39,6 +39,10 @@ pub struct FileMeta {
     /// Set while a compaction has the file as input, so two compactions never pick the same file.
     pub being_compacted: AtomicBool,
     obsolete: Obsolete,
+    /// The open table, once the table cache has opened it (see [`TableCache::table`]): readers reach it with one
+    /// atomic increment instead of the cache's lock and hash lookup. Weak, so the cache's bound on open tables
+    /// still decides what stays open.
+    pub(crate) reader: OnceLock<std::sync::Weak<Table>>,
 }
 
 impl FileMeta {
@@ -50,6 +54,7 @@ impl FileMeta {
             removed: AtomicBool::new(false),
             being_compacted: AtomicBool::new(false),
             obsolete: Obsolete::default(),
+            reader: OnceLock::new(),
         }
     }
 
@@ -198,7 +203,7 @@ impl LevelIter {
         self.idx = idx;
         self.cur = None;
         let Some(f) = self.files.get(idx) else { return false };
-        match self.cache.get(f.number(), f.info.size) {
+        match self.cache.table(f) {
             Ok(t) => {
                 self.cur = Some(t.iter());
                 true
@@ -473,6 +478,7 @@ impl VersionSet {
                     removed: AtomicBool::new(false),
                     being_compacted: AtomicBool::new(false),
                     obsolete: self.obsolete.clone(),
+                    reader: OnceLock::new(),
                 })
             });
             v.levels[l].push(f);

@@ -59,6 +59,8 @@ fn opts(rng: &mut SmallRng, s: Strategy) -> Options {
         compression: [lsm::Compression::None, lsm::Compression::Lz4, lsm::Compression::Zstd]
             [rng.random_range(0..3)],
         block_cache_size: rng.random_range(0..65536),
+        // Few open tables: the table cache closes and reopens tables, also ones readers reach through their file.
+        max_open_files: rng.random_range(1..24),
         max_background_compactions: rng.random_range(1..4),
         compaction_pri: if rng.random_bool(0.5) {
             lsm::CompactionPri::RoundRobin

@@ -398,7 +398,7 @@ impl Inner {
     /// In-range entries of a file that only partly meets `[lo, hi)`: its entries times the fraction of its data
     /// blocks that may hold keys in range (from the cached index), or a key-interpolation estimate.
     fn estimate_partial_file(&self, f: &FileMeta, lo: &[u8], hi: &[u8]) -> u64 {
-        match self.table_cache.get(f.number(), f.info.size) {
+        match self.table_cache.table(f) {
             Ok(t) => {
                 let (meeting, total) = t.blocks_in_range(lo, hi);
                 if total == 0 { 0 } else { (f.info.num_entries * meeting).div_ceil(total) }

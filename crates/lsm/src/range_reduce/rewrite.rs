@@ -279,7 +279,7 @@ impl Inner {
         let mut in_range: Vec<Tombstone> = Vec::new();
         for (_, f) in claimed {
             let ts = if f.info.num_range_dels > 0 {
-                self.table_cache.get(f.number(), f.info.size)?.tombstones().to_tombstones()
+                self.table_cache.table(f)?.tombstones().to_tombstones()
             } else {
                 Vec::new()
             };
@@ -303,7 +303,7 @@ impl Inner {
         let open = |i: usize, part: Part| -> Result<OutsideIter> {
             let f = &claimed[i].1;
             Ok(OutsideIter {
-                it: self.table_cache.get(f.number(), f.info.size)?.iter(),
+                it: self.table_cache.table(f)?.iter(),
                 lower: lo.to_vec(),
                 upper: hi.to_vec(),
                 part,
