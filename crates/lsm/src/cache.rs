@@ -77,11 +77,15 @@ impl Lru {
     fn unlink(&mut self, i: u32) {
         let (prev, next) = (self.slots[i as usize].prev, self.slots[i as usize].next);
         if prev == NIL {
-            self.head = next
+            self.head = next;
         } else {
-            self.slot(prev).next = next
+            self.slot(prev).next = next;
         }
-        if next == NIL { self.tail = prev } else { self.slot(next).prev = prev }
+        if next == NIL {
+            self.tail = prev;
+        } else {
+            self.slot(next).prev = prev;
+        }
     }
 
     fn push_front(&mut self, i: u32) {
@@ -90,9 +94,9 @@ impl Lru {
         s.prev = NIL;
         s.next = head;
         if head == NIL {
-            self.tail = i
+            self.tail = i;
         } else {
-            self.slot(head).prev = i
+            self.slot(head).prev = i;
         }
         self.head = i;
     }
