@@ -954,8 +954,7 @@ impl Inner {
             self.with_wal_synced(|frozen| self.range_deletes.flush(&snaps, published, frozen))?;
         let recorded = edit.range_index.is_some();
         let output_files = edit.added.len() as u64;
-        let new_tables: Vec<(u64, u64)> = edit.added.iter().map(|(_, f)| (f.number, f.size)).collect();
-        self.warm_tables(&new_tables);
+        self.warm_tables(&edit.added);
         let mut vs = lock(&self.versions);
         vs.log_and_apply(edit)?;
         self.install(vs, |s| {
@@ -1044,7 +1043,7 @@ impl Inner {
         // that drops them is (its WAL may not be synced yet).
         self.with_wal_synced(|_| Ok(()))?;
         if !job.trivial_move {
-            self.warm_tables(&vs_edit.added.iter().map(|(_, f)| (f.number, f.size)).collect::<Vec<_>>());
+            self.warm_tables(&vs_edit.added);
         }
         let mut vs = lock(&self.versions);
         // On failure the outputs stay on disk: a MANIFEST write or sync that failed may still have made the edit

@@ -72,6 +72,18 @@ impl Fs for GateFs {
     }
 }
 
+/// Small buffers, files and levels: flushes and compactions after a few thousand writes.
+fn small_options() -> Options {
+    Options {
+        create_if_missing: true,
+        write_buffer_size: 16 << 10,
+        max_bytes_for_level_base: 64 << 10,
+        target_file_size_base: 8 << 10,
+        level0_file_num_compaction_trigger: 2,
+        ..Options::default()
+    }
+}
+
 fn key(i: u32) -> Vec<u8> {
     format!("key{i:06}").into_bytes()
 }
@@ -125,15 +137,7 @@ fn regression_flush_completes_while_a_compaction_is_stuck() {
 fn several_compaction_threads_keep_every_write_and_statistics_add_up() {
     for threads in [1, 3] {
         let fs: Arc<dyn Fs> = Arc::new(MemFs::new());
-        let o = Options {
-            create_if_missing: true,
-            write_buffer_size: 16 << 10,
-            max_bytes_for_level_base: 64 << 10,
-            target_file_size_base: 8 << 10,
-            level0_file_num_compaction_trigger: 2,
-            max_background_compactions: threads,
-            ..Options::default()
-        };
+        let o = Options { max_background_compactions: threads, ..small_options() };
         let db = Arc::new(Db::open(fs.clone(), "/db", o.clone()).unwrap());
         let writers: Vec<_> = (0..2u32)
             .map(|t| {
@@ -181,15 +185,7 @@ fn compaction_thread_count_is_validated() {
 #[test]
 fn reads_after_flushes_and_compactions_open_no_table() {
     let fs: Arc<dyn Fs> = Arc::new(MemFs::new());
-    let o = Options {
-        create_if_missing: true,
-        write_buffer_size: 16 << 10,
-        max_bytes_for_level_base: 64 << 10,
-        target_file_size_base: 8 << 10,
-        level0_file_num_compaction_trigger: 2,
-        ..Options::default()
-    };
-    let db = Db::open(fs, "/db", o).unwrap();
+    let db = Db::open(fs, "/db", small_options()).unwrap();
     for i in 0..6000u32 {
         let k = i.wrapping_mul(2_654_435_761) % 3000;
         db.put(&WriteOptions::default(), &key(k), format!("{i}").as_bytes()).unwrap();

@@ -231,7 +231,7 @@ impl Inner {
         }
         edit.last_seq = Some(self.last_seq.load(Ordering::Acquire));
         let bytes: u64 = edit.added.iter().map(|(_, f)| f.size).sum();
-        self.warm_tables(&edit.added.iter().map(|(_, f)| (f.number, f.size)).collect::<Vec<_>>());
+        self.warm_tables(&edit.added);
         let mut vs = lock(&self.versions);
         // Compactions of unclaimed files ran meanwhile: re-check against the version the edit applies to, under
         // the lock every edit is applied under. Down to the target level nothing that meets the range may have
