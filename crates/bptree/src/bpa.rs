@@ -465,6 +465,11 @@ impl<K: Ord + Default, V: Default> Leaf<K, V> for Bpa<K, V> {
         {
             return Some(mem::replace(&mut self.vals[slot], value));
         }
+        self.insert_new(key, value, stats);
+        None
+    }
+
+    fn insert_new(&mut self, key: K, value: V, stats: &mut Stats) {
         let j = self.log_len as usize;
         if j > 0 && self.keys[j - 1] > key {
             self.log_sorted = false;
@@ -476,7 +481,6 @@ impl<K: Ord + Default, V: Default> Leaf<K, V> for Bpa<K, V> {
         if self.log_len == self.log_size {
             self.flush(stats);
         }
-        None
     }
 
     fn remove<Q>(&mut self, key: &Q, _stats: &mut Stats) -> Option<(K, V)>

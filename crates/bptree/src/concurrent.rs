@@ -291,7 +291,7 @@ where
             Ok(old) => old,
             Err((key, value)) => {
                 local.pessimistic_retries += 1;
-                self.insert_pessimistic(key, value, &mut local)
+                self.insert_pessimistic(key, value, &mut local, |slot, new| Some(mem::replace(slot, new)))
             }
         };
         match &old {
@@ -306,6 +306,61 @@ where
         }
         self.note(&local);
         old
+    }
+
+    /// Updates the value of `key` in place with `update`, or inserts the pair `make` returns when `key` is
+    /// absent. Returns whether it inserted. One descent and one leaf search, where a [`Self::get_with`] followed
+    /// by an [`Self::insert`] makes two of each (a leaf that must split costs a second, pessimistic descent).
+    /// Both closures run under the leaf's write lock, so no other writer's change to `key` comes in between.
+    ///
+    /// REQUIRES: `make` returns `key` (as `K`).
+    pub fn upsert<Q>(&self, key: &Q, update: impl FnOnce(&mut V), make: impl FnOnce() -> (K, V)) -> bool
+    where
+        K: Borrow<Q>,
+        Q: Ord + ?Sized,
+    {
+        let mut local = Stats::default();
+        let update_counted = |slot: &mut V| {
+            let before = slot.heap_size();
+            update(slot);
+            let after = slot.heap_size();
+            self.heap_bytes.fetch_add(after, Ordering::Relaxed);
+            self.heap_bytes.fetch_sub(before, Ordering::Relaxed);
+        };
+        let (mut w, _) = self.write_leaf_optimistic(key);
+        let Node::Leaf(l) = &mut *w else { unreachable!("write descent ends at a leaf") };
+        if let Some(slot) = l.leaf.get_mut(key) {
+            update_counted(slot);
+            return false;
+        }
+        let (k, v) = make();
+        debug_assert!(k.borrow() == key, "upsert: make() returned another key");
+        let (kheap, vheap) = (k.heap_size(), v.heap_size());
+        let inserted = if l.leaf.len() < self.split_at {
+            l.leaf.insert_new(k, v, &mut local);
+            check_leaf(&l.leaf, false);
+            true
+        } else {
+            drop(w);
+            local.pessimistic_retries += 1;
+            // The leaf lock was released: re-check presence under the pessimistic descent's locks.
+            let mut update = Some(update_counted);
+            let mut present = false;
+            self.insert_pessimistic(k, v, &mut local, |slot, _new| {
+                present = true;
+                if let Some(u) = update.take() {
+                    u(slot);
+                }
+                None
+            });
+            !present
+        };
+        if inserted {
+            self.len.fetch_add(1, Ordering::Relaxed);
+            self.heap_bytes.fetch_add(kheap + vheap, Ordering::Relaxed);
+        }
+        self.note(&local);
+        inserted
     }
 
     /// Inserts if the leaf has room (or holds the key); hands the entry back if the leaf must split.
@@ -328,8 +383,15 @@ where
         Err((key, value))
     }
 
-    /// Write locks from the root down, keeping only the ancestors that a split could reach.
-    fn insert_pessimistic(&self, key: K, value: V, local: &mut Stats) -> Option<V> {
+    /// Write locks from the root down, keeping only the ancestors that a split could reach. When `key` is
+    /// present, `on_present(slot, value)` decides what happens to its value and gives the result.
+    fn insert_pessimistic(
+        &self,
+        key: K,
+        value: V,
+        local: &mut Stats,
+        on_present: impl FnOnce(&mut V, V) -> Option<V>,
+    ) -> Option<V> {
         let mut rp = Some(self.root.write());
         let root = rp.as_ref().map(|g| (**g).clone()).unwrap_or_else(|| unreachable!());
         let mut cur = root.write_arc();
@@ -356,11 +418,12 @@ where
             cur = cg;
         }
         let Node::Leaf(l) = &mut *cur else { unreachable!("write descent ends at a leaf") };
-        if l.leaf.len() < self.split_at {
-            return l.leaf.insert(key, value, local);
-        }
         if let Some(v) = l.leaf.get_mut(&key) {
-            return Some(mem::replace(v, value));
+            return on_present(v, value);
+        }
+        if l.leaf.len() < self.split_at {
+            l.leaf.insert_new(key, value, local);
+            return None;
         }
         // Split: drain in sorted order (this flushes the log), keep the lower half, move the upper half right.
         local.leaf_splits += 1;
@@ -373,8 +436,11 @@ where
         let mut rleaf = L::new(&self.opts);
         rleaf.load_sorted(upper.into_iter());
         l.epoch += 1;
-        let old =
-            if key >= pivot { rleaf.insert(key, value, local) } else { l.leaf.insert(key, value, local) };
+        if key >= pivot {
+            rleaf.insert_new(key, value, local);
+        } else {
+            l.leaf.insert_new(key, value, local);
+        }
         check_leaf(&l.leaf, true);
         check_leaf(&rleaf, true);
         let right = Self::new_leaf(rleaf, l.next.take());
@@ -417,7 +483,7 @@ where
                 }
             }
         }
-        old
+        None
     }
 
     /// Removes `key`; returns its value.

@@ -52,6 +52,13 @@ pub trait Leaf<K: Ord, V>: Sized {
     /// REQUIRES: `len() < split_at(opts)` (the tree splits first).
     fn insert(&mut self, key: K, value: V, stats: &mut Stats) -> Option<V>;
 
+    /// Inserts a key known to be absent, skipping the search [`Leaf::insert`] makes for an existing entry.
+    /// REQUIRES: `key` is not in the leaf; `len() < split_at(opts)`.
+    fn insert_new(&mut self, key: K, value: V, stats: &mut Stats) {
+        let old = self.insert(key, value, stats);
+        debug_assert!(old.is_none(), "insert_new of a present key");
+    }
+
     /// Removes `key`, returning the entry.
     fn remove<Q>(&mut self, key: &Q, stats: &mut Stats) -> Option<(K, V)>
     where

@@ -10,7 +10,7 @@ use std::ops::Bound;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use bptree::{ConcurrentBpTree, Options};
+use bptree::{ByteKey, ConcurrentBpTree, Options};
 use rand::Rng;
 
 fn opts_list() -> Vec<Options> {
@@ -92,6 +92,57 @@ fn concurrent_tree_matches_btreemap_single_threaded() {
     });
 }
 
+/// `upsert` (the memtable's write: a value that grows in place, or a new key) against `BTreeMap`, with byte keys
+/// of both `ByteKey` forms. A twin tree gets the same changes through `get` + `insert`; the two must end with
+/// equal `memory_usage`, so `upsert` keeps the heap-byte count exact through in-place updates, inserts and the
+/// pessimistic path of a full leaf.
+#[test]
+fn upsert_matches_btreemap_and_counts_heap_bytes() {
+    common::for_each_seed(|seed| {
+        for (ci, opts) in opts_list().into_iter().enumerate() {
+            let mut rng = common::rng(seed ^ 0x0b9 ^ ci as u64);
+            let t: ConcurrentBpTree<ByteKey, Vec<u8>> = ConcurrentBpTree::with_options(opts).unwrap();
+            let twin: ConcurrentBpTree<ByteKey, Vec<u8>> = ConcurrentBpTree::with_options(opts).unwrap();
+            let mut m: BTreeMap<Vec<u8>, Vec<u8>> = BTreeMap::new();
+            let keyspace = if ci == 2 { 20_000 } else { 600 };
+            for i in 0..6_000 * common::scale() {
+                let n: u32 = rng.random_range(0..keyspace);
+                // Short keys stay inline in a `ByteKey`; long ones are on the heap.
+                let k =
+                    if n % 3 == 0 { n.to_be_bytes().to_vec() } else { format!("key{n:012}").into_bytes() };
+                let d = vec![b'a' + (i % 26) as u8; rng.random_range(0..4)];
+                match rng.random_range(0..10) {
+                    0..7 => {
+                        // Values of exact capacity (`concat`), as the memtable's are: a heap size is then a
+                        // function of the contents, the same in both trees.
+                        let inserted = t.upsert(
+                            &k[..],
+                            |v| *v = [&v[..], &d[..]].concat(),
+                            || (ByteKey::new(&k), d.clone()),
+                        );
+                        let want = [&twin.get(&k[..]).unwrap_or_default()[..], &d[..]].concat();
+                        twin.insert(ByteKey::new(&k), want.clone());
+                        assert_eq!(inserted, m.insert(k.clone(), want).is_none(), "upsert {k:?}");
+                    }
+                    7 | 8 => {
+                        assert_eq!(t.remove(&k[..]), m.remove(&k), "remove {k:?}");
+                        twin.remove(&k[..]);
+                    }
+                    _ => assert_eq!(t.get(&k[..]), m.get(&k).cloned(), "get {k:?}"),
+                }
+                assert_eq!(t.len(), m.len());
+                if i % 997 == 0 {
+                    t.check_invariants().unwrap();
+                }
+            }
+            t.check_invariants().unwrap();
+            let got: Vec<(Vec<u8>, Vec<u8>)> = t.iter().map(|(k, v)| (k.as_bytes().to_vec(), v)).collect();
+            assert_eq!(got, m.into_iter().collect::<Vec<_>>());
+            assert_eq!(t.memory_usage(), twin.memory_usage());
+        }
+    });
+}
+
 /// Writers own disjoint residues of the key space and keep their own model; readers scan concurrently and check
 /// that every scan is strictly increasing and that keys a writer never removes are always found. At the end the
 /// tree must equal the union of the models.
@@ -156,8 +207,18 @@ fn concurrent_stress_against_model() {
                                 k += writers;
                             }
                             if rng.random_bool(if i < n / 2 { 0.8 } else { 0.2 }) {
-                                let v = rng.random();
-                                assert_eq!(t.insert(k, v), model.insert(k, v));
+                                let v: u64 = rng.random();
+                                if i % 3 == 0 {
+                                    // Adds to the value in place, or inserts it.
+                                    // Each writer owns its keys: the model knows whether `k` is present.
+                                    let present = model.contains_key(&k);
+                                    let inserted = t.upsert(&k, |x| *x = x.wrapping_add(v), || (k, v));
+                                    assert_eq!(inserted, !present, "upsert {k}");
+                                    let e = model.entry(k).or_insert(0u64);
+                                    *e = if present { e.wrapping_add(v) } else { v };
+                                } else {
+                                    assert_eq!(t.insert(k, v), model.insert(k, v));
+                                }
                             } else {
                                 assert_eq!(t.remove(&k), model.remove(&k));
                             }

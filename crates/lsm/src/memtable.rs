@@ -137,17 +137,17 @@ impl MemTable {
         }
     }
 
-    /// Adds a point entry. REQUIRES: not frozen; `seq` larger than any seq added before for `key`.
-    /// REQUIRES: one writer at a time (the write-group leader, or recovery): a new version is appended by
-    /// reading the key's versions and inserting the longer list.
+    /// Adds a point entry: one tree operation (`upsert`) puts the new version in front of the key's list.
+    /// REQUIRES: not frozen; `seq` larger than any seq added before for `key` (entries are added in sequence
+    /// order: by the write-group leader, or by recovery).
     pub fn add(&self, seq: u64, kind: Kind, key: &[u8], value: &[u8]) {
         debug_assert!(!self.frozen.load(Ordering::Acquire), "write to a frozen memtable");
         let t = ikey::pack(seq, kind);
-        let vs = self
-            .map
-            .get_with(key, |old| Versions::with_newest(&old.0, t, value))
-            .unwrap_or_else(|| Versions::with_newest(&[], t, value));
-        self.map.insert(ByteKey::new(key), vs);
+        self.map.upsert(
+            key,
+            |vs| *vs = Versions::with_newest(&vs.0, t, value),
+            || (ByteKey::new(key), Versions::with_newest(&[], t, value)),
+        );
         self.entries.fetch_add(1, Ordering::Relaxed);
     }
 
