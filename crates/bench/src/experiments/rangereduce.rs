@@ -19,7 +19,8 @@
 //! over live keys), total data movement (flush writes, compaction reads and writes, query-driven compaction reads
 //! and writes, query reads), and throughput of the interleaved phase in five windows.
 //!
-//! Settings: `--set n=KEYS updates=N queries=N shorts=N ycsb_ops=N`.
+//! Settings: `--set n=KEYS updates=N queries=N shorts=N ycsb_ops=N`; `--set systems=a,b` and
+//! `--set workloads=prefix,...` (`uniform`, `overlapping`, `long-short`, `ycsb-e`, `size-ratio`) run a subset.
 
 use std::path::Path;
 use std::time::Instant;
@@ -333,7 +334,7 @@ impl Experiment for RangeReduceBench {
     fn about(&self) -> &'static str {
         "RangeReduce (Bounded-Merge, Level-Renaming) vs lsm-local, Merge-on-Scan ablations and rocksdb: range-query \
          latency, bytes read per query, compaction debt, space amplification, data movement; --set n=KEYS \
-         updates=N queries=N shorts=N ycsb_ops=N"
+         updates=N queries=N shorts=N ycsb_ops=N systems=a,b workloads=prefix,..."
     }
 
     fn run(&self, ctx: &Ctx) -> Result<Report> {
@@ -342,6 +343,13 @@ impl Experiment for RangeReduceBench {
         let queries: u64 = ctx.setting("queries", ctx.scale(300, 1000))?;
         let shorts: u64 = ctx.setting("shorts", ctx.scale(1000, 5000))?;
         let ycsb_ops: u64 = ctx.setting("ycsb_ops", ctx.scale(10_000, 100_000))?;
+        let systems_set: String = ctx.setting("systems", SYSTEMS.join(","))?;
+        let systems: Vec<&str> =
+            SYSTEMS.iter().copied().filter(|s| systems_set.split(',').any(|x| x.trim() == *s)).collect();
+        let workloads_set: String =
+            ctx.setting("workloads", "uniform,overlapping,long-short,ycsb-e,size-ratio".to_string())?;
+        let want =
+            |w: &str| workloads_set.split(',').any(|x| !x.trim().is_empty() && w.starts_with(x.trim()));
         let mut report = Report::new(self.name(), ctx.quick);
         let t = 6u64;
         let sels = [0.1, 0.01, 0.001, 0.0001, 0.00005];
@@ -368,8 +376,11 @@ impl Experiment for RangeReduceBench {
             json!({"base": base, "ops": ycsb_ops, "scan_fraction": 0.95, "selectivity": 0.00005}),
         );
         for (w, qs) in [("uniform", uniform), ("overlapping", overlapping)] {
+            if !want(w) {
+                continue;
+            }
             let p = Plan { n, updates, queries: qs };
-            for name in SYSTEMS {
+            for &name in &systems {
                 let dir = ctx.scratch.join(format!("rr-{w}-{name}"));
                 let _ = std::fs::remove_dir_all(&dir);
                 let db = open(name, &dir, t)?;
@@ -383,7 +394,7 @@ impl Experiment for RangeReduceBench {
         let short_len = len(0.0001);
         let short_starts: Vec<u64> =
             (0..shorts).map(|_| long_start + rng.random_range(0..long_len - short_len)).collect();
-        for name in SYSTEMS {
+        for &name in systems.iter().filter(|_| want("long-short")) {
             let dir = ctx.scratch.join(format!("rr-ls-{name}"));
             let _ = std::fs::remove_dir_all(&dir);
             let db = open(name, &dir, t)?;
@@ -411,7 +422,7 @@ impl Experiment for RangeReduceBench {
             let _ = std::fs::remove_dir_all(&dir);
         }
         // YCSB-E-like: short scans with a few updates.
-        for name in SYSTEMS {
+        for &name in systems.iter().filter(|_| want("ycsb-e")) {
             let dir = ctx.scratch.join(format!("rr-ycsb-{name}"));
             let _ = std::fs::remove_dir_all(&dir);
             let db = open(name, &dir, t)?;
@@ -447,12 +458,15 @@ impl Experiment for RangeReduceBench {
         let sweep_n = n / 2;
         for tt in [2u64, 4, 6, 8, 10] {
             let w = format!("size-ratio-{tt}");
+            if !want(&w) {
+                continue;
+            }
             report.workload(&w, json!({"keys": sweep_n, "updates": sweep_n, "queries": queries / 2, "selectivity": 0.01, "T": tt}));
             let mut r = SmallRng::seed_from_u64(ctx.seed ^ tt);
             let l = ((sweep_n as f64 * 0.01) as u64).max(1);
             let qs: Vec<(u64, u64)> = (0..queries / 2).map(|_| (r.random_range(0..sweep_n - l), l)).collect();
             let p = Plan { n: sweep_n, updates: sweep_n, queries: qs };
-            for name in ["lsm-rangereduce", "lsm-local"] {
+            for name in ["lsm-rangereduce", "lsm-local"].into_iter().filter(|s| systems.contains(s)) {
                 let dir = ctx.scratch.join(format!("rr-{w}-{name}"));
                 let _ = std::fs::remove_dir_all(&dir);
                 let db = open(name, &dir, tt)?;
