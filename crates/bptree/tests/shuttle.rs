@@ -58,6 +58,8 @@ fn tree_with(opts: Options) -> Arc<Tree> {
 #[derive(Clone, Copy)]
 enum Op {
     Insert(u64, u64),
+    /// `upsert` setting the value: an update in place, or an insert that may split a leaf.
+    Upsert(u64, u64),
     Remove(u64),
     Get(u64),
 }
@@ -71,6 +73,8 @@ fn plan(t: u64, keys: u64) -> Vec<Op> {
         ops.push(Op::Insert(k(i), val(k(i), 1)));
     }
     ops.push(Op::Insert(k(1), val(k(1), 2)));
+    ops.push(Op::Upsert(k(2), val(k(2), 3)));
+    ops.push(Op::Upsert(k(keys), val(k(keys), 1)));
     ops.push(Op::Get(k(0)));
     for i in (0..keys).rev().filter(|i| i % 3 != 1) {
         ops.push(Op::Remove(k(i)));
@@ -86,6 +90,9 @@ fn write(t: &Tree, ops: &[Op]) -> BTreeMap<u64, u64> {
     for &op in ops {
         match op {
             Op::Insert(k, v) => assert_eq!(t.insert(k, v), model.insert(k, v), "insert {k}"),
+            Op::Upsert(k, v) => {
+                assert_eq!(t.upsert(&k, |x| *x = v, || (k, v)), model.insert(k, v).is_none(), "upsert {k}")
+            }
             Op::Remove(k) => assert_eq!(t.remove(&k), model.remove(&k), "remove {k}"),
             Op::Get(k) => assert_eq!(t.get(&k), model.get(&k).copied(), "get {k}"),
         }
