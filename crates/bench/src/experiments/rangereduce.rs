@@ -350,6 +350,23 @@ impl Experiment for RangeReduceBench {
             ctx.setting("workloads", "uniform,overlapping,long-short,ycsb-e,size-ratio".to_string())?;
         let want =
             |w: &str| workloads_set.split(',').any(|x| !x.trim().is_empty() && w.starts_with(x.trim()));
+        const WORKLOADS: [&str; 5] = ["uniform", "overlapping", "long-short", "ycsb-e", "size-ratio"];
+        for x in systems_set.split(',').map(str::trim) {
+            if !SYSTEMS.contains(&x) {
+                return Err(
+                    format!("unknown system {x:?} in --set systems (known: {})", SYSTEMS.join(", ")).into()
+                );
+            }
+        }
+        for x in workloads_set.split(',').map(str::trim) {
+            if !WORKLOADS.iter().any(|w| w.starts_with(x) || x.starts_with(w)) {
+                return Err(format!(
+                    "no workload matches {x:?} in --set workloads (known: {})",
+                    WORKLOADS.join(", ")
+                )
+                .into());
+            }
+        }
         let mut report = Report::new(self.name(), ctx.quick);
         let t = 6u64;
         let sels = [0.1, 0.01, 0.001, 0.0001, 0.00005];
