@@ -1185,16 +1185,13 @@ impl Inner {
                             finish(examined, true);
                             return Ok(Some(None));
                         }
-                        if let Some((ik, val)) = t.get_unfiltered(&target)? {
-                            let p = ikey::parse(&ik).ok_or_else(|| {
-                                Error::corruption(filename::table_name(f.number()), "bad internal key")
-                            })?;
-                            let covered = cover > p.seq
+                        if let Some((seq, kind, val)) = t.get_unfiltered(&target)? {
+                            let covered = cover > seq
                                 || (!local
-                                    && p.kind == Kind::Value
-                                    && strategy.entry_deleted(key, p.seq, snapshot)?);
+                                    && kind == Kind::Value
+                                    && strategy.entry_deleted(key, seq, snapshot)?);
                             finish(examined, covered);
-                            return Ok(Some(if covered || p.kind != Kind::Value { None } else { Some(val) }));
+                            return Ok(Some(if covered || kind != Kind::Value { None } else { Some(val) }));
                         }
                     }
                     if cover > 0 {

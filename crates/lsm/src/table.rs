@@ -373,8 +373,9 @@ impl Table {
         }
     }
 
-    /// The first entry at or after `target` (an internal key) if it has the same user key.
-    pub fn get(&self, target: &[u8], st: &mut GetStats) -> Result<Option<(Vec<u8>, Vec<u8>)>> {
+    /// The first entry at or after `target` (an internal key) if it has the same user key, as its sequence
+    /// number, kind and value (the key itself is the caller's; copying it would be an allocation per hit).
+    pub fn get(&self, target: &[u8], st: &mut GetStats) -> Result<Option<(u64, Kind, Vec<u8>)>> {
         if !self.may_contain(ikey::user_key(target), st) {
             return Ok(None);
         }
@@ -382,7 +383,7 @@ impl Table {
     }
 
     /// [`Table::get`] without asking the filter (the caller has).
-    pub fn get_unfiltered(&self, target: &[u8]) -> Result<Option<(Vec<u8>, Vec<u8>)>> {
+    pub fn get_unfiltered(&self, target: &[u8]) -> Result<Option<(u64, Kind, Vec<u8>)>> {
         let uk = ikey::user_key(target);
         let mut ii = BlockIter::new(self.index.clone(), ikey::cmp);
         ii.seek(target);
@@ -400,7 +401,8 @@ impl Table {
             return Err(Error::corruption(&self.name, "malformed data block"));
         }
         if bi.valid() && ikey::user_key(bi.key()) == uk {
-            return Ok(Some((bi.key().to_vec(), bi.value().to_vec())));
+            let p = ikey::parse(bi.key()).ok_or_else(|| Error::corruption(&self.name, "bad internal key"))?;
+            return Ok(Some((p.seq, p.kind, bi.value().to_vec())));
         }
         Ok(None)
     }
