@@ -192,7 +192,7 @@ fn sst_on(fs: Arc<dyn vfs::Fs>, path: &Path, action: &str) -> Res<()> {
             }
             it.status()?;
             if action != "check" {
-                for fr in t.tombstones().fragments() {
+                for fr in t.tombstones().iter() {
                     println!("rangedel [{} .. {}) seqs={:?}", show(&fr.start), show(&fr.end), fr.seqs);
                 }
             }
