@@ -9,16 +9,7 @@ use lsm::{Db, Options, ReadOptions, WriteOptions};
 #[test]
 fn concurrent_writers_and_readers_see_consistent_state() {
     let fs: Arc<dyn vfs::Fs> = Arc::new(vfs::MemFs::new());
-    let o = Options {
-        create_if_missing: true,
-        write_buffer_size: 16 << 10,
-        max_bytes_for_level_base: 64 << 10,
-        target_file_size_base: 16 << 10,
-        level0_file_num_compaction_trigger: 2,
-        level0_slowdown_writes_trigger: 4,
-        level0_stop_writes_trigger: 8,
-        ..Options::default()
-    };
+    let o = small_options(16 << 10);
     let db = Arc::new(Db::open(fs.clone(), "/db", o.clone()).unwrap());
     let stop = Arc::new(AtomicBool::new(false));
     let n_threads = 4;
@@ -155,17 +146,7 @@ fn run_all_operations(global: bool) {
     } else {
         Arc::new(lsm::LocalTombstones)
     };
-    let o = Options {
-        create_if_missing: true,
-        range_delete_strategy: strategy,
-        write_buffer_size: 8 << 10,
-        max_bytes_for_level_base: 32 << 10,
-        target_file_size_base: 8 << 10,
-        level0_file_num_compaction_trigger: 2,
-        level0_slowdown_writes_trigger: 4,
-        level0_stop_writes_trigger: 8,
-        ..Options::default()
-    };
+    let o = Options { range_delete_strategy: strategy, ..small_options(8 << 10) };
     let db = Arc::new(Db::open(fs.clone(), "/db", o.clone()).unwrap());
     let stop = Arc::new(AtomicBool::new(false));
     let mut helpers = Vec::new();
@@ -270,6 +251,21 @@ fn run_all_operations(global: bool) {
 }
 
 /// Repetitions from `RANGEDB_TEST_SCALE` (default 1).
+/// Memtables of `buffer` bytes, tables as large, L1 four times that, and L0 triggers that keep flushes and
+/// compactions running all through a test.
+fn small_options(buffer: usize) -> Options {
+    Options {
+        create_if_missing: true,
+        write_buffer_size: buffer,
+        max_bytes_for_level_base: 4 * buffer as u64,
+        target_file_size_base: buffer as u64,
+        level0_file_num_compaction_trigger: 2,
+        level0_slowdown_writes_trigger: 4,
+        level0_stop_writes_trigger: 8,
+        ..Options::default()
+    }
+}
+
 fn scale() -> u32 {
     std::env::var("RANGEDB_TEST_SCALE").ok().and_then(|s| s.parse().ok()).unwrap_or(1)
 }

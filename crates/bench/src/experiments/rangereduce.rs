@@ -325,6 +325,8 @@ fn push_end(m: &mut Vec<(String, f64)>, e: &End) {
 }
 
 const SYSTEMS: [&str; 5] = ["lsm-rangereduce", "lsm-local", "lsm-mos-blind", "lsm-mos-filesize", "rocksdb"];
+/// Workload families (`size-ratio` stands for `size-ratio-T`, T = 2 ... 10).
+const WORKLOADS: [&str; 5] = ["uniform", "overlapping", "long-short", "ycsb-e", "size-ratio"];
 
 impl Experiment for RangeReduceBench {
     fn name(&self) -> &'static str {
@@ -346,11 +348,9 @@ impl Experiment for RangeReduceBench {
         let systems_set: String = ctx.setting("systems", SYSTEMS.join(","))?;
         let systems: Vec<&str> =
             SYSTEMS.iter().copied().filter(|s| systems_set.split(',').any(|x| x.trim() == *s)).collect();
-        let workloads_set: String =
-            ctx.setting("workloads", "uniform,overlapping,long-short,ycsb-e,size-ratio".to_string())?;
+        let workloads_set: String = ctx.setting("workloads", WORKLOADS.join(","))?;
         let want =
             |w: &str| workloads_set.split(',').any(|x| !x.trim().is_empty() && w.starts_with(x.trim()));
-        const WORKLOADS: [&str; 5] = ["uniform", "overlapping", "long-short", "ycsb-e", "size-ratio"];
         for x in systems_set.split(',').map(str::trim) {
             if !SYSTEMS.contains(&x) {
                 return Err(
