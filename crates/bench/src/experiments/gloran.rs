@@ -49,7 +49,6 @@ pub struct Gloran;
 
 const VALUE_LEN: usize = 100;
 const MAX_KEY: usize = 256;
-const MAX_VALUE: usize = 1024;
 
 /// Key and value sizes of a store. Keys are `user` + 12 decimal digits (ordered like the integers), padded with
 /// `k` bytes to `key_len`; values are pseudo-random letters.
@@ -59,7 +58,7 @@ struct Shape {
     value_len: usize,
 }
 
-/// A key or value on the stack (no allocation on the measured path).
+/// A key on the stack (no allocation on the measured path).
 struct Buf<const N: usize> {
     b: [u8; N],
     len: usize,
@@ -77,13 +76,12 @@ impl Shape {
 
     fn key(&self, i: u64) -> Buf<MAX_KEY> {
         let mut b = [b'k'; MAX_KEY];
-        b[..16].copy_from_slice(&super::rocks::user_key(i));
+        b[..16].copy_from_slice(&super::records::user_key(i));
         Buf { b, len: self.key_len }
     }
 
-    fn value(&self, i: u64) -> Buf<MAX_VALUE> {
-        let v: [u8; MAX_VALUE] = super::rocks::letters_value(i);
-        Buf { b: v, len: self.value_len }
+    fn value(&self, i: u64) -> &'static [u8] {
+        super::records::letters(i, self.value_len)
     }
 }
 
@@ -323,7 +321,7 @@ fn run_mix(sys: &System, ops: &[Op], len: u64, salt: u64) -> MixResult {
                 get.record_duration(t.elapsed());
             }
             Op::Put(k) => {
-                sys.put(&sys.shape.key(k), &sys.shape.value(salt + i as u64));
+                sys.put(&sys.shape.key(k), sys.shape.value(salt + i as u64));
                 put.record_duration(t.elapsed());
             }
             Op::RangeDelete(k) => {
@@ -447,7 +445,7 @@ impl Experiment for Gloran {
             report.note(format!("{name}: {desc}"));
             if !fresh {
                 for (i, &k) in perm.iter().enumerate() {
-                    sys.put(&sys.shape.key(k), &sys.shape.value(i as u64));
+                    sys.put(&sys.shape.key(k), sys.shape.value(i as u64));
                 }
                 sys.settle();
             }
@@ -521,7 +519,7 @@ impl Experiment for Gloran {
                 let (sys, _) = open(name, &dir, cfg, shape)?;
                 if !fresh {
                     for (i, &k) in perm.iter().enumerate() {
-                        sys.put(&shape.key(k), &shape.value(i as u64));
+                        sys.put(&shape.key(k), shape.value(i as u64));
                     }
                     sys.settle();
                 }

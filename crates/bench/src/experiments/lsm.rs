@@ -309,11 +309,11 @@ fn open_rocks(dir: &std::path::Path, c: Config) -> Result<(Arc<dyn Kv>, String)>
 }
 
 fn key(i: u64) -> [u8; 16] {
-    super::rocks::user_key(i)
+    super::records::user_key(i)
 }
 
-fn value(i: u64) -> [u8; VALUE_LEN] {
-    super::rocks::letters_value(i)
+fn value(i: u64) -> &'static [u8] {
+    super::records::letters(i, VALUE_LEN)
 }
 
 type Opener = fn(&std::path::Path, Config) -> Result<(Arc<dyn Kv>, String)>;
@@ -384,19 +384,19 @@ impl Experiment for Lsm {
             {
                 let (db, desc) = open(&dir, cfg)?;
                 report.note(format!("{name}: {desc}"));
-                let s = time_ops(n, |i| db.put(&key(i), &value(i)));
+                let s = time_ops(n, |i| db.put(&key(i), value(i)));
                 report.row("fillseq", name, s.metrics());
             }
             let _ = std::fs::remove_dir_all(&dir);
             let (db, _) = open(&dir, cfg)?;
             let mut perm: Vec<u64> = (0..n).collect();
             perm.shuffle(&mut rng);
-            let s = time_ops(n, |i| db.put(&key(perm[i as usize]), &value(i)));
+            let s = time_ops(n, |i| db.put(&key(perm[i as usize]), value(i)));
             user_bytes += n * (16 + VALUE_LEN as u64);
             report.row("fillrandom", name, s.metrics());
             let s = time_ops(n, |i| {
                 let k = (i.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 7) % n;
-                db.put(&key(k), &value(i + n))
+                db.put(&key(k), value(i + n))
             });
             user_bytes += n * (16 + VALUE_LEN as u64);
             report.row("overwrite", name, s.metrics());
@@ -429,7 +429,7 @@ impl Experiment for Lsm {
                     let mut i = 0u64;
                     while !stop.load(Ordering::Relaxed) {
                         let k = (i.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 5) % n;
-                        db.put(&key(k), &value(i));
+                        db.put(&key(k), value(i));
                         i += 1;
                     }
                     i
@@ -472,7 +472,7 @@ impl Experiment for Lsm {
                 let _ = std::fs::remove_dir_all(&dir);
                 let (db, _) = open(&dir, cfg)?;
                 for i in 0..n {
-                    db.put(&key(perm[i as usize]), &value(i));
+                    db.put(&key(perm[i as usize]), value(i));
                 }
                 db.settle();
                 let mut r = SmallRng::seed_from_u64(ctx.seed ^ pct);

@@ -14,6 +14,7 @@ mod machine;
 mod nbd;
 mod rangereduce;
 mod rask;
+mod records;
 mod rocks;
 
 /// All experiments, in the order `rangedb bench all` runs them.

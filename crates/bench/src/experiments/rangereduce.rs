@@ -43,14 +43,11 @@ const BUFFER: usize = 4 << 20;
 const FILE: u64 = 1 << 20;
 
 fn key(i: u64) -> [u8; 16] {
-    super::rocks::user_key(i)
+    super::records::user_key(i)
 }
 
-fn value(i: u64) -> [u8; VALUE_LEN] {
-    let mut v = [b'a'; VALUE_LEN];
-    let s = format!("{i:016x}");
-    v[..16].copy_from_slice(s.as_bytes());
-    v
+fn value(i: u64) -> &'static [u8] {
+    super::records::letters(i, VALUE_LEN)
 }
 
 /// End-of-run measurements.
@@ -254,7 +251,7 @@ fn run_interleaved(report: &mut Report, w: &str, name: &str, db: &dyn Sys, p: &P
     let mut perm: Vec<u64> = (0..p.n).collect();
     perm.shuffle(&mut rng);
     for (i, &kk) in perm.iter().enumerate() {
-        db.put(&key(kk), &value(i as u64));
+        db.put(&key(kk), value(i as u64));
     }
     db.settle();
     let q = p.queries.len() as u64;
@@ -270,7 +267,7 @@ fn run_interleaved(report: &mut Report, w: &str, name: &str, db: &dyn Sys, p: &P
     for u in 0..p.updates.max(q) {
         if u < p.updates {
             let kk = rng.random_range(0..p.n);
-            db.put(&key(kk), &value(p.n + u));
+            db.put(&key(kk), value(p.n + u));
             window_ops += 1;
         }
         if (u + 1) % every == 0 && qi < p.queries.len() {
@@ -451,7 +448,7 @@ impl Experiment for RangeReduceBench {
             let start = Instant::now();
             for i in 0..ycsb_ops {
                 if r.random_range(0..100) < 5 {
-                    db.put(&key(r.random_range(0..n)), &value(i));
+                    db.put(&key(r.random_range(0..n)), value(i));
                 } else {
                     let s = r.random_range(0..n - slen);
                     let t0 = Instant::now();
@@ -533,10 +530,10 @@ fn run_load_and_update(db: &dyn Sys, p: &Plan, seed: u64) {
     let mut perm: Vec<u64> = (0..p.n).collect();
     perm.shuffle(&mut rng);
     for (i, &kk) in perm.iter().enumerate() {
-        db.put(&key(kk), &value(i as u64));
+        db.put(&key(kk), value(i as u64));
     }
     for u in 0..p.updates {
-        db.put(&key(rng.random_range(0..p.n)), &value(p.n + u));
+        db.put(&key(rng.random_range(0..p.n)), value(p.n + u));
     }
     db.settle();
 }
