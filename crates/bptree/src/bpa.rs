@@ -1,5 +1,6 @@
 //! The buffered partitioned array (BPA), the BP-tree's leaf (paper §3).
 
+use crate::probe::Probe;
 use std::borrow::Borrow;
 use std::cmp::Ordering;
 use std::mem;
@@ -103,10 +104,9 @@ impl<K: Ord + Default, V: Default> Bpa<K, V> {
     #[inline]
     fn block_of<Q>(&self, key: &Q) -> Option<usize>
     where
-        K: Borrow<Q>,
-        Q: Ord + ?Sized,
+        Q: Probe<K> + ?Sized,
     {
-        let p = self.headers().partition_point(|k| k.borrow() <= key);
+        let p = self.headers().partition_point(|k| key.cmp_to(k).is_ge());
         p.checked_sub(1)
     }
 
@@ -133,34 +133,32 @@ impl<K: Ord + Default, V: Default> Bpa<K, V> {
     #[inline]
     fn find_slot<Q>(&self, key: &Q) -> Option<usize>
     where
-        K: Borrow<Q>,
-        Q: Ord + ?Sized,
+        Q: Probe<K> + ?Sized,
     {
         // Log and blocks are disjoint (see the type comment), so the order of the searches does not matter for
         // correctness; the blocks hold almost every entry, so looking there first skips the log scan on most hits.
         if let Some(slot) = self.find_in_blocks(key) {
             return Some(slot);
         }
-        self.keys[..self.log_len as usize].iter().position(|k| k.borrow() == key)
+        self.keys[..self.log_len as usize].iter().position(|k| key.eq_to(k))
     }
 
     #[inline]
     fn find_in_blocks<Q>(&self, key: &Q) -> Option<usize>
     where
-        K: Borrow<Q>,
-        Q: Ord + ?Sized,
+        Q: Probe<K> + ?Sized,
     {
         let b = self.block_of(key)?;
         let h = self.hdr(b);
-        if self.keys[h].borrow() == key {
+        if key.eq_to(&self.keys[h]) {
             return Some(h);
         }
         let start = self.blk(b);
         let slots = &self.keys[start..start + self.count(b)];
         if self.block_sorted(b) {
-            slots.binary_search_by(|k| k.borrow().cmp(key)).ok().map(|s| start + s)
+            slots.binary_search_by(|k| key.cmp_to(k).reverse()).ok().map(|s| start + s)
         } else {
-            slots.iter().position(|k| k.borrow() == key).map(|s| start + s)
+            slots.iter().position(|k| key.eq_to(k)).map(|s| start + s)
         }
     }
 
@@ -445,16 +443,14 @@ impl<K: Ord + Default, V: Default> Leaf<K, V> for Bpa<K, V> {
 
     fn get<Q>(&self, key: &Q) -> Option<(&K, &V)>
     where
-        K: Borrow<Q>,
-        Q: Ord + ?Sized,
+        Q: Probe<K> + ?Sized,
     {
         self.find_slot(key).map(|s| (&self.keys[s], &self.vals[s]))
     }
 
     fn get_mut<Q>(&mut self, key: &Q) -> Option<&mut V>
     where
-        K: Borrow<Q>,
-        Q: Ord + ?Sized,
+        Q: Probe<K> + ?Sized,
     {
         self.find_slot(key).map(|s| &mut self.vals[s])
     }
@@ -485,8 +481,7 @@ impl<K: Ord + Default, V: Default> Leaf<K, V> for Bpa<K, V> {
 
     fn remove<Q>(&mut self, key: &Q, _stats: &mut Stats) -> Option<(K, V)>
     where
-        K: Borrow<Q>,
-        Q: Ord + ?Sized,
+        Q: Probe<K> + ?Sized,
     {
         let slot = self.find_slot(key)?;
         self.len -= 1;

@@ -1,5 +1,6 @@
 //! The concurrent BP-tree (paper §2.1 and §5): per-node reader-writer locks with hand-over-hand descent.
 
+use crate::probe::Probe;
 use std::borrow::Borrow;
 use std::collections::VecDeque;
 use std::marker::PhantomData;
@@ -173,8 +174,7 @@ where
     /// is read-locked too.
     fn read_leaf<Q>(&self, key: Option<&Q>) -> ReadGuard<K, V, L>
     where
-        K: Borrow<Q>,
-        Q: Ord + ?Sized,
+        Q: Probe<K> + ?Sized,
     {
         let rp = self.root.read();
         let mut g = rp.read_arc();
@@ -183,7 +183,7 @@ where
             let next = match &*g {
                 Node::Leaf(_) => return g,
                 Node::Internal(n) => {
-                    let idx = key.map_or(0, |k| n.keys.partition_point(|p| p.borrow() <= k));
+                    let idx = key.map_or(0, |k| n.keys.partition_point(|p| k.cmp_to(p).is_ge()));
                     n.children[idx].read_arc()
                 }
             };
@@ -225,8 +225,7 @@ where
     /// whether the leaf is the root.
     fn write_leaf_optimistic<Q>(&self, key: &Q) -> (WriteGuard<K, V, L>, bool)
     where
-        K: Borrow<Q>,
-        Q: Ord + ?Sized,
+        Q: Probe<K> + ?Sized,
     {
         let rp = self.root.read();
         let root = rp.clone();
@@ -242,7 +241,7 @@ where
         let mut g = g;
         loop {
             let Node::Internal(n) = &*g else { unreachable!("a read descent stops above the leaves") };
-            let idx = n.keys.partition_point(|p| p.borrow() <= key);
+            let idx = n.keys.partition_point(|p| key.cmp_to(p).is_ge());
             let child = n.children[idx].clone();
             if n.leaf_children {
                 let w = child.write_arc();
@@ -257,8 +256,7 @@ where
     /// The value of `key`, cloned.
     pub fn get<Q>(&self, key: &Q) -> Option<V>
     where
-        K: Borrow<Q>,
-        Q: Ord + ?Sized,
+        Q: Probe<K> + ?Sized,
         V: Clone,
     {
         self.get_with(key, V::clone)
@@ -267,8 +265,7 @@ where
     /// Applies `f` to the value of `key` under the leaf's read lock.
     pub fn get_with<Q, R>(&self, key: &Q, f: impl FnOnce(&V) -> R) -> Option<R>
     where
-        K: Borrow<Q>,
-        Q: Ord + ?Sized,
+        Q: Probe<K> + ?Sized,
     {
         let g = self.read_leaf(Some(key));
         g.leaf().and_then(|l| l.leaf.get(key)).map(|(_, v)| f(v))
@@ -277,8 +274,7 @@ where
     /// Whether `key` is present.
     pub fn contains_key<Q>(&self, key: &Q) -> bool
     where
-        K: Borrow<Q>,
-        Q: Ord + ?Sized,
+        Q: Probe<K> + ?Sized,
     {
         self.get_with(key, |_| ()).is_some()
     }
@@ -316,8 +312,7 @@ where
     /// REQUIRES: `make` returns `key` (as `K`).
     pub fn upsert<Q>(&self, key: &Q, update: impl FnOnce(&mut V), make: impl FnOnce() -> (K, V)) -> bool
     where
-        K: Borrow<Q>,
-        Q: Ord + ?Sized,
+        Q: Probe<K> + ?Sized,
     {
         let mut local = Stats::default();
         let update_counted = |slot: &mut V| {
@@ -334,7 +329,7 @@ where
             return false;
         }
         let (k, v) = make();
-        debug_assert!(k.borrow() == key, "upsert: make() returned another key");
+        debug_assert!(key.eq_to(&k), "upsert: make() returned another key");
         let (kheap, vheap) = (k.heap_size(), v.heap_size());
         let inserted = if l.leaf.len() < self.split_at {
             l.leaf.insert_new(k, v, &mut local);
@@ -489,8 +484,7 @@ where
     /// Removes `key`; returns its value.
     pub fn remove<Q>(&self, key: &Q) -> Option<V>
     where
-        K: Borrow<Q>,
-        Q: Ord + ?Sized,
+        Q: Probe<K> + ?Sized,
     {
         self.remove_entry(key).map(|(_, v)| v)
     }
@@ -498,8 +492,7 @@ where
     /// Removes `key`; returns the stored key and value.
     pub fn remove_entry<Q>(&self, key: &Q) -> Option<(K, V)>
     where
-        K: Borrow<Q>,
-        Q: Ord + ?Sized,
+        Q: Probe<K> + ?Sized,
     {
         let mut local = Stats::default();
         let out = match self.remove_optimistic(key, &mut local) {
@@ -521,8 +514,7 @@ where
     #[allow(clippy::option_option)]
     fn remove_optimistic<Q>(&self, key: &Q, local: &mut Stats) -> Option<Option<(K, V)>>
     where
-        K: Borrow<Q>,
-        Q: Ord + ?Sized,
+        Q: Probe<K> + ?Sized,
     {
         let (mut w, is_root) = self.write_leaf_optimistic(key);
         let Node::Leaf(l) = &mut *w else { unreachable!("write descent ends at a leaf") };
@@ -536,8 +528,7 @@ where
 
     fn remove_pessimistic<Q>(&self, key: &Q, local: &mut Stats) -> Option<(K, V)>
     where
-        K: Borrow<Q>,
-        Q: Ord + ?Sized,
+        Q: Probe<K> + ?Sized,
     {
         let mut rp = Some(self.root.write());
         let root = rp.as_ref().map(|g| (**g).clone()).unwrap_or_else(|| unreachable!());
@@ -556,7 +547,7 @@ where
             let (child, idx) = match &*cur {
                 Node::Leaf(_) => break,
                 Node::Internal(n) => {
-                    let idx = n.keys.partition_point(|p| p.borrow() <= key);
+                    let idx = n.keys.partition_point(|p| key.cmp_to(p).is_ge());
                     (n.children[idx].clone(), idx)
                 }
             };

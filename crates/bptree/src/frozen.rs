@@ -1,5 +1,6 @@
 //! The frozen (read-only, fully sorted) tree: the immutable memtable.
 
+use crate::probe::Probe;
 use std::borrow::Borrow;
 use std::ops::{Bound, RangeBounds};
 
@@ -53,8 +54,7 @@ where
     /// The value of `key`.
     pub fn get<Q>(&self, key: &Q) -> Option<&V>
     where
-        K: Borrow<Q>,
-        Q: Ord + ?Sized,
+        Q: Probe<K> + ?Sized,
     {
         self.tree.get(key)
     }
@@ -62,8 +62,7 @@ where
     /// The stored key and value of `key`.
     pub fn get_key_value<Q>(&self, key: &Q) -> Option<(&K, &V)>
     where
-        K: Borrow<Q>,
-        Q: Ord + ?Sized,
+        Q: Probe<K> + ?Sized,
     {
         self.tree.get_key_value(key)
     }

@@ -1,5 +1,6 @@
 //! The leaf abstraction: what the tree needs from a leaf, so the BPA and a plain sorted array are interchangeable.
 
+use crate::probe::Probe;
 use std::borrow::Borrow;
 use std::ops::Bound;
 
@@ -39,14 +40,12 @@ pub trait Leaf<K: Ord, V>: Sized {
     /// The entry with key `key`.
     fn get<Q>(&self, key: &Q) -> Option<(&K, &V)>
     where
-        K: Borrow<Q>,
-        Q: Ord + ?Sized;
+        Q: Probe<K> + ?Sized;
 
     /// The value of `key`, mutably. Changing a value never moves an entry.
     fn get_mut<Q>(&mut self, key: &Q) -> Option<&mut V>
     where
-        K: Borrow<Q>,
-        Q: Ord + ?Sized;
+        Q: Probe<K> + ?Sized;
 
     /// Inserts or updates; returns the old value of an update.
     /// REQUIRES: `len() < split_at(opts)` (the tree splits first).
@@ -62,8 +61,7 @@ pub trait Leaf<K: Ord, V>: Sized {
     /// Removes `key`, returning the entry.
     fn remove<Q>(&mut self, key: &Q, stats: &mut Stats) -> Option<(K, V)>
     where
-        K: Borrow<Q>,
-        Q: Ord + ?Sized;
+        Q: Probe<K> + ?Sized;
 
     /// Moves every entry, in key order, to the end of `out`, leaving the leaf empty.
     fn drain_sorted(&mut self, out: &mut Vec<(K, V)>, stats: &mut Stats);

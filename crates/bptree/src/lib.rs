@@ -20,10 +20,11 @@
 //! Keys are any `K: Ord + Clone + Default + HeapSize`, values any `V: Default + HeapSize` ([`HeapSize`] reports
 //! heap bytes so `memory_usage()` is exact and O(1); it is implemented for integers, `Vec<u8>`, `Box<[u8]>`,
 //! `String`, `Arc<[u8]>`, tuples and [`ByteKey`]). No key value is reserved. Fixed-size keys (`u64`, `[u8; N]`)
-//! are compared inline; byte-string keys should be [`ByteKey`] (16 bytes in the leaf), which compares its first
-//! eight bytes as an integer held in the leaf, holds keys of up to 8 bytes inline and longer ones in one
-//! exact-size length-prefixed allocation. Lookups take any `Q` that `K` borrows as
-//! (`&[u8]` for `ByteKey`, `Box<[u8]>` and `Vec<u8>`).
+//! are compared inline; byte-string keys should be [`ByteKey`] (24 bytes in the leaf), which compares its first
+//! sixteen bytes as an integer held in the leaf, holds keys of up to 16 bytes inline and longer ones in one
+//! exact-size length-prefixed allocation. Point lookups take any [`Probe`]: every `Q` that `K` borrows as
+//! (`&[u8]` for `ByteKey`, `Box<[u8]>` and `Vec<u8>`), or a prepared [`ByteProbe`] ([`ByteKey::probe`]), which
+//! compares by the integer first; range bounds take a borrowed `Q`.
 //!
 //! ```
 //! use bptree::{BpTree, ByteKey};
@@ -80,13 +81,14 @@ mod heap_size;
 mod iter;
 mod leaf;
 mod options;
+mod probe;
 mod sorted_leaf;
 mod stats;
 mod sync;
 mod tree;
 
 pub use bpa::{Bpa, BpaIter};
-pub use byte_key::ByteKey;
+pub use byte_key::{ByteKey, ByteProbe};
 pub use concurrent::{ConcurrentBpTree, ConcurrentRange};
 pub use error::{Error, Result};
 pub use frozen::FrozenBpTree;
@@ -94,6 +96,7 @@ pub use heap_size::HeapSize;
 pub use iter::Range;
 pub use leaf::Leaf;
 pub use options::Options;
+pub use probe::Probe;
 pub use sorted_leaf::SortedLeaf;
 pub use stats::Stats;
 pub use tree::BpTree;

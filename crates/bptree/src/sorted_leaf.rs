@@ -1,5 +1,6 @@
 //! A sorted-array leaf: the classic B-tree leaf, the paper's baseline and the ablation of the BPA.
 
+use crate::probe::Probe;
 use std::borrow::Borrow;
 use std::iter::Zip;
 use std::mem;
@@ -22,10 +23,9 @@ pub struct SortedLeaf<K, V> {
 impl<K: Ord, V> SortedLeaf<K, V> {
     fn position<Q>(&self, key: &Q) -> Result<usize, usize>
     where
-        K: Borrow<Q>,
-        Q: Ord + ?Sized,
+        Q: Probe<K> + ?Sized,
     {
-        self.keys.binary_search_by(|k| k.borrow().cmp(key))
+        self.keys.binary_search_by(|k| key.cmp_to(k).reverse())
     }
 
     fn lower<Q>(&self, lo: Bound<&Q>) -> usize
@@ -74,16 +74,14 @@ impl<K: Ord, V> Leaf<K, V> for SortedLeaf<K, V> {
 
     fn get<Q>(&self, key: &Q) -> Option<(&K, &V)>
     where
-        K: Borrow<Q>,
-        Q: Ord + ?Sized,
+        Q: Probe<K> + ?Sized,
     {
         self.position(key).ok().map(|i| (&self.keys[i], &self.vals[i]))
     }
 
     fn get_mut<Q>(&mut self, key: &Q) -> Option<&mut V>
     where
-        K: Borrow<Q>,
-        Q: Ord + ?Sized,
+        Q: Probe<K> + ?Sized,
     {
         self.position(key).ok().map(|i| &mut self.vals[i])
     }
@@ -101,8 +99,7 @@ impl<K: Ord, V> Leaf<K, V> for SortedLeaf<K, V> {
 
     fn remove<Q>(&mut self, key: &Q, _stats: &mut Stats) -> Option<(K, V)>
     where
-        K: Borrow<Q>,
-        Q: Ord + ?Sized,
+        Q: Probe<K> + ?Sized,
     {
         let i = self.position(key).ok()?;
         Some((self.keys.remove(i), self.vals.remove(i)))

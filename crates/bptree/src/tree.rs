@@ -1,5 +1,6 @@
 //! The single-writer BP-tree (paper §5): sorted-array internal nodes over BPA leaves.
 
+use crate::probe::Probe;
 use std::borrow::Borrow;
 use std::marker::PhantomData;
 use std::mem;
@@ -236,13 +237,12 @@ where
     #[inline]
     pub(crate) fn leaf_for<Q>(&self, key: &Q) -> u32
     where
-        K: Borrow<Q>,
-        Q: Ord + ?Sized,
+        Q: Probe<K> + ?Sized,
     {
         let mut node = self.root;
         for _ in 0..self.height {
             let n = &self.nodes[node as usize];
-            let idx = n.keys.partition_point(|k| k.borrow() <= key);
+            let idx = n.keys.partition_point(|k| key.cmp_to(k).is_ge());
             node = n.children[idx];
         }
         node
@@ -264,8 +264,7 @@ where
     #[inline]
     pub fn get<Q>(&self, key: &Q) -> Option<&V>
     where
-        K: Borrow<Q>,
-        Q: Ord + ?Sized,
+        Q: Probe<K> + ?Sized,
     {
         self.leaves[self.leaf_for(key) as usize].leaf.get(key).map(|(_, v)| v)
     }
@@ -273,8 +272,7 @@ where
     /// The stored key and value of `key`.
     pub fn get_key_value<Q>(&self, key: &Q) -> Option<(&K, &V)>
     where
-        K: Borrow<Q>,
-        Q: Ord + ?Sized,
+        Q: Probe<K> + ?Sized,
     {
         self.leaves[self.leaf_for(key) as usize].leaf.get(key)
     }
@@ -282,8 +280,7 @@ where
     /// Whether `key` is present.
     pub fn contains_key<Q>(&self, key: &Q) -> bool
     where
-        K: Borrow<Q>,
-        Q: Ord + ?Sized,
+        Q: Probe<K> + ?Sized,
     {
         self.get(key).is_some()
     }
@@ -292,8 +289,7 @@ where
     /// `memory_usage` is to stay exact.
     pub fn get_mut<Q>(&mut self, key: &Q) -> Option<&mut V>
     where
-        K: Borrow<Q>,
-        Q: Ord + ?Sized,
+        Q: Probe<K> + ?Sized,
     {
         let leaf = self.leaf_for(key);
         self.leaves[leaf as usize].leaf.get_mut(key)
@@ -401,8 +397,7 @@ where
     /// Removes `key`; returns its value.
     pub fn remove<Q>(&mut self, key: &Q) -> Option<V>
     where
-        K: Borrow<Q>,
-        Q: Ord + ?Sized,
+        Q: Probe<K> + ?Sized,
     {
         self.remove_entry(key).map(|(_, v)| v)
     }
@@ -410,8 +405,7 @@ where
     /// Removes `key`; returns the stored key and value.
     pub fn remove_entry<Q>(&mut self, key: &Q) -> Option<(K, V)>
     where
-        K: Borrow<Q>,
-        Q: Ord + ?Sized,
+        Q: Probe<K> + ?Sized,
     {
         let out = self.remove_rec(self.root, self.height, key)?;
         self.len -= 1;
@@ -427,8 +421,7 @@ where
 
     fn remove_rec<Q>(&mut self, node: u32, level: u32, key: &Q) -> Option<(K, V)>
     where
-        K: Borrow<Q>,
-        Q: Ord + ?Sized,
+        Q: Probe<K> + ?Sized,
     {
         if level == 0 {
             let out = self.leaves[node as usize].leaf.remove(key, &mut self.stats);
@@ -436,7 +429,7 @@ where
             return out;
         }
         let n = &self.nodes[node as usize];
-        let idx = n.keys.partition_point(|k| k.borrow() <= key);
+        let idx = n.keys.partition_point(|k| key.cmp_to(k).is_ge());
         let child = n.children[idx];
         let out = self.remove_rec(child, level - 1, key)?;
         if level == 1 {

@@ -107,16 +107,19 @@ fn upsert_matches_btreemap_and_counts_heap_bytes() {
             let keyspace = if ci == 2 { 20_000 } else { 600 };
             for i in 0..6_000 * common::scale() {
                 let n: u32 = rng.random_range(0..keyspace);
-                // Short keys stay inline in a `ByteKey`; long ones are on the heap.
-                let k =
-                    if n % 3 == 0 { n.to_be_bytes().to_vec() } else { format!("key{n:012}").into_bytes() };
+                // Short keys stay inline in a `ByteKey`; long ones (sharing their first 16 bytes) are on the heap.
+                let k = match n % 3 {
+                    0 => n.to_be_bytes().to_vec(),
+                    1 => format!("key{n:012}").into_bytes(),
+                    _ => format!("key0000000000000{n:012}").into_bytes(),
+                };
                 let d = vec![b'a' + (i % 26) as u8; rng.random_range(0..4)];
                 match rng.random_range(0..10) {
                     0..7 => {
                         // Values of exact capacity (`concat`), as the memtable's are: a heap size is then a
                         // function of the contents, the same in both trees.
                         let inserted = t.upsert(
-                            &k[..],
+                            &ByteKey::probe(&k),
                             |v| *v = [&v[..], &d[..]].concat(),
                             || (ByteKey::new(&k), d.clone()),
                         );
@@ -128,7 +131,10 @@ fn upsert_matches_btreemap_and_counts_heap_bytes() {
                         assert_eq!(t.remove(&k[..]), m.remove(&k), "remove {k:?}");
                         twin.remove(&k[..]);
                     }
-                    _ => assert_eq!(t.get(&k[..]), m.get(&k).cloned(), "get {k:?}"),
+                    _ => {
+                        assert_eq!(t.get(&k[..]), m.get(&k).cloned(), "get {k:?}");
+                        assert_eq!(t.get(&ByteKey::probe(&k)), m.get(&k).cloned(), "get by probe {k:?}");
+                    }
                 }
                 assert_eq!(t.len(), m.len());
                 if i % 997 == 0 {

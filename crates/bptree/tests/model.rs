@@ -265,12 +265,14 @@ fn tiny_leaves_never_stay_empty() {
     assert_eq!(t.len(), 29);
 }
 
-/// A random byte string from a 3-letter alphabet, 0-20 bytes: many keys share their first 8 bytes (so
-/// comparisons fall through the integer head to the heap bytes) and both the inline (<= 8 bytes) and the heap
-/// form of `ByteKey` occur, including keys that differ only by trailing zeros.
+/// A random byte string from a 3-letter alphabet, 0-28 bytes: half of the keys start with 14 `a`s, so many
+/// share their first 16 bytes (comparisons fall through the integer head to the bytes), and both the inline
+/// (<= 16 bytes) and the heap form of `ByteKey` occur, including keys that differ only by trailing zeros.
 fn rand_bytes(rng: &mut SmallRng) -> Vec<u8> {
-    let len = if rng.random_bool(0.3) { rng.random_range(0..=8) } else { rng.random_range(9..=20) };
-    (0..len).map(|_| [0u8, b'a', 0xff][rng.random_range(0..3)]).collect()
+    let mut k = if rng.random_bool(0.5) { vec![b'a'; 14] } else { Vec::new() };
+    let len = if rng.random_bool(0.3) { rng.random_range(0..=8) } else { rng.random_range(9..=14) };
+    k.extend((0..len).map(|_| [0u8, b'a', 0xff][rng.random_range(0..3)]));
+    k
 }
 
 /// The memtable case: `ByteKey` keys and byte-string values, every operation against `BTreeMap<Vec<u8>, _>`,
@@ -292,9 +294,12 @@ fn byte_keys_match_btreemap() {
                     let v = rand_bytes(&mut rng);
                     assert_eq!(t.insert(ByteKey::new(&k), v.clone()), m.insert(k.clone(), v), "insert {k:?}");
                 } else if op < p_insert + 20 {
-                    assert_eq!(t.remove(&k[..]), m.remove(&k), "remove {k:?}");
+                    // Point operations take the plain slice or a prepared probe; both must agree.
+                    let got = if i % 2 == 0 { t.remove(&k[..]) } else { t.remove(&ByteKey::probe(&k)) };
+                    assert_eq!(got, m.remove(&k), "remove {k:?}");
                 } else if op < p_insert + 25 {
                     assert_eq!(t.get(&k[..]), m.get(&k), "get {k:?}");
+                    assert_eq!(t.get(&ByteKey::probe(&k)), m.get(&k), "get by probe {k:?}");
                 } else {
                     let len = rng.random_range(0..30);
                     let mut got = Vec::new();

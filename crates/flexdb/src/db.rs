@@ -310,16 +310,17 @@ impl Db {
     pub fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
         let inner = &self.inner;
         inner.c.gets.fetch_add(1, Ordering::Relaxed);
+        let probe = ByteKey::probe(key);
         let imm = {
             let m = inner.mem.read();
-            if let Some(v) = m.active.get(key) {
+            if let Some(v) = m.active.get(&probe) {
                 inner.c.memtable_hits.fetch_add(1, Ordering::Relaxed);
                 return Ok(v.as_value().map(<[u8]>::to_vec));
             }
             m.imm.as_ref().map(|(t, _)| t.clone())
         };
         if let Some(t) = imm
-            && let Some(v) = t.get(key)
+            && let Some(v) = t.get(&probe)
         {
             inner.c.memtable_hits.fetch_add(1, Ordering::Relaxed);
             return Ok(v.as_value().map(<[u8]>::to_vec));
