@@ -266,6 +266,29 @@ fn bounded_merge_compacts_once_then_leaves_the_range_alone() {
     check(&db, None, &m, "after bounded merges");
 }
 
+/// The collection's memory bound is one budget for all chosen levels. It used to be split evenly between the
+/// levels' taps, so a query the plan admitted by its total lost its rewrite when the deepest level (which holds
+/// most of the range) passed its half, after everything had been copied.
+#[test]
+fn regression_memory_bound_is_shared_by_the_chosen_levels() {
+    let fs: Arc<dyn vfs::Fs> = Arc::new(vfs::MemFs::new());
+    let mut o = opts(RangeReduceMode::BoundedMerge);
+    // In range: 1,000 loaded entries of 14 + 28 bytes in the deeper level (58 KB with their offsets) and 500
+    // overwrites of 14 + 7 bytes in L0 (18.5 KB). The whole fits; half the bound does not hold the deeper level.
+    o.range_reduce.max_collect_bytes = 100_000;
+    let mut m = Model::new();
+    let db = loaded(&fs, &o, &mut m, 3000);
+    overwrite(&db, &mut m, 1000, 2000, 2, "v1");
+    let (lo, hi) = (k(1000), k(2000));
+    assert_eq!(levels_meeting(&db, &lo, &hi).len(), 2, "{:?}", db.files());
+    let got = db.scan(&ReadOptions::default(), &lo, &hi, usize::MAX).unwrap();
+    assert_eq!(got, model_range(&m, &lo, &hi));
+    db.wait_for_compactions().unwrap();
+    let st = db.stats().range_reduce;
+    assert_eq!((st.rewrites_planned, st.rewrites_incomplete, st.rewrites), (1, 0, 1), "{st:?}");
+    check(&db, None, &m, "after the rewrite");
+}
+
 #[test]
 fn level_renaming_moves_levels_down_and_keeps_the_data() {
     let fs: Arc<dyn vfs::Fs> = Arc::new(vfs::MemFs::new());

@@ -36,7 +36,7 @@ use crate::iter::InternalIter;
 use crate::options::{Options, ReadOptions};
 use crate::stats::load;
 use crate::version::{FileMeta, NUM_LEVELS, Version};
-use tap::{Collect, Run, Tap};
+use tap::{Budget, Collect, Run, Tap};
 
 /// RangeReduce's options (in [`Options::range_reduce`]).
 #[derive(Debug, Clone, PartialEq)]
@@ -322,7 +322,7 @@ impl Inner {
             .map(|l| plan.as_ref().is_some_and(|p| l.is_some_and(|l| p.levels.contains(&l))))
             .collect();
         let n_rec = recording.iter().filter(|&&r| r).count();
-        let cap = self.opts.range_reduce.max_collect_bytes / n_rec.max(1);
+        let budget = Arc::new(Budget::new(self.opts.range_reduce.max_collect_bytes));
         let owner = self.rr.owner.get().cloned().unwrap_or_default();
         let col = Arc::new(Mutex::new(Collect::new(owner, plan, n_rec)));
         let mut slot = 0;
@@ -334,7 +334,7 @@ impl Inner {
                     slot += 1;
                     slot - 1
                 });
-                Box::new(Tap::new(c, col.clone(), s, lo, hi, cap)) as Box<dyn InternalIter>
+                Box::new(Tap::new(c, col.clone(), s, lo, hi, budget.clone())) as Box<dyn InternalIter>
             })
             .collect()
     }

@@ -11,6 +11,7 @@
 //! The taps of one iterator share a [`Collect`]; the last tap to drop (the iterator's drop) turns a complete
 //! collection into a rewrite job.
 
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 
 use super::{Inner, Job, Plan, add, lock};
@@ -103,6 +104,30 @@ impl InternalIter for RunIter {
     }
 }
 
+/// The memory bound of one query's collection, shared by its recording taps.
+///
+/// One bound for all levels, not an even share per level: the plan admitted the query by its total estimate, and
+/// the deepest chosen level usually holds most of it (a per-level share of 64 MiB / 2 broke a 0.25-selectivity
+/// query's collection on its deepest level after it had copied everything else). Once any tap breaks, the
+/// collection cannot become a rewrite, so every tap stops copying.
+#[derive(Debug)]
+pub(crate) struct Budget {
+    used: AtomicUsize,
+    cap: usize,
+    broken: AtomicBool,
+}
+
+impl Budget {
+    pub(crate) fn new(cap: usize) -> Self {
+        Budget { used: AtomicUsize::new(0), cap, broken: AtomicBool::new(false) }
+    }
+
+    /// Charges `n` bytes; false once the bound is passed or any tap broke.
+    fn charge(&self, n: usize) -> bool {
+        !self.broken.load(Ordering::Relaxed) && self.used.fetch_add(n, Ordering::Relaxed) + n <= self.cap
+    }
+}
+
 /// What the taps of one iterator share.
 pub(crate) struct Collect {
     owner: Weak<Inner>,
@@ -155,7 +180,7 @@ pub(crate) struct Tap {
     slot: Option<usize>,
     lower: Vec<u8>,
     upper: Vec<u8>,
-    cap: usize,
+    budget: Arc<Budget>,
     state: State,
     run: Run,
     bytes_read: u64,
@@ -168,7 +193,7 @@ impl Tap {
         slot: Option<usize>,
         lower: &[u8],
         upper: &[u8],
-        cap: usize,
+        budget: Arc<Budget>,
     ) -> Self {
         Tap {
             inner,
@@ -176,7 +201,7 @@ impl Tap {
             slot,
             lower: lower.to_vec(),
             upper: upper.to_vec(),
-            cap,
+            budget,
             state: if slot.is_some() { State::Fresh } else { State::Done },
             run: Run::default(),
             bytes_read: 0,
@@ -193,6 +218,7 @@ impl Tap {
         if self.slot.is_some() && self.state != State::Done {
             self.state = State::Broken;
             self.run = Run::default();
+            self.budget.broken.store(true, Ordering::Relaxed);
         }
     }
 
@@ -216,8 +242,10 @@ impl Tap {
             self.state = State::Done;
         } else if uk >= self.lower.as_slice() {
             let v = self.inner.value();
-            self.run.push(k, v);
-            if self.run.data.len() > self.cap {
+            // The entry's bytes and its offset triple.
+            if self.budget.charge(k.len() + v.len() + 16) {
+                self.run.push(k, v);
+            } else {
                 self.brk();
             }
         }
