@@ -1,6 +1,5 @@
 //! The buffered partitioned array (BPA), the BP-tree's leaf (paper §3).
 
-use crate::probe::Probe;
 use std::borrow::Borrow;
 use std::cmp::Ordering;
 use std::mem;
@@ -8,6 +7,7 @@ use std::ops::Bound;
 
 use crate::leaf::{Leaf, above, below};
 use crate::options::Options;
+use crate::probe::Probe;
 use crate::stats::Stats;
 
 /// A buffered partitioned array: one contiguous run of slots cut into a log, a header and blocks.

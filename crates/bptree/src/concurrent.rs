@@ -1,6 +1,5 @@
 //! The concurrent BP-tree (paper §2.1 and §5): per-node reader-writer locks with hand-over-hand descent.
 
-use crate::probe::Probe;
 use std::borrow::Borrow;
 use std::collections::VecDeque;
 use std::marker::PhantomData;
@@ -14,6 +13,7 @@ use crate::frozen::FrozenBpTree;
 use crate::heap_size::HeapSize;
 use crate::leaf::{Leaf, above};
 use crate::options::Options;
+use crate::probe::Probe;
 use crate::stats::Stats;
 use crate::sync::{self, ArcReadGuard, ArcWriteGuard, AtomicUsize, Mutex, Ordering, RwLock};
 use crate::tree::BpTree;

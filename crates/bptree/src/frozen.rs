@@ -1,6 +1,5 @@
 //! The frozen (read-only, fully sorted) tree: the immutable memtable.
 
-use crate::probe::Probe;
 use std::borrow::Borrow;
 use std::ops::{Bound, RangeBounds};
 
@@ -8,6 +7,7 @@ use crate::bpa::Bpa;
 use crate::heap_size::HeapSize;
 use crate::iter::Range;
 use crate::leaf::Leaf;
+use crate::probe::Probe;
 use crate::stats::Stats;
 use crate::tree::BpTree;
 

@@ -1,10 +1,10 @@
 //! The leaf abstraction: what the tree needs from a leaf, so the BPA and a plain sorted array are interchangeable.
 
-use crate::probe::Probe;
 use std::borrow::Borrow;
 use std::ops::Bound;
 
 use crate::options::Options;
+use crate::probe::Probe;
 use crate::stats::Stats;
 
 /// A B+-tree leaf holding a set of unique keys with values.

@@ -1,6 +1,5 @@
 //! A sorted-array leaf: the classic B-tree leaf, the paper's baseline and the ablation of the BPA.
 
-use crate::probe::Probe;
 use std::borrow::Borrow;
 use std::iter::Zip;
 use std::mem;
@@ -9,6 +8,7 @@ use std::slice;
 
 use crate::leaf::{Leaf, above, below};
 use crate::options::Options;
+use crate::probe::Probe;
 use crate::stats::Stats;
 
 /// A leaf that keeps its entries in one sorted array (keys and values in parallel arrays), shifting on every

@@ -1,6 +1,5 @@
 //! The single-writer BP-tree (paper §5): sorted-array internal nodes over BPA leaves.
 
-use crate::probe::Probe;
 use std::borrow::Borrow;
 use std::marker::PhantomData;
 use std::mem;
@@ -13,6 +12,7 @@ use crate::heap_size::HeapSize;
 use crate::iter::Range;
 use crate::leaf::Leaf;
 use crate::options::Options;
+use crate::probe::Probe;
 use crate::stats::Stats;
 
 pub(crate) const NIL: u32 = u32::MAX;
