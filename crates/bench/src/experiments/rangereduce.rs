@@ -61,10 +61,12 @@ struct End {
     data_movement: f64,
     rq_bytes_read: f64,
     rq_compactions: f64,
-    /// Queries that chose levels and collected for a rewrite; queries whose chosen levels were not collected
-    /// (over the memory bound, a full queue) or whose walk was incomplete; rewrites a flush or compaction aborted.
+    /// Queries that chose levels and collected for a rewrite.
     rq_planned: f64,
+    /// Queries whose chosen levels were not collected (over the memory bound, a full queue) or whose walk was
+    /// incomplete.
     rq_dropped: f64,
+    /// Rewrites a flush or compaction aborted, or an I/O error stopped before their edit.
     rq_aborted: f64,
     rq_compaction_write: f64,
     level_renames: f64,
