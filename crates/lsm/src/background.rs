@@ -144,6 +144,7 @@ impl Inner {
                 }
                 s.bg_epoch
             };
+            self.expire_range_reduce_claims();
             if let Some(r) = self.exclusive_step() {
                 self.job_done(r);
                 continue;

@@ -54,7 +54,7 @@ pub use batch::WriteBatch;
 pub use compaction_stats::CompactionLevelStats;
 pub use db::range_reduce::{
     LevelEstimate, RangeReduceMode, RangeReduceOptions, RangeReduceStats, SelectParams, compaction_debt,
-    decision_matrix, estimate_partial, select_levels,
+    decision_matrix, estimate_partial, select_free_levels, select_levels,
 };
 pub use db::{Db, FileEntry, Snapshot};
 pub use db_iter::DbIter;

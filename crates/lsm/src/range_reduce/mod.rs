@@ -25,9 +25,11 @@ mod tap;
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
+use std::time::Duration;
 
 pub use select::{
-    LevelEstimate, RangeReduceMode, SelectParams, decision_matrix, estimate_partial, select_levels,
+    LevelEstimate, RangeReduceMode, SelectParams, decision_matrix, estimate_partial, select_free_levels,
+    select_levels,
 };
 
 use super::{Inner, lock};
@@ -36,6 +38,7 @@ use crate::iter::InternalIter;
 use crate::options::{Options, ReadOptions};
 use crate::stats::load;
 use crate::version::{FileMeta, NUM_LEVELS, Version};
+use claim::Claim;
 use tap::{Budget, Collect, Run, Tap};
 
 /// RangeReduce's options (in [`Options::range_reduce`]).
@@ -61,6 +64,10 @@ pub struct RangeReduceOptions {
     pub max_collect_bytes: usize,
     /// Rewrites waiting for the background thread; a query that would queue more does not compact (default 2).
     pub max_pending_rewrites: usize,
+    /// Longest a query's claim on the files it will rewrite holds them back from compactions while the query's
+    /// iterator is still open (default 1 s). A claim that expires is taken again when the rewrite runs, which
+    /// then aborts if a compaction took one of the files meanwhile.
+    pub claim_timeout: Duration,
 }
 
 impl Default for RangeReduceOptions {
@@ -74,6 +81,7 @@ impl Default for RangeReduceOptions {
             write_bandwidth: 500_000_000,
             max_collect_bytes: 64 << 20,
             max_pending_rewrites: 2,
+            claim_timeout: Duration::from_secs(1),
         }
     }
 }
@@ -117,12 +125,16 @@ pub struct RangeReduceStats {
     pub rewrites_skipped_slo: u64,
     /// Queries that did not compact because of the memory bound or a full rewrite queue.
     pub rewrites_skipped_busy: u64,
+    /// Queries that did not compact because a running compaction (or rewrite) held a file they would rewrite.
+    pub rewrites_skipped_conflict: u64,
+    /// Claims released because their query's iterator stayed open longer than `claim_timeout`.
+    pub rewrites_claims_expired: u64,
     /// RQ-triggered compactions installed.
     pub rewrites: u64,
     /// Rewrites aborted because a flush or compaction changed a level they depend on.
     pub rewrites_aborted: u64,
-    /// Of `rewrites_aborted`: rewrites that found a file they would delete held by a running compaction (or a
-    /// compaction writing where they would).
+    /// Of `rewrites_aborted`: rewrites whose claim had expired and that then found a file they would delete held
+    /// by a running compaction (or a compaction writing where they would).
     pub rewrites_claim_conflicts: u64,
     /// Rewrites abandoned after an I/O error before their edit (nothing installed, nothing lost).
     pub rewrites_failed: u64,
@@ -144,13 +156,15 @@ pub struct RangeReduceStats {
 impl RangeReduceStats {
     /// A JSON object of every field.
     pub fn to_json(&self) -> String {
-        let f: [(&str, u64); 16] = [
+        let f: [(&str, u64); 18] = [
             ("range_queries", self.range_queries),
             ("range_query_bytes_read", self.range_query_bytes_read),
             ("rewrites_planned", self.rewrites_planned),
             ("rewrites_incomplete", self.rewrites_incomplete),
             ("rewrites_skipped_slo", self.rewrites_skipped_slo),
             ("rewrites_skipped_busy", self.rewrites_skipped_busy),
+            ("rewrites_skipped_conflict", self.rewrites_skipped_conflict),
+            ("rewrites_claims_expired", self.rewrites_claims_expired),
             ("rewrites", self.rewrites),
             ("rewrites_aborted", self.rewrites_aborted),
             ("rewrites_claim_conflicts", self.rewrites_claim_conflicts),
@@ -175,6 +189,8 @@ pub(crate) struct Counters {
     rewrites_incomplete: AtomicU64,
     rewrites_skipped_slo: AtomicU64,
     rewrites_skipped_busy: AtomicU64,
+    rewrites_skipped_conflict: AtomicU64,
+    rewrites_claims_expired: AtomicU64,
     rewrites: AtomicU64,
     rewrites_aborted: AtomicU64,
     rewrites_claim_conflicts: AtomicU64,
@@ -200,6 +216,8 @@ pub(crate) struct Plan {
     /// is valid only if these sets are unchanged when it is installed (the claimed files are those of the
     /// chosen levels).
     meeting: Vec<(usize, Vec<u64>)>,
+    /// The files of the chosen levels, claimed when the query decided (`claim.rs`); `None` once given up.
+    claim: Option<Arc<Claim>>,
 }
 
 /// A collected query, ready to be written.
@@ -216,6 +234,8 @@ pub(crate) struct Shared {
     counters: Counters,
     queue: Mutex<VecDeque<Job>>,
     running: AtomicBool,
+    /// Claims of queries still reading, for expiry.
+    open_claims: Mutex<Vec<Weak<Claim>>>,
     owner: OnceLock<Weak<Inner>>,
     /// Test hook run right after a rewrite claimed its files, before it writes anything.
     #[cfg(test)]
@@ -260,6 +280,9 @@ impl Shared {
     /// engine's state lock held.
     fn submit(&self, job: Job) {
         let Some(inner) = self.owner.get().and_then(Weak::upgrade) else { return };
+        if let Some(c) = &job.plan.claim {
+            c.submit();
+        }
         lock(&self.queue).push_back(job);
         // Notify under the state lock: the background thread checks for work and waits under it, so the wakeup
         // cannot fall between its check and its wait.
@@ -369,10 +392,6 @@ impl Inner {
             entry_bytes,
             file_size: self.opts.target_file_size_base,
         };
-        let levels = select_levels(&est, &p);
-        if levels.is_empty() {
-            return None;
-        }
         // §IV-D: D_rq from metadata, the rewrite bounded by the scan, so the query takes at most 2 D_rq / max(B).
         let d_rq: f64 = est.iter().map(|e| e.entries as f64 * entry_bytes).sum();
         if let Some(slo) = ro.slo_micros {
@@ -382,17 +401,59 @@ impl Inner {
                 return None;
             }
         }
-        let collect: f64 =
-            est.iter().filter(|e| levels.contains(&e.level)).map(|e| e.entries as f64 * entry_bytes).sum();
-        if collect > ro.max_collect_bytes as f64 || self.rr.pending() >= ro.max_pending_rewrites {
+        if self.rr.pending() >= ro.max_pending_rewrites {
             add(&c.rewrites_skipped_busy, 1);
             return None;
         }
-        let meeting = (levels[0]..NUM_LEVELS)
+        // Levels a running compaction holds are left out of the span: the query compacts the deepest span it can
+        // claim, and claims it before it reads.
+        let mut free = vec![true; est.len()];
+        let (levels, claim) = loop {
+            let levels = select_free_levels(&est, &free, &p);
+            if levels.is_empty() {
+                if free.contains(&false) {
+                    add(&c.rewrites_skipped_conflict, 1);
+                }
+                return None;
+            }
+            let collect: f64 = est
+                .iter()
+                .filter(|e| levels.contains(&e.level))
+                .map(|e| e.entries as f64 * entry_bytes)
+                .sum();
+            if collect > ro.max_collect_bytes as f64 {
+                add(&c.rewrites_skipped_busy, 1);
+                return None;
+            }
+            let files: Vec<(usize, Arc<FileMeta>)> = levels
+                .iter()
+                .flat_map(|&l| v.levels[l].iter().filter(|f| meets(f, lo, hi)).map(move |f| (l, f.clone())))
+                .collect();
+            match self.claim_files(v, &levels, &files) {
+                Ok(claim) => break (levels, claim),
+                Err(held) => {
+                    let before = free.clone();
+                    for (e, fr) in est.iter().zip(free.iter_mut()) {
+                        *fr &= !held.contains(&e.level);
+                    }
+                    if free == before {
+                        add(&c.rewrites_skipped_conflict, 1);
+                        return None;
+                    }
+                }
+            }
+        };
+        let meeting: Vec<(usize, Vec<u64>)> = (levels[0]..NUM_LEVELS)
             .map(|l| (l, v.levels[l].iter().filter(|f| meets(f, lo, hi)).map(|f| f.number()).collect()))
             .collect();
+        let claim = Arc::new(claim);
+        {
+            let mut open = lock(&self.rr.open_claims);
+            open.retain(|w| w.strong_count() > 0);
+            open.push(Arc::downgrade(&claim));
+        }
         add(&c.rewrites_planned, 1);
-        Some(Plan { lower: lo.to_vec(), upper: hi.to_vec(), levels, meeting })
+        Some(Plan { lower: lo.to_vec(), upper: hi.to_vec(), levels, meeting, claim: Some(claim) })
     }
 
     /// In-range entries of a file that only partly meets `[lo, hi)`: its entries times the fraction of its data
@@ -417,6 +478,8 @@ impl Inner {
             rewrites_incomplete: load(&c.rewrites_incomplete),
             rewrites_skipped_slo: load(&c.rewrites_skipped_slo),
             rewrites_skipped_busy: load(&c.rewrites_skipped_busy),
+            rewrites_skipped_conflict: load(&c.rewrites_skipped_conflict),
+            rewrites_claims_expired: load(&c.rewrites_claims_expired),
             rewrites: load(&c.rewrites),
             rewrites_aborted: load(&c.rewrites_aborted),
             rewrites_claim_conflicts: load(&c.rewrites_claim_conflicts),

@@ -1,19 +1,22 @@
-//! The background half of a query-driven compaction: validate the claim, write the merged run at the deepest
+//! The background half of a query-driven compaction: validate the plan, write the merged run at the deepest
 //! chosen level and the out-of-range heads and tails at their own levels, install one version edit. Also
 //! Level-Renaming. A rewrite runs on a compaction thread with the `work` lock held shared, like a compaction,
-//! beside other compactions: it claims the files it deletes (`claim.rs`) so no compaction takes them, and aborts
-//! if a compaction holds one. Level-Renaming takes `work` exclusively. What the checks below guard against is
-//! what changed between the query's decision and the claim, and what compactions of unclaimed files changed
-//! between the claim and the install (checked again under the `versions` lock the edit is applied under).
+//! beside other compactions. The files it deletes were claimed when its query decided (`claim.rs`), so no
+//! compaction took them meanwhile; if that claim expired (the query's iterator stayed open too long), the
+//! rewrite claims them again and aborts if a compaction holds one. Level-Renaming takes `work` exclusively. What
+//! the checks below guard against is what changed around the claim — levels between or below the chosen ones,
+//! an expired claim, a renaming — and what compactions of unclaimed files changed before the install (checked
+//! again under the `versions` lock the edit is applied under).
 //!
 //! Validity. The plan recorded, for every level from the shallowest chosen one down, the files whose keys meet
-//! `[lower, upper)`. If any of these sets changed, a flush or compaction moved data into, out of or through the
-//! range below the shallowest chosen level, and installing the run could put older versions above newer ones:
-//! the rewrite is aborted (outputs deleted, nothing installed; the query already returned). Changes above the
-//! shallowest chosen level only bring newer data, which stays above the run, and are fine; so do new L0 files
-//! (flushes) when L0 is chosen, so there only the claimed files must remain. After writing, the
-//! resulting levels must still be disjoint (a concurrent trivial move may have put a file where a combined head
-//! and tail would go): otherwise abort too.
+//! `[lower, upper)`. If any of these sets changed down to the target level, a flush or compaction moved data
+//! into, out of or through the range among the chosen levels, and installing the run could put older versions
+//! above newer ones: the rewrite is aborted (outputs deleted, nothing installed; the query already returned).
+//! Changes above the shallowest chosen level only bring newer data, which stays above the run, and are fine; so
+//! do new L0 files (flushes) when L0 is chosen, so there only the claimed files must remain; so do changes below
+//! the target level, where compactions only move older data deeper. After writing, the resulting levels must
+//! still be disjoint (a concurrent trivial move may have put a file where a combined head and tail would go):
+//! otherwise abort too.
 //!
 //! Snapshots. The runs hold every version of every key in range from the chosen levels, so the merge can apply
 //! the same rule as a compaction: a version is dropped only when a newer version or a covering range tombstone is
@@ -174,14 +177,15 @@ impl Inner {
 
     fn rewrite(&self, job: Job) -> Result<()> {
         let c = &self.rr.counters;
-        let Job { plan, runs } = job;
+        let Job { mut plan, runs } = job;
         let (lo, hi) = (plan.lower.as_slice(), plan.upper.as_slice());
+        let Some(&target) = plan.levels.last() else { return Ok(()) };
         let v = lock(&self.state).current.clone();
-        if !plan_still_holds(&v, &plan.meeting, lo, hi, NUM_LEVELS) {
+        // Below the target, compactions only move older data deeper, which stays below the run (as at install).
+        if !plan_still_holds(&v, &plan.meeting, lo, hi, target + 1) {
             add(&c.rewrites_aborted, 1);
             return Ok(());
         }
-        let Some(&target) = plan.levels.last() else { return Ok(()) };
         // The claimed files are the ones the query read (new L0 flushes were not collected and stay).
         let claimed: Vec<(usize, Arc<FileMeta>)> = plan
             .meeting
@@ -191,12 +195,19 @@ impl Inner {
                 v.levels[*l].iter().filter(|f| nums.contains(&f.number())).map(move |f| (*l, f.clone()))
             })
             .collect();
-        // Held until the edit is installed or the rewrite gives up; a compaction holding any of these files
-        // (or writing where the rewrite will) aborts the rewrite instead.
-        let Some(_claim) = self.claim_for_rewrite(&v, &plan.levels, &claimed) else {
-            add(&c.rewrites_aborted, 1);
-            add(&c.rewrites_claim_conflicts, 1);
-            return Ok(());
+        // Held until the edit is installed or the rewrite gives up. The query's claim is normally still held;
+        // if it expired, claim again: a compaction holding any of these files (or writing where the rewrite
+        // will) then aborts the rewrite instead.
+        let _claim = match plan.claim.take().filter(|c| c.held()) {
+            Some(c) => c,
+            None => match self.claim_files(&v, &plan.levels, &claimed) {
+                Ok(c) => Arc::new(c),
+                Err(_) => {
+                    add(&c.rewrites_aborted, 1);
+                    add(&c.rewrites_claim_conflicts, 1);
+                    return Ok(());
+                }
+            },
         };
         self.rr.after_claim(self, &claimed);
         let mut created: Vec<FileInfo> = Vec::new();

@@ -83,17 +83,29 @@ pub fn decision_matrix(levels: &[LevelEstimate], p: &SelectParams) -> Vec<Vec<bo
 /// The levels to merge (engine level numbers, shallowest first; the last is where the run is written), or an
 /// empty vector when the query should not compact.
 pub fn select_levels(levels: &[LevelEstimate], p: &SelectParams) -> Vec<usize> {
-    if levels.len() < 2 {
+    select_free_levels(levels, &vec![true; levels.len()], p)
+}
+
+/// [`select_levels`] among the levels marked `free` (parallel to `levels`): a span never includes a level whose
+/// files a running compaction holds, so the query compacts the deepest span it can claim instead of none.
+/// Blind Merge-on-Scan merges every level or none.
+pub fn select_free_levels(levels: &[LevelEstimate], free: &[bool], p: &SelectParams) -> Vec<usize> {
+    if levels.len() < 2 || free.len() != levels.len() {
         return Vec::new();
     }
     match p.mode {
         RangeReduceMode::Off => Vec::new(),
         // Blind Merge-on-Scan merges whatever qualifies for the query, all of it.
-        RangeReduceMode::BlindMergeOnScan => levels.iter().map(|e| e.level).collect(),
+        RangeReduceMode::BlindMergeOnScan if free.iter().all(|&f| f) => {
+            levels.iter().map(|e| e.level).collect()
+        }
+        RangeReduceMode::BlindMergeOnScan => Vec::new(),
         RangeReduceMode::FileSizeAwareMergeOnScan | RangeReduceMode::BoundedMerge => {
             let d = decision_matrix(levels, p);
-            for j in (1..levels.len()).rev() {
-                if let Some(i) = (0..j).find(|&i| d[i][j]) {
+            for j in (1..levels.len()).rev().filter(|&j| free[j]) {
+                // The longest span ending at `j` made of free levels only.
+                let first_free = (0..j).rev().take_while(|&i| free[i]).last();
+                if let Some(i) = first_free.and_then(|lo| (lo..j).find(|&i| d[i][j])) {
                     return levels[i..=j].iter().map(|e| e.level).collect();
                 }
             }
@@ -217,6 +229,21 @@ mod tests {
         // The default options resolve rho to 1/T, never to 0.
         let o = crate::Options { max_bytes_for_level_multiplier: 6, ..Default::default() };
         assert!((o.range_reduce.resolved_rho(&o) - 1.0 / 6.0).abs() < 1e-12);
+    }
+
+    #[test]
+    fn busy_levels_split_the_spans() {
+        let p = params(RangeReduceMode::FileSizeAwareMergeOnScan);
+        let l = lv(&[(0, 2 * HALF), (1, 2 * HALF), (2, 2 * HALF), (3, 2 * HALF)]);
+        assert_eq!(select_free_levels(&l, &[true; 4], &p), vec![0, 1, 2, 3]);
+        // L3 held by a compaction: the deepest free span ends at L2.
+        assert_eq!(select_free_levels(&l, &[true, true, true, false], &p), vec![0, 1, 2]);
+        // L1 held: L2..L3 is the deepest span; L0 alone is not a span.
+        assert_eq!(select_free_levels(&l, &[true, false, true, true], &p), vec![2, 3]);
+        assert!(select_free_levels(&l, &[true, false, true, false], &p).is_empty());
+        let blind = params(RangeReduceMode::BlindMergeOnScan);
+        assert!(select_free_levels(&l, &[true, false, true, true], &blind).is_empty());
+        assert_eq!(select_free_levels(&l, &[true; 4], &blind), vec![0, 1, 2, 3]);
     }
 
     #[test]

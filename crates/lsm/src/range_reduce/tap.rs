@@ -219,6 +219,10 @@ impl Tap {
             self.state = State::Broken;
             self.run = Run::default();
             self.budget.broken.store(true, Ordering::Relaxed);
+            // The collection can no longer become a rewrite: give its files back to compactions now.
+            if let Some(p) = lock(&self.col).plan.as_mut() {
+                p.claim = None;
+            }
         }
     }
 
