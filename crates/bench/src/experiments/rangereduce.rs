@@ -6,12 +6,16 @@
 //!
 //! Entries are 128 bytes (16-byte keys, 112-byte values), the buffer is 4 MiB and T = 6, as in the paper; the
 //! data size is scaled down (quick: 200K keys = 25.6 MB). Workloads:
-//! - `uniform`: ingest unique keys in random order, then updates interleaved with range queries of selectivity
-//!   0.1, 0.01, 0.001, 0.0001 and 0.00005 (cycled), at uniformly random positions;
-//! - `overlapping`: as `uniform` (selectivity 0.05), every 100 consecutive queries identical;
+//! - `uniform`: the paper's default setup (§V): ingest unique keys in random order, then as many updates
+//!   interleaved with range queries of selectivity 0.1 at uniformly random positions, 9K queries per GiB of
+//!   updates (the paper's 9K queries over 1 GB; 1,073 at full size);
+//! - `overlapping`: as `uniform`, every 100 consecutive queries identical;
 //! - `long-short`: after ingest and updates, one long query (s = 0.25) then many short ones (s = 0.0001) inside it;
 //! - `ycsb-e`: preload (unique keys plus as many updates), then 95 % short scans (s = 0.00005) and 5 % updates;
-//! - `size-ratio-T` (T = 2, 4, 6, 8, 10): `uniform` at s = 0.01 for `lsm-rangereduce` and `lsm-local`.
+//! - `selectivity-S` (S = 0.01, 0.001, 0.0001, 0.00005; Fig. 13's sweep, with `uniform` as S = 0.1): `uniform`
+//!   at selectivity S, for `lsm-rangereduce` and `lsm-local`;
+//! - `size-ratio-T` (T = 2, 4, 6, 8, 10; Fig. 9): `uniform` with half the keys and half the queries, for
+//!   `lsm-rangereduce` and `lsm-local`.
 //!
 //! Metrics per run, measured after the workload once automatic compactions and queued rewrites are done: mean and
 //! P99 range-query latency, bytes read per query (our engines: key + value bytes of every internal entry the
@@ -22,7 +26,8 @@
 //! of the queries' rewrites (planned, dropped, aborted by a conflicting compaction, installed).
 //!
 //! Settings: `--set n=KEYS updates=N queries=N shorts=N ycsb_ops=N`; `--set systems=a,b` and
-//! `--set workloads=prefix,...` (`uniform`, `overlapping`, `long-short`, `ycsb-e`, `size-ratio`) run a subset.
+//! `--set workloads=prefix,...` (`uniform`, `overlapping`, `long-short`, `ycsb-e`, `selectivity`, `size-ratio`)
+//! run a subset.
 
 use std::path::Path;
 use std::time::Instant;
@@ -68,6 +73,9 @@ struct End {
     rq_dropped: f64,
     /// Rewrites a flush or compaction aborted, or an I/O error stopped before their edit.
     rq_aborted: f64,
+    /// Queries that found a file they would rewrite held by a running compaction: when they decided (then they
+    /// collect nothing) or, after their claim expired, when their rewrite ran (then also in `rq_aborted`).
+    rq_conflicts: f64,
     rq_compaction_write: f64,
     level_renames: f64,
 }
@@ -120,6 +128,7 @@ impl Sys for Ours {
             rq_planned: r.rewrites_planned as f64,
             rq_dropped: (r.rewrites_incomplete + r.rewrites_skipped_busy) as f64,
             rq_aborted: (r.rewrites_aborted + r.rewrites_failed) as f64,
+            rq_conflicts: (r.rewrites_skipped_conflict + r.rewrites_claim_conflicts) as f64,
             rq_compaction_write: r.rewrite_write_bytes as f64,
             level_renames: r.level_renames as f64,
         }
@@ -332,6 +341,7 @@ fn push_end(m: &mut Vec<(String, f64)>, e: &End) {
         m.push(("rq_planned_count".into(), e.rq_planned));
         m.push(("rq_dropped_count".into(), e.rq_dropped));
         m.push(("rq_aborted_count".into(), e.rq_aborted));
+        m.push(("rq_conflicts_count".into(), e.rq_conflicts));
         m.push(("rq_compaction_write_bytes".into(), e.rq_compaction_write));
         m.push(("level_renames_count".into(), e.level_renames));
     }
@@ -339,8 +349,17 @@ fn push_end(m: &mut Vec<(String, f64)>, e: &End) {
 
 const SYSTEMS: [&str; 6] =
     ["lsm-rangereduce", "lsm-local", "lsm-bounded-merge", "lsm-mos-blind", "lsm-mos-filesize", "rocksdb"];
-/// Workload families (`size-ratio` stands for `size-ratio-T`, T = 2 ... 10).
-const WORKLOADS: [&str; 5] = ["uniform", "overlapping", "long-short", "ycsb-e", "size-ratio"];
+/// Workload families (`selectivity` stands for `selectivity-S`, `size-ratio` for `size-ratio-T`).
+const WORKLOADS: [&str; 6] = ["uniform", "overlapping", "long-short", "ycsb-e", "selectivity", "size-ratio"];
+/// The paper's default selectivity (§V).
+const SELECTIVITY: f64 = 0.1;
+/// The selectivity sweep besides `uniform`'s 0.1 (Fig. 13 goes down to YCSB-E's 0.00005).
+const SWEEP_SELECTIVITIES: [f64; 4] = [0.01, 0.001, 0.0001, 0.00005];
+
+/// The paper's default number of queries for `updates` updates of 128 bytes: 9K queries per GiB.
+fn paper_queries(updates: u64) -> u64 {
+    ((updates as f64 * 128.0 / (1u64 << 30) as f64 * 9000.0).round() as u64).max(1)
+}
 
 impl Experiment for RangeReduceBench {
     fn name(&self) -> &'static str {
@@ -356,7 +375,7 @@ impl Experiment for RangeReduceBench {
     fn run(&self, ctx: &Ctx) -> Result<Report> {
         let n: u64 = ctx.setting("n", ctx.scale(200_000, 1_000_000))?;
         let updates: u64 = ctx.setting("updates", n)?;
-        let queries: u64 = ctx.setting("queries", ctx.scale(300, 1000))?;
+        let queries: u64 = ctx.setting("queries", paper_queries(updates))?;
         let shorts: u64 = ctx.setting("shorts", ctx.scale(1000, 5000))?;
         let ycsb_ops: u64 = ctx.setting("ycsb_ops", ctx.scale(10_000, 100_000))?;
         let systems_set: String = ctx.setting("systems", SYSTEMS.join(","))?;
@@ -383,24 +402,23 @@ impl Experiment for RangeReduceBench {
         }
         let mut report = Report::new(self.name(), ctx.quick);
         let t = 6u64;
-        let sels = [0.1, 0.01, 0.001, 0.0001, 0.00005];
         let mut rng = SmallRng::seed_from_u64(ctx.seed ^ 0x5e1);
         let len = |s: f64| ((n as f64 * s) as u64).max(1);
         let pick = |s: f64, rng: &mut SmallRng| (rng.random_range(0..n - len(s)), len(s));
-        let uniform: Vec<(u64, u64)> =
-            (0..queries).map(|i| pick(sels[i as usize % sels.len()], &mut rng)).collect();
+        let uniform: Vec<(u64, u64)> = (0..queries).map(|_| pick(SELECTIVITY, &mut rng)).collect();
         let mut overlapping = Vec::new();
         let mut cur = (0, 0);
         for i in 0..queries {
             if i % 100 == 0 {
-                cur = pick(0.05, &mut rng);
+                cur = pick(SELECTIVITY, &mut rng);
             }
             overlapping.push(cur);
         }
         let base = json!({"keys": n, "key_bytes": 16, "value_bytes": VALUE_LEN, "buffer": BUFFER, "T": t,
                           "updates": updates, "queries": queries, "file_size": FILE});
-        report.workload("uniform", json!({"base": base, "selectivities": sels}));
-        report.workload("overlapping", json!({"base": base, "selectivity": 0.05, "identical_run": 100}));
+        report.workload("uniform", json!({"base": base, "selectivity": SELECTIVITY}));
+        report
+            .workload("overlapping", json!({"base": base, "selectivity": SELECTIVITY, "identical_run": 100}));
         report.workload("long-short", json!({"base": base, "long": 0.25, "short": 0.0001, "shorts": shorts}));
         report.workload(
             "ycsb-e",
@@ -485,18 +503,26 @@ impl Experiment for RangeReduceBench {
             drop(db);
             let _ = std::fs::remove_dir_all(&dir);
         }
-        // Size-ratio sweep, our two configurations.
+        // Selectivity and size-ratio sweeps, our two configurations.
         let sweep_n = n / 2;
-        for tt in [2u64, 4, 6, 8, 10] {
-            let w = format!("size-ratio-{tt}");
+        let sweeps = SWEEP_SELECTIVITIES
+            .iter()
+            .map(|&sel| (format!("selectivity-{sel}"), sel, t, n, queries, ctx.seed ^ sel.to_bits()))
+            .chain([2u64, 4, 6, 8, 10].into_iter().map(|tt| {
+                (format!("size-ratio-{tt}"), SELECTIVITY, tt, sweep_n, queries / 2, ctx.seed ^ tt)
+            }));
+        for (w, sel, tt, n, queries, seed) in sweeps {
             if !want(&w) {
                 continue;
             }
-            report.workload(&w, json!({"keys": sweep_n, "updates": sweep_n, "queries": queries / 2, "selectivity": 0.01, "T": tt}));
-            let mut r = SmallRng::seed_from_u64(ctx.seed ^ tt);
-            let l = ((sweep_n as f64 * 0.01) as u64).max(1);
-            let qs: Vec<(u64, u64)> = (0..queries / 2).map(|_| (r.random_range(0..sweep_n - l), l)).collect();
-            let p = Plan { n: sweep_n, updates: sweep_n, queries: qs };
+            report.workload(
+                &w,
+                json!({"keys": n, "updates": n, "queries": queries, "selectivity": sel, "T": tt}),
+            );
+            let mut r = SmallRng::seed_from_u64(seed);
+            let l = ((n as f64 * sel) as u64).max(1);
+            let qs: Vec<(u64, u64)> = (0..queries).map(|_| (r.random_range(0..n - l), l)).collect();
+            let p = Plan { n, updates: n, queries: qs };
             for name in ["lsm-rangereduce", "lsm-local"].into_iter().filter(|s| systems.contains(s)) {
                 let dir = ctx.scratch.join(format!("rr-{w}-{name}"));
                 let _ = std::fs::remove_dir_all(&dir);
