@@ -156,6 +156,11 @@ impl BlockIter {
         }
     }
 
+    /// The block this cursor reads.
+    pub fn block(&self) -> &Arc<Block> {
+        &self.block
+    }
+
     /// Whether a malformed entry was found.
     pub fn corrupt(&self) -> bool {
         self.corrupt

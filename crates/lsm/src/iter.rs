@@ -5,7 +5,9 @@
 //! child other than the current one is re-positioned relative to the current key.
 
 use std::cmp::Ordering;
+use std::sync::Arc;
 
+use crate::block::Block;
 use crate::error::Result;
 use crate::ikey;
 
@@ -29,6 +31,11 @@ pub trait InternalIter: Send {
     fn value(&self) -> &[u8];
     /// The first error met (an iterator with an error is not valid).
     fn status(&self) -> Result<()>;
+    /// The data block the current entry was decoded from, when this cursor reads tables (`None` otherwise).
+    /// RangeReduce's taps keep the blocks a query passes instead of copying its entries.
+    fn data_block(&self) -> Option<&Arc<Block>> {
+        None
+    }
 }
 
 /// Merges children; children earlier in the list win ties (they are newer).

@@ -600,4 +600,8 @@ impl InternalIter for TableIter {
             None => Ok(()),
         }
     }
+
+    fn data_block(&self) -> Option<&Arc<Block>> {
+        self.data.as_ref().filter(|d| d.valid()).map(|d| d.block())
+    }
 }

@@ -315,6 +315,10 @@ impl InternalIter for LevelIter {
         self.cur.as_ref().map_or(&[], |c| c.value())
     }
 
+    fn data_block(&self) -> Option<&Arc<crate::block::Block>> {
+        self.cur.as_ref().and_then(|c| c.data_block())
+    }
+
     fn status(&self) -> Result<()> {
         match &self.err {
             Some(e) => Err(e.clone()),
