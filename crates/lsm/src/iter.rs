@@ -39,10 +39,17 @@ pub trait InternalIter: Send {
 }
 
 /// Merges children; children earlier in the list win ties (they are newer).
+///
+/// A child with an error is not valid, so the merge would silently pass over its entries: the merge is not valid
+/// while any child has an error. Only a child that moved can have a new error, and only an invalid one can have
+/// one at all, so the children are asked after each move (`failed`) rather than on every `valid` (which cost a
+/// call per child per entry of a scan).
 pub struct MergingIter {
     children: Vec<Box<dyn InternalIter>>,
     current: Option<usize>,
     forward: bool,
+    /// Some child has an error (refreshed after every move).
+    failed: bool,
 }
 
 impl std::fmt::Debug for MergingIter {
@@ -54,7 +61,18 @@ impl std::fmt::Debug for MergingIter {
 impl MergingIter {
     /// Merges `children`.
     pub fn new(children: Vec<Box<dyn InternalIter>>) -> Self {
-        MergingIter { children, current: None, forward: true }
+        MergingIter { children, current: None, forward: true, failed: false }
+    }
+
+    /// Whether child `i` stopped on an error.
+    fn child_failed(&self, i: usize) -> bool {
+        let c = &self.children[i];
+        !c.valid() && c.status().is_err()
+    }
+
+    /// After every child moved.
+    fn refresh_failed(&mut self) {
+        self.failed = (0..self.children.len()).any(|i| self.child_failed(i));
     }
 
     fn find_smallest(&mut self) {
@@ -83,7 +101,7 @@ impl MergingIter {
 
 impl InternalIter for MergingIter {
     fn valid(&self) -> bool {
-        self.current.is_some() && self.children.iter().all(|c| c.status().is_ok())
+        self.current.is_some() && !self.failed
     }
 
     fn seek_to_first(&mut self) {
@@ -91,6 +109,7 @@ impl InternalIter for MergingIter {
             c.seek_to_first();
         }
         self.forward = true;
+        self.refresh_failed();
         self.find_smallest();
     }
 
@@ -99,6 +118,7 @@ impl InternalIter for MergingIter {
             c.seek_to_last();
         }
         self.forward = false;
+        self.refresh_failed();
         self.find_largest();
     }
 
@@ -107,6 +127,7 @@ impl InternalIter for MergingIter {
             c.seek(target);
         }
         self.forward = true;
+        self.refresh_failed();
         self.find_smallest();
     }
 
@@ -123,8 +144,10 @@ impl InternalIter for MergingIter {
                 }
             }
             self.forward = true;
+            self.refresh_failed();
         }
         self.children[cur].next();
+        self.failed |= self.child_failed(cur);
         self.find_smallest();
     }
 
@@ -143,8 +166,10 @@ impl InternalIter for MergingIter {
                 }
             }
             self.forward = false;
+            self.refresh_failed();
         }
         self.children[cur].prev();
+        self.failed |= self.child_failed(cur);
         self.find_largest();
     }
 
