@@ -23,7 +23,7 @@
 //! RocksDB's estimate-pending-compaction-bytes as `pending_compaction_bytes`), space amplification (stored entries
 //! over live keys), total data movement (flush writes, compaction reads and writes, query-driven compaction reads
 //! and writes, query reads), throughput of the interleaved phase in five windows, and for our engines what became
-//! of the queries' rewrites (planned, dropped, aborted by a conflicting compaction, installed).
+//! of the queries' rewrites (planned, held back by a running compaction, dropped, aborted, installed).
 //!
 //! Settings: `--set n=KEYS updates=N queries=N shorts=N ycsb_ops=N`; `--set systems=a,b` and
 //! `--set workloads=prefix,...` (`uniform`, `overlapping`, `long-short`, `ycsb-e`, `selectivity`, `size-ratio`)
