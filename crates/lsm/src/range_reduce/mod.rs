@@ -392,6 +392,10 @@ impl Inner {
             entry_bytes,
             file_size: self.opts.target_file_size_base,
         };
+        // Nothing qualifies even with every level free: not a query that compacts, so nothing below counts it.
+        if select_levels(&est, &p).is_empty() {
+            return None;
+        }
         // §IV-D: D_rq from metadata, the rewrite bounded by the scan, so the query takes at most 2 D_rq / max(B).
         let d_rq: f64 = est.iter().map(|e| e.entries as f64 * entry_bytes).sum();
         if let Some(slo) = ro.slo_micros {
