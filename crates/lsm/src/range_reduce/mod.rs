@@ -393,7 +393,8 @@ impl Inner {
             file_size: self.opts.target_file_size_base,
         };
         // Nothing qualifies even with every level free: not a query that compacts, so nothing below counts it.
-        if select_levels(&est, &p).is_empty() {
+        let mut levels = select_levels(&est, &p);
+        if levels.is_empty() {
             return None;
         }
         // §IV-D: D_rq from metadata, the rewrite bounded by the scan, so the query takes at most 2 D_rq / max(B).
@@ -412,14 +413,7 @@ impl Inner {
         // Levels a running compaction holds are left out of the span: the query compacts the deepest span it can
         // claim, and claims it before it reads.
         let mut free = vec![true; est.len()];
-        let (levels, claim) = loop {
-            let levels = select_free_levels(&est, &free, &p);
-            if levels.is_empty() {
-                if free.contains(&false) {
-                    add(&c.rewrites_skipped_conflict, 1);
-                }
-                return None;
-            }
+        let claim = loop {
             let collect: f64 = est
                 .iter()
                 .filter(|e| levels.contains(&e.level))
@@ -433,18 +427,18 @@ impl Inner {
                 .iter()
                 .flat_map(|&l| v.levels[l].iter().filter(|f| meets(f, lo, hi)).map(move |f| (l, f.clone())))
                 .collect();
-            match self.claim_files(v, &levels, &files) {
-                Ok(claim) => break (levels, claim),
-                Err(held) => {
-                    let before = free.clone();
-                    for (e, fr) in est.iter().zip(free.iter_mut()) {
-                        *fr &= !held.contains(&e.level);
-                    }
-                    if free == before {
-                        add(&c.rewrites_skipped_conflict, 1);
-                        return None;
-                    }
-                }
+            let held = match self.claim_files(v, &levels, &files) {
+                Ok(claim) => break claim,
+                Err(held) => held,
+            };
+            let before = free.clone();
+            for (e, fr) in est.iter().zip(free.iter_mut()) {
+                *fr &= !held.contains(&e.level);
+            }
+            levels = select_free_levels(&est, &free, &p);
+            if free == before || levels.is_empty() {
+                add(&c.rewrites_skipped_conflict, 1);
+                return None;
             }
         };
         let meeting: Vec<(usize, Vec<u64>)> = (levels[0]..NUM_LEVELS)
