@@ -40,13 +40,20 @@ pub trait InternalIter: Send {
 
 /// Merges children; children earlier in the list win ties (they are newer).
 ///
+/// The valid children sit in a binary heap whose root is the current one (the smallest key going forward, the
+/// largest going backward). A step moves the root child and sifts it down: in a scan one source (usually the
+/// deepest level) supplies most entries in a row, so the root mostly stays and a step costs two comparisons,
+/// where picking the smallest of all children cost one per child (a third of a long scan's time with eight
+/// sources). RocksDB's merging iterator keeps a heap for the same reason; LevelDB's scans its children.
+///
 /// A child with an error is not valid, so the merge would silently pass over its entries: the merge is not valid
 /// while any child has an error. Only a child that moved can have a new error, and only an invalid one can have
 /// one at all, so the children are asked after each move (`failed`) rather than on every `valid` (which cost a
 /// call per child per entry of a scan).
 pub struct MergingIter {
     children: Vec<Box<dyn InternalIter>>,
-    current: Option<usize>,
+    /// Indexes of the valid children, a binary heap ordered by [`comes_first`]; `heap[0]` is current.
+    heap: Vec<usize>,
     forward: bool,
     /// Some child has an error (refreshed after every move).
     failed: bool,
@@ -58,10 +65,34 @@ impl std::fmt::Debug for MergingIter {
     }
 }
 
+/// Whether child `a` comes before child `b` in the merge: by key, ties to the earlier child going forward, in
+/// reverse going backward. REQUIRES: both valid.
+fn comes_first(children: &[Box<dyn InternalIter>], forward: bool, a: usize, b: usize) -> bool {
+    let o = ikey::cmp(children[a].key(), children[b].key()).then(a.cmp(&b));
+    if forward { o == Ordering::Less } else { o == Ordering::Greater }
+}
+
+/// Restores the heap below position `i`, whose child may have moved back in the order.
+fn sift_down(children: &[Box<dyn InternalIter>], forward: bool, heap: &mut [usize], mut i: usize) {
+    loop {
+        let l = 2 * i + 1;
+        if l >= heap.len() {
+            return;
+        }
+        let r = l + 1;
+        let c = if r < heap.len() && comes_first(children, forward, heap[r], heap[l]) { r } else { l };
+        if !comes_first(children, forward, heap[c], heap[i]) {
+            return;
+        }
+        heap.swap(c, i);
+        i = c;
+    }
+}
+
 impl MergingIter {
     /// Merges `children`.
     pub fn new(children: Vec<Box<dyn InternalIter>>) -> Self {
-        MergingIter { children, current: None, forward: true, failed: false }
+        MergingIter { heap: Vec::with_capacity(children.len()), children, forward: true, failed: false }
     }
 
     /// Whether child `i` stopped on an error.
@@ -70,38 +101,52 @@ impl MergingIter {
         !c.valid() && c.status().is_err()
     }
 
-    /// After every child moved.
-    fn refresh_failed(&mut self) {
+    /// After every child moved: the error flag and the heap from scratch.
+    fn rebuild(&mut self) {
         self.failed = (0..self.children.len()).any(|i| self.child_failed(i));
+        self.heap.clear();
+        self.heap.extend((0..self.children.len()).filter(|&i| self.children[i].valid()));
+        for i in (0..self.heap.len() / 2).rev() {
+            sift_down(&self.children, self.forward, &mut self.heap, i);
+        }
     }
 
-    fn find_smallest(&mut self) {
-        let mut best: Option<usize> = None;
-        for (i, c) in self.children.iter().enumerate() {
-            if c.valid() && best.is_none_or(|b| ikey::cmp(c.key(), self.children[b].key()) == Ordering::Less)
-            {
-                best = Some(i);
-            }
+    /// After the current child (the heap's root) moved one step in the merge's direction.
+    fn settle_root(&mut self) {
+        let cur = self.heap[0];
+        self.failed |= self.child_failed(cur);
+        if !self.children[cur].valid() {
+            self.heap.swap_remove(0);
         }
-        self.current = best;
+        sift_down(&self.children, self.forward, &mut self.heap, 0);
     }
 
-    fn find_largest(&mut self) {
-        let mut best: Option<usize> = None;
-        for (i, c) in self.children.iter().enumerate().rev() {
-            if c.valid()
-                && best.is_none_or(|b| ikey::cmp(c.key(), self.children[b].key()) == Ordering::Greater)
-            {
-                best = Some(i);
+    /// Turns the merge around at the current entry: every other child is placed on the current entry's far side,
+    /// as LevelDB does. The current child then steps as usual.
+    fn turn(&mut self, cur: usize, forward: bool) {
+        let key = self.children[cur].key().to_vec();
+        for (i, c) in self.children.iter_mut().enumerate() {
+            if i == cur {
+                continue;
+            }
+            c.seek(&key);
+            if forward {
+                if c.valid() && ikey::cmp(&key, c.key()) == Ordering::Equal {
+                    c.next();
+                }
+            } else if c.valid() {
+                c.prev();
+            } else {
+                c.seek_to_last();
             }
         }
-        self.current = best;
+        self.forward = forward;
     }
 }
 
 impl InternalIter for MergingIter {
     fn valid(&self) -> bool {
-        self.current.is_some() && !self.failed
+        !self.heap.is_empty() && !self.failed
     }
 
     fn seek_to_first(&mut self) {
@@ -109,8 +154,7 @@ impl InternalIter for MergingIter {
             c.seek_to_first();
         }
         self.forward = true;
-        self.refresh_failed();
-        self.find_smallest();
+        self.rebuild();
     }
 
     fn seek_to_last(&mut self) {
@@ -118,8 +162,7 @@ impl InternalIter for MergingIter {
             c.seek_to_last();
         }
         self.forward = false;
-        self.refresh_failed();
-        self.find_largest();
+        self.rebuild();
     }
 
     fn seek(&mut self, target: &[u8]) {
@@ -127,58 +170,39 @@ impl InternalIter for MergingIter {
             c.seek(target);
         }
         self.forward = true;
-        self.refresh_failed();
-        self.find_smallest();
+        self.rebuild();
     }
 
     fn next(&mut self) {
-        let Some(cur) = self.current else { return };
+        let Some(&cur) = self.heap.first() else { return };
         if !self.forward {
-            let key = self.children[cur].key().to_vec();
-            for (i, c) in self.children.iter_mut().enumerate() {
-                if i != cur {
-                    c.seek(&key);
-                    if c.valid() && ikey::cmp(&key, c.key()) == Ordering::Equal {
-                        c.next();
-                    }
-                }
-            }
-            self.forward = true;
-            self.refresh_failed();
+            self.turn(cur, true);
+            self.children[cur].next();
+            self.rebuild();
+            return;
         }
         self.children[cur].next();
-        self.failed |= self.child_failed(cur);
-        self.find_smallest();
+        self.settle_root();
     }
 
     fn prev(&mut self) {
-        let Some(cur) = self.current else { return };
+        let Some(&cur) = self.heap.first() else { return };
         if self.forward {
-            let key = self.children[cur].key().to_vec();
-            for (i, c) in self.children.iter_mut().enumerate() {
-                if i != cur {
-                    c.seek(&key);
-                    if c.valid() {
-                        c.prev();
-                    } else {
-                        c.seek_to_last();
-                    }
-                }
-            }
-            self.forward = false;
-            self.refresh_failed();
+            self.turn(cur, false);
+            self.children[cur].prev();
+            self.rebuild();
+            return;
         }
         self.children[cur].prev();
-        self.failed |= self.child_failed(cur);
-        self.find_largest();
+        self.settle_root();
     }
 
     fn key(&self) -> &[u8] {
-        self.current.map_or(&[], |c| self.children[c].key())
+        self.heap.first().map_or(&[], |&c| self.children[c].key())
     }
 
     fn value(&self) -> &[u8] {
-        self.current.map_or(&[], |c| self.children[c].value())
+        self.heap.first().map_or(&[], |&c| self.children[c].value())
     }
 
     fn status(&self) -> Result<()> {
@@ -270,5 +294,67 @@ mod tests {
         m.prev();
         m.prev();
         assert_eq!(key(&m), (b"b".to_vec(), 1));
+    }
+
+    /// Random children of unique internal keys, walked with seeks and steps in both directions against their
+    /// sorted union.
+    #[test]
+    fn merge_matches_the_sorted_union_under_random_walks() {
+        use rand::rngs::SmallRng;
+        use rand::{Rng, SeedableRng};
+        for seed in 0..200u64 {
+            let mut rng = SmallRng::seed_from_u64(seed);
+            let n = rng.random_range(1..10usize);
+            let mut lists: Vec<Vec<(Vec<u8>, Vec<u8>)>> = vec![Vec::new(); n];
+            let mut all = Vec::new();
+            for seq in 0..rng.random_range(0..120u64) {
+                let k = ikey::make(format!("k{:02}", rng.random_range(0..40)).as_bytes(), seq, Kind::Value);
+                lists[rng.random_range(0..n)].push((k.clone(), vec![]));
+                all.push(k);
+            }
+            all.sort_by(|a, b| ikey::cmp(a, b));
+            for l in &mut lists {
+                l.sort_by(|a, b| ikey::cmp(&a.0, &b.0));
+            }
+            let children: Vec<Box<dyn InternalIter>> =
+                lists.into_iter().map(|l| Box::new(VecIter::new(l)) as Box<dyn InternalIter>).collect();
+            let mut m = MergingIter::new(children);
+            let mut pos: Option<usize> = None;
+            for _ in 0..300 {
+                match rng.random_range(0..10) {
+                    0 => {
+                        m.seek_to_first();
+                        pos = (!all.is_empty()).then_some(0);
+                    }
+                    1 => {
+                        m.seek_to_last();
+                        pos = all.len().checked_sub(1);
+                    }
+                    2 => {
+                        let t = ikey::make(
+                            format!("k{:02}", rng.random_range(0..42)).as_bytes(),
+                            rng.random_range(0..130),
+                            Kind::Value,
+                        );
+                        m.seek(&t);
+                        let i = all.partition_point(|k| ikey::cmp(k, &t) == Ordering::Less);
+                        pos = (i < all.len()).then_some(i);
+                    }
+                    3..=6 if pos.is_some() => {
+                        m.next();
+                        pos = pos.map(|p| p + 1).filter(|&p| p < all.len());
+                    }
+                    _ if pos.is_some() => {
+                        m.prev();
+                        pos = pos.and_then(|p| p.checked_sub(1));
+                    }
+                    _ => {}
+                }
+                assert_eq!(m.valid(), pos.is_some(), "seed {seed}");
+                if let Some(p) = pos {
+                    assert_eq!(m.key(), &all[p][..], "seed {seed}");
+                }
+            }
+        }
     }
 }
