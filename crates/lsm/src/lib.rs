@@ -43,6 +43,7 @@ pub mod picker;
 pub mod props;
 pub mod rangedel;
 pub mod rangedel_global;
+pub mod readahead;
 mod stats;
 pub mod table;
 pub mod table_cache;

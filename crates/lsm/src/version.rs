@@ -200,12 +200,16 @@ impl LevelIter {
     }
 
     fn open(&mut self, idx: usize) -> bool {
+        // A scan moving on to the next file keeps its read-ahead window; any other move only the buffer.
+        let ra = match self.cur.take() {
+            Some(c) => c.into_readahead().for_other_file(idx == self.idx.wrapping_add(1)),
+            None => Default::default(),
+        };
         self.idx = idx;
-        self.cur = None;
         let Some(f) = self.files.get(idx) else { return false };
         match self.cache.table(f) {
             Ok(t) => {
-                self.cur = Some(t.iter());
+                self.cur = Some(t.iter_with(ra));
                 true
             }
             Err(e) => {
