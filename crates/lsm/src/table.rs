@@ -669,8 +669,10 @@ mod tests {
     use super::*;
     use crate::readahead;
 
+    type Entries = Vec<(Vec<u8>, Vec<u8>)>;
+
     /// A table of `n` entries in 256-byte blocks, on a memory file.
-    fn build(n: usize) -> (Arc<dyn vfs::File>, u64, Vec<(Vec<u8>, Vec<u8>)>) {
+    fn build(n: usize) -> (Arc<dyn vfs::File>, u64, Entries) {
         let fs = vfs::MemFs::new();
         let f = fs.open(Path::new("t"), vfs::OpenMode::CreateTruncate).unwrap();
         let mut b = TableBuilder::new(f.clone(), TableOptions { block_size: 256, ..TableOptions::default() });
@@ -685,7 +687,7 @@ mod tests {
         (f, size, entries)
     }
 
-    fn scan(t: &Arc<Table>) -> (Vec<(Vec<u8>, Vec<u8>)>, Result<()>) {
+    fn scan(t: &Arc<Table>) -> (Entries, Result<()>) {
         let mut it = t.iter();
         it.seek_to_first();
         let mut got = Vec::new();
