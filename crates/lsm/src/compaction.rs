@@ -316,12 +316,12 @@ pub fn run(
     }
     if c.level == 0 {
         for f in &c.inputs {
-            children.push(Box::new(cache.table(f)?.iter()));
+            children.push(Box::new(cache.table(f)?.iter_with(Default::default(), false)));
         }
     } else {
-        children.push(Box::new(LevelIter::new(c.inputs.clone(), cache.clone())));
+        children.push(Box::new(LevelIter::for_compaction(c.inputs.clone(), cache.clone())));
     }
-    children.push(Box::new(LevelIter::new(c.next.clone(), cache.clone())));
+    children.push(Box::new(LevelIter::for_compaction(c.next.clone(), cache.clone())));
     let mut merged = MergingIter::new(children);
     let all = Fragments::new(&ts);
     let kept = compact_tombstones(&all, smallest_snapshot, c.bottommost);

@@ -370,8 +370,9 @@ impl Table {
         Ok(b)
     }
 
-    /// [`Table::data_block`] for a cursor: a miss reads through the cursor's read-ahead window.
-    fn data_block_ahead(&self, h: Handle, ra: &mut ReadAhead) -> Result<Arc<Block>> {
+    /// [`Table::data_block`] for a cursor: a miss reads through the cursor's read-ahead window, and is cached
+    /// only when `fill_cache`.
+    fn data_block_ahead(&self, h: Handle, ra: &mut ReadAhead, fill_cache: bool) -> Result<Arc<Block>> {
         let (off, len) = block_span(&self.name, self.size, h)?;
         if let Some(b) = self.cache.get(self.number, h.offset) {
             ra.note(off, len, false);
@@ -380,7 +381,9 @@ impl Table {
         ra.note(off, len, true);
         let raw = ra.read(&*self.file, off, len, self.data_end.max(off + len as u64))?;
         let b = Arc::new(finish_block(&self.name, h, raw)?);
-        self.cache.insert(self.number, h.offset, b.clone());
+        if fill_cache {
+            self.cache.insert(self.number, h.offset, b.clone());
+        }
         Ok(b)
     }
 
@@ -452,17 +455,21 @@ impl Table {
 
     /// A cursor over the point entries.
     pub fn iter(self: &Arc<Self>) -> TableIter {
-        self.iter_with(ReadAhead::default())
+        self.iter_with(ReadAhead::default(), true)
     }
 
-    /// A cursor over the point entries that continues a scan's read-ahead state (see `readahead.rs`).
-    pub fn iter_with(self: &Arc<Self>, ra: ReadAhead) -> TableIter {
+    /// A cursor over the point entries that continues a scan's read-ahead state (see `readahead.rs`) and adds
+    /// the blocks it reads to the block cache only if `fill_cache`. Compactions read with `fill_cache` false,
+    /// as RocksDB's do: their input files are deleted when they finish, so caching their blocks would only
+    /// evict blocks that readers use.
+    pub fn iter_with(self: &Arc<Self>, ra: ReadAhead, fill_cache: bool) -> TableIter {
         TableIter {
             table: self.clone(),
             index: BlockIter::new(self.index.clone(), ikey::cmp),
             data: None,
             err: None,
             ra,
+            fill_cache,
         }
     }
 }
@@ -510,6 +517,7 @@ pub struct TableIter {
     data: Option<BlockIter>,
     err: Option<Error>,
     ra: ReadAhead,
+    fill_cache: bool,
 }
 
 impl TableIter {
@@ -530,7 +538,7 @@ impl TableIter {
             self.err = Some(Error::corruption(&self.table.name, "bad index handle"));
             return false;
         };
-        match self.table.data_block_ahead(h, &mut self.ra) {
+        match self.table.data_block_ahead(h, &mut self.ra, self.fill_cache) {
             Ok(b) => {
                 self.data = Some(BlockIter::new(b, ikey::cmp));
                 true

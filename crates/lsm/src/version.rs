@@ -185,6 +185,8 @@ pub struct LevelIter {
     idx: usize,
     cur: Option<TableIter>,
     err: Option<Error>,
+    /// Whether blocks read are added to the block cache (see [`Table::iter_with`]).
+    fill_cache: bool,
 }
 
 impl std::fmt::Debug for LevelIter {
@@ -196,7 +198,12 @@ impl std::fmt::Debug for LevelIter {
 impl LevelIter {
     /// Iterates `files` (sorted, non-overlapping).
     pub fn new(files: Vec<Arc<FileMeta>>, cache: Arc<TableCache>) -> Self {
-        LevelIter { idx: files.len(), files, cache, cur: None, err: None }
+        LevelIter { idx: files.len(), files, cache, cur: None, err: None, fill_cache: true }
+    }
+
+    /// Iterates `files` for a compaction: blocks read are not added to the block cache.
+    pub fn for_compaction(files: Vec<Arc<FileMeta>>, cache: Arc<TableCache>) -> Self {
+        LevelIter { fill_cache: false, ..Self::new(files, cache) }
     }
 
     fn open(&mut self, idx: usize) -> bool {
@@ -209,7 +216,7 @@ impl LevelIter {
         let Some(f) = self.files.get(idx) else { return false };
         match self.cache.table(f) {
             Ok(t) => {
-                self.cur = Some(t.iter_with(ra));
+                self.cur = Some(t.iter_with(ra, self.fill_cache));
                 true
             }
             Err(e) => {

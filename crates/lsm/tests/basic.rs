@@ -117,3 +117,28 @@ fn iterator_bounds_seek_and_direction_changes() {
     it.seek(b"0000");
     assert_eq!(it.key(), b"0050");
 }
+
+/// Compactions read their inputs without adding blocks to the block cache (as RocksDB's do): the inputs are
+/// deleted when the compaction ends, so their blocks would only push out blocks readers use.
+#[test]
+fn compactions_leave_the_block_cache_to_readers() {
+    let fs = Arc::new(vfs::MemFs::new());
+    let w = WriteOptions::default();
+    let db = open(&fs, Options { block_cache_size: 1 << 20, ..tiny() });
+    for i in 0..3000u32 {
+        db.put(&w, format!("k{:05}", i * 7 % 3000).as_bytes(), &[b'v'; 40]).unwrap();
+    }
+    db.flush().unwrap();
+    db.wait_for_compactions().unwrap();
+    assert!(
+        db.stats().compaction_levels.iter().skip(1).any(|l| l.read_input_bytes > 0),
+        "the writes compacted"
+    );
+    assert_eq!(db.stats().block_cache_usage, 0, "writes, flushes and compactions cache nothing");
+    db.compact_range(None, None).unwrap();
+    db.wait_for_compactions().unwrap();
+    let after = db.stats();
+    assert_eq!(after.block_cache_usage, 0, "the compaction read every table and cached none of it");
+    assert_eq!(db.get(b"k00010").unwrap(), Some(vec![b'v'; 40]));
+    assert!(db.stats().block_cache_usage > 0, "a read caches its block");
+}
