@@ -1249,7 +1249,7 @@ impl Inner {
             }
             children.push(Box::new(crate::version::LevelIter::new(files, self.table_cache.clone())));
         }
-        let children = self.range_reduce_children(children, 1 + imm.len(), &v, opts);
+        let (children, read_sink) = self.range_reduce_children(children, 1 + imm.len(), &v, opts);
         let tombstones = self.range_deletes.iterator_tombstones(frags, snapshot);
         let global = self.range_deletes.cover(lo.unwrap_or_default(), hi, snapshot)?;
         let mut it = DbIter::new(
@@ -1261,6 +1261,9 @@ impl Inner {
             v,
         );
         it.set_global(global, pin);
+        if let Some(sink) = read_sink {
+            it.set_read_sink(sink);
+        }
         Ok(it)
     }
 

@@ -37,6 +37,21 @@ pub struct DbIter {
     /// over every range record between its old position and the new one.
     global_reseek: bool,
     _pin: Option<ReadPin>,
+    /// Key and value bytes of the entries examined, handed to `read_sink` when the iterator is dropped (the
+    /// range-query statistics; see [`DbIter::set_read_sink`]).
+    read_bytes: u64,
+    read_sink: Option<ReadSink>,
+}
+
+/// Receives the bytes a range query examined.
+pub(crate) type ReadSink = Box<dyn FnOnce(u64) + Send>;
+
+impl Drop for DbIter {
+    fn drop(&mut self) {
+        if let Some(sink) = self.read_sink.take() {
+            sink(self.read_bytes);
+        }
+    }
 }
 
 impl std::fmt::Debug for DbIter {
@@ -70,6 +85,8 @@ impl DbIter {
             global: None,
             global_reseek: false,
             _pin: None,
+            read_bytes: 0,
+            read_sink: None,
         }
     }
 
@@ -77,6 +94,11 @@ impl DbIter {
     pub(crate) fn set_global(&mut self, cover: Option<Box<dyn RangeCover>>, pin: Option<ReadPin>) {
         self.global = cover;
         self._pin = pin;
+    }
+
+    /// Hands the key and value bytes of every entry the iterator examines to `sink` when it is dropped.
+    pub(crate) fn set_read_sink(&mut self, sink: ReadSink) {
+        self.read_sink = Some(sink);
     }
 
     fn covered(&mut self, uk: &[u8], seq: u64) -> bool {
@@ -144,6 +166,7 @@ impl DbIter {
 
     /// Parses the current internal key: its user key into `cur`, its sequence and kind returned.
     fn parse_current(&mut self) -> Option<(u64, Kind)> {
+        self.read_bytes += (self.iter.key().len() + self.iter.value().len()) as u64;
         match ikey::parse(self.iter.key()) {
             Some(p) => {
                 self.cur.clear();

@@ -354,3 +354,34 @@ fn crash_inside_a_query_driven_rewrite_loses_nothing() {
         }
     }
 }
+
+/// Bytes read per range query are counted with or without a planned rewrite: a query that plans none (all of
+/// them with RangeReduce off) counts in its `DbIter`, one that plans one in its taps, and both count the same
+/// entries: every version in range once, plus at most one entry past the bound per source.
+#[test]
+fn bytes_read_per_query_are_counted_with_and_without_a_rewrite() {
+    let (lo, hi) = (k(400), k(1600));
+    for mode in [RangeReduceMode::Off, RangeReduceMode::BlindMergeOnScan] {
+        let fs: Arc<dyn vfs::Fs> = Arc::new(vfs::MemFs::new());
+        let mut m = Model::new();
+        let db = loaded(&fs, &opts(mode), &mut m, 2000);
+        overwrite(&db, &mut m, 500, 1500, 2, "v1");
+        let digits = |i: u32| i.to_string().len() as u64;
+        let ikey = k(0).len() as u64 + 8;
+        let versions: u64 = (400..1600u32)
+            .map(|i| {
+                let v0 = ikey + 3 + digits(i) + 1 + 20;
+                let v1 = if (500..1500).contains(&i) && i % 2 == 0 { ikey + 3 + digits(i) } else { 0 };
+                v0 + v1
+            })
+            .sum();
+        let before = db.stats().range_reduce.range_query_bytes_read;
+        let got = db.scan(&ReadOptions::default(), &lo, &hi, usize::MAX).unwrap();
+        assert_eq!(got, model_range(&m, &lo, &hi));
+        db.wait_for_compactions().unwrap();
+        let st = db.stats().range_reduce;
+        let read = st.range_query_bytes_read - before;
+        assert!(read >= versions && read <= versions + 1000, "{mode:?}: read {read}, in range {versions}");
+        assert_eq!(st.rewrites > 0, mode != RangeReduceMode::Off, "{mode:?}: {st:?}");
+    }
+}
