@@ -9,7 +9,7 @@
 //! seek does not allocate one).
 //!
 //! Blocks read through the window are checked and cached exactly like blocks read alone: the window only changes
-//! how the bytes arrive.
+//! how the bytes arrive. A cursor holds at most one window ([`MAX_WINDOW`]), allocated only once it reads ahead.
 
 /// Misses in file order before the next one reads ahead. RocksDB starts after two; a 100-entry scan misses on
 /// about three blocks of each sorted run, and with two its windows were mostly unused (`bench lsm`

@@ -505,8 +505,10 @@ fn finish_block(name: &str, h: Handle, buf: Vec<u8>) -> Result<Block> {
 }
 
 fn read_block(file: &dyn vfs::File, name: &str, size: u64, h: Handle) -> Result<Block> {
-    let raw = read_raw(file, name, size, h)?;
-    Block::new(raw).ok_or_else(|| Error::corruption(name, format!("malformed block at {}", h.offset)))
+    let (off, len) = block_span(name, size, h)?;
+    let mut buf = vec![0u8; len];
+    file.read_exact_at(&mut buf, off)?;
+    finish_block(name, h, buf)
 }
 
 /// A two-level cursor: the index block picks a data block, the data block iterates entries.
