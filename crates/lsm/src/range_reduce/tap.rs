@@ -218,26 +218,17 @@ pub(crate) struct Collect {
     runs: Vec<Option<Run>>,
     complete: usize,
     broken: bool,
-    bytes_read: u64,
 }
 
 impl Collect {
     pub(crate) fn new(owner: Weak<Inner>, plan: Option<Plan>, recording: usize) -> Self {
-        Collect {
-            owner,
-            plan,
-            runs: (0..recording).map(|_| None).collect(),
-            complete: 0,
-            broken: false,
-            bytes_read: 0,
-        }
+        Collect { owner, plan, runs: (0..recording).map(|_| None).collect(), complete: 0, broken: false }
     }
 }
 
 impl Drop for Collect {
     fn drop(&mut self) {
         let Some(inner) = self.owner.upgrade() else { return };
-        add(&inner.rr.counters.range_query_bytes_read, self.bytes_read);
         let Some(plan) = self.plan.take() else { return };
         if self.broken || self.complete != self.runs.len() {
             add(&inner.rr.counters.rewrites_incomplete, 1);
@@ -256,24 +247,24 @@ enum State {
     Broken,
 }
 
-/// A counting (and, with a slot, recording) wrapper around one child of the merging iterator.
+/// A recording wrapper around one child of the merging iterator that reads a chosen level: its run goes to
+/// `slot` of the collection.
 pub(crate) struct Tap {
     inner: Box<dyn InternalIter>,
     col: Arc<Mutex<Collect>>,
-    slot: Option<usize>,
+    slot: usize,
     lower: Vec<u8>,
     upper: Vec<u8>,
     budget: Arc<Budget>,
     state: State,
     run: Run,
-    bytes_read: u64,
 }
 
 impl Tap {
     pub(crate) fn new(
         inner: Box<dyn InternalIter>,
         col: Arc<Mutex<Collect>>,
-        slot: Option<usize>,
+        slot: usize,
         lower: &[u8],
         upper: &[u8],
         budget: Arc<Budget>,
@@ -285,20 +276,13 @@ impl Tap {
             lower: lower.to_vec(),
             upper: upper.to_vec(),
             budget,
-            state: if slot.is_some() { State::Fresh } else { State::Done },
+            state: State::Fresh,
             run: Run::new(lower, upper),
-            bytes_read: 0,
-        }
-    }
-
-    fn count(&mut self) {
-        if self.inner.valid() {
-            self.bytes_read += (self.inner.key().len() + self.inner.value().len()) as u64;
         }
     }
 
     fn brk(&mut self) {
-        if self.slot.is_some() && self.state != State::Done {
+        if self.state != State::Done {
             self.state = State::Broken;
             self.run = Run::default();
             self.budget.broken.store(true, Ordering::Relaxed);
@@ -311,7 +295,6 @@ impl Tap {
 
     /// Records the current entry (state Forward) or notes the end of the range.
     fn observe(&mut self) {
-        self.count();
         if self.state != State::Forward {
             return;
         }
@@ -342,16 +325,13 @@ impl Tap {
 impl Drop for Tap {
     fn drop(&mut self) {
         let mut c = lock(&self.col);
-        c.bytes_read += self.bytes_read;
-        if let Some(s) = self.slot {
-            match self.state {
-                State::Done if !c.broken => {
-                    c.runs[s] = Some(std::mem::take(&mut self.run));
-                    c.complete += 1;
-                }
-                State::Done => {}
-                _ => c.broken = true,
+        match self.state {
+            State::Done if !c.broken => {
+                c.runs[self.slot] = Some(std::mem::take(&mut self.run));
+                c.complete += 1;
             }
+            State::Done => {}
+            _ => c.broken = true,
         }
     }
 }
@@ -363,12 +343,10 @@ impl InternalIter for Tap {
     fn seek_to_first(&mut self) {
         self.brk();
         self.inner.seek_to_first();
-        self.count();
     }
     fn seek_to_last(&mut self) {
         self.brk();
         self.inner.seek_to_last();
-        self.count();
     }
     fn seek(&mut self, target: &[u8]) {
         if self.state == State::Fresh && ikey::user_key(target) <= self.lower.as_slice() {
@@ -386,7 +364,6 @@ impl InternalIter for Tap {
     fn prev(&mut self) {
         self.brk();
         self.inner.prev();
-        self.count();
     }
     fn key(&self) -> &[u8] {
         self.inner.key()
