@@ -355,9 +355,9 @@ fn crash_inside_a_query_driven_rewrite_loses_nothing() {
     }
 }
 
-/// Bytes read per range query are counted with or without a planned rewrite: a query that plans none (all of
-/// them with RangeReduce off) counts in its `DbIter`, one that plans one in its taps, and both count the same
-/// entries: every version in range once, plus at most one entry past the bound per source.
+/// Bytes read per range query are counted the same with or without a planned rewrite (the iterator counts them;
+/// taps wrap only the levels a rewrite records): every version in range once, plus at most one entry past the
+/// bound per source.
 #[test]
 fn bytes_read_per_query_are_counted_with_and_without_a_rewrite() {
     let (lo, hi) = (k(400), k(1600));
