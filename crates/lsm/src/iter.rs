@@ -41,10 +41,9 @@ pub trait InternalIter: Send {
 /// Merges children; children earlier in the list win ties (they are newer).
 ///
 /// The valid children sit in a binary heap whose root is the current one (the smallest key going forward, the
-/// largest going backward). A step moves the root child and sifts it down: in a scan one source (usually the
-/// deepest level) supplies most entries in a row, so the root mostly stays and a step costs two comparisons,
-/// where picking the smallest of all children cost one per child (a third of a long scan's time with eight
-/// sources). RocksDB's merging iterator keeps a heap for the same reason; LevelDB's scans its children.
+/// largest going backward). A step moves the root child and sifts it down: two comparisons when the same source
+/// supplies the next entry too, two per heap level it sinks otherwise, where picking the smallest of all
+/// children cost one per child (a third of a long scan's time with eight sources). RocksDB's merging iterator keeps a heap for the same reason; LevelDB's scans its children.
 ///
 /// A child with an error is not valid, so the merge would silently pass over its entries: the merge is not valid
 /// while any child has an error. Only a child that moved can have a new error, and only an invalid one can have
