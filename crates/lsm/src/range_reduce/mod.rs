@@ -327,6 +327,19 @@ impl Inner {
             return (children, None);
         }
         add(&self.rr.counters.range_queries, 1);
+        let owner = self.rr.owner.get().cloned().unwrap_or_default();
+        let counter = owner.clone();
+        let sink: ReadSink = Box::new(move |bytes| {
+            if let Some(inner) = counter.upgrade() {
+                add(&inner.rr.counters.range_query_bytes_read, bytes);
+            }
+        });
+        let plan = if opts.snapshot.is_none() && self.opts.range_reduce.mode != RangeReduceMode::Off {
+            self.range_reduce_plan(v, lo, hi)
+        } else {
+            None
+        };
+        let Some(plan) = plan else { return (children, Some(sink)) };
         // The level of each child, reconstructed the way `iter` built them.
         let mut child_level: Vec<Option<usize>> = vec![None; mem_children];
         for f in &v.levels[0] {
@@ -339,31 +352,17 @@ impl Inner {
                 child_level.push(Some(l));
             }
         }
-        let mut plan = if opts.snapshot.is_none() && self.opts.range_reduce.mode != RangeReduceMode::Off {
-            self.range_reduce_plan(v, lo, hi)
-        } else {
-            None
-        };
-        if child_level.len() != children.len() {
-            plan = None;
-        }
-        let owner = self.rr.owner.get().cloned().unwrap_or_default();
-        let counter = owner.clone();
-        let sink: ReadSink = Box::new(move |bytes| {
-            if let Some(inner) = counter.upgrade() {
-                add(&inner.rr.counters.range_query_bytes_read, bytes);
-            }
-        });
         // A chosen level no cursor reads could not be rewritten from what the query sees (the plan's files meet
         // the range, so each chosen level has a cursor; this keeps it so).
-        let Some(plan) = plan.filter(|p| p.levels.iter().all(|&l| child_level.contains(&Some(l)))) else {
+        if child_level.len() != children.len() || !plan.levels.iter().all(|&l| child_level.contains(&Some(l)))
+        {
             return (children, Some(sink));
-        };
+        }
         let recording: Vec<bool> =
             child_level.iter().map(|l| l.is_some_and(|l| plan.levels.contains(&l))).collect();
         let n_rec = recording.iter().filter(|&&r| r).count();
         let budget = Arc::new(Budget::new(self.opts.range_reduce.max_collect_bytes));
-        let col = Arc::new(Mutex::new(Collect::new(owner, Some(plan), n_rec)));
+        let col = Arc::new(Mutex::new(Collect::new(owner, plan, n_rec)));
         let mut slot = 0;
         let children = children
             .into_iter()

@@ -214,6 +214,7 @@ impl Budget {
 /// What the taps of one iterator share.
 pub(crate) struct Collect {
     owner: Weak<Inner>,
+    /// The query's plan; taken when the collection is handed to the rewrite or given up.
     plan: Option<Plan>,
     runs: Vec<Option<Run>>,
     complete: usize,
@@ -221,8 +222,14 @@ pub(crate) struct Collect {
 }
 
 impl Collect {
-    pub(crate) fn new(owner: Weak<Inner>, plan: Option<Plan>, recording: usize) -> Self {
-        Collect { owner, plan, runs: (0..recording).map(|_| None).collect(), complete: 0, broken: false }
+    pub(crate) fn new(owner: Weak<Inner>, plan: Plan, recording: usize) -> Self {
+        Collect {
+            owner,
+            plan: Some(plan),
+            runs: (0..recording).map(|_| None).collect(),
+            complete: 0,
+            broken: false,
+        }
     }
 }
 
