@@ -9,7 +9,9 @@
 //!
 //! The flush thread flushes the oldest immutable memtable and runs the range-delete strategy's index
 //! maintenance, holding `flush_work`; everything that produces a MANIFEST edit naming range-index state happens
-//! on it, so those edits stay in order. Its edits only add L0 files and advance the log number.
+//! on it, so those edits stay in order. Its flush edits only add L0 files and advance the log number. When no
+//! memtable waits, it runs queued RangeReduce rewrites, as the paper's RocksDB prototype does on its flush thread:
+//! a rewrite then never waits behind a compaction, and a flush waits for at most one rewrite.
 //!
 //! A compaction thread picks under the `running` lock, from the newest installed version, a compaction whose
 //! files no running compaction holds (`picker::pick`), marks its files `being_compacted` and registers its
@@ -100,14 +102,17 @@ impl Inner {
 
     fn flush_loop(self: Arc<Self>) {
         loop {
-            {
+            let flush = {
                 let mut s = lock(&self.state);
                 loop {
                     if s.shutting_down {
                         return;
                     }
                     if s.bg_error.is_none() && (!s.imm.is_empty() || self.range_deletes.maintenance_due()) {
-                        break;
+                        break true;
+                    }
+                    if s.bg_error.is_none() && self.rr.has_queued() {
+                        break false;
                     }
                     s = self
                         .bg_cv
@@ -115,6 +120,18 @@ impl Inner {
                         .unwrap_or_else(|p| p.into_inner())
                         .0;
                 }
+            };
+            if !flush {
+                // Never wait for `work` here: an exclusive job (level renaming, `compact_range`) may run for long,
+                // and flushes must go on meanwhile. Retry shortly, or when a job finishes.
+                match self.range_reduce_rewrite_step() {
+                    Some(r) => self.job_done(r),
+                    None => {
+                        let s = lock(&self.state);
+                        let _ = self.bg_cv.wait_timeout(s, Duration::from_millis(20));
+                    }
+                }
+                continue;
             }
             let r = (|| -> Result<()> {
                 let _f = lock(&self.flush_work);
@@ -145,7 +162,7 @@ impl Inner {
                 s.bg_epoch
             };
             self.expire_range_reduce_claims();
-            if let Some(r) = self.exclusive_step() {
+            if let Some(r) = self.renaming_step() {
                 self.job_done(r);
                 continue;
             }
@@ -153,25 +170,18 @@ impl Inner {
                 self.job_done(r);
                 continue;
             }
-            // Nothing to do: sleep until some job finishes (a flush adds an L0 file, a compaction frees files)
-            // or a query queues a rewrite. The epoch check closes the window between the pick and the wait.
+            // Nothing to do: sleep until some job finishes (a flush adds an L0 file, a compaction or rewrite frees
+            // files). The epoch check closes the window between the pick and the wait.
             let s = lock(&self.state);
-            if s.shutting_down || s.bg_epoch != epoch || self.rr.has_work() {
+            if s.shutting_down || s.bg_epoch != epoch {
                 continue;
             }
             let _ = self.bg_cv.wait_timeout(s, Duration::from_millis(500));
         }
     }
 
-    /// A RangeReduce rewrite (with `work` held shared: it claims its files like a compaction), else a level
-    /// renaming when due (with `work` held exclusively).
-    fn exclusive_step(&self) -> Option<Result<()>> {
-        if self.rr.has_work() {
-            let _w = self.work.read().unwrap_or_else(|p| p.into_inner());
-            if let Some(r) = self.range_reduce_rewrite_step() {
-                return Some(r);
-            }
-        }
+    /// A level renaming when due (with `work` held exclusively).
+    fn renaming_step(&self) -> Option<Result<()>> {
         let v = lock(&self.state).current.clone();
         if !self.renaming_due(&v) {
             return None;

@@ -384,6 +384,33 @@ mod tests {
         expect_installed(&db, &m);
     }
 
+    /// Rewrites run on the flush thread, which must never wait for `work`: while an exclusive job (level
+    /// renaming, `compact_range`) holds it, a queued rewrite waits and flushes go on.
+    #[test]
+    fn a_queued_rewrite_never_holds_up_flushes_during_an_exclusive_job() {
+        let (db, mut m) = setup();
+        let exclusive = db.inner.work.write().unwrap();
+        query(&db, &m);
+        assert!(db.inner.rr.has_work(), "the rewrite is queued");
+        let flushed = db.stats().flushes;
+        let w = WriteOptions::default();
+        for i in 400..700 {
+            let v = format!("v2-{i}-{}", "y".repeat(20)).into_bytes();
+            db.put(&w, &k(i), &v).unwrap();
+            m.insert(k(i), v);
+        }
+        // The puts filled memtables (over 8 KiB, not so much that writers stall); their flushes must not wait for the exclusive job.
+        let t = Instant::now();
+        while db.stats().flushes == flushed {
+            assert!(t.elapsed() < Duration::from_secs(20), "a queued rewrite held up the flushes");
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        assert!(db.inner.rr.has_work(), "the rewrite waits for the exclusive job");
+        drop(exclusive);
+        // The new L0 file is newer than everything the query collected: it stays above the run.
+        expect_installed(&db, &m);
+    }
+
     #[test]
     fn compactions_racing_a_rewrite_never_pick_its_claimed_files() {
         let (db, m) = setup();

@@ -258,6 +258,11 @@ impl Shared {
         let _ = self.owner.set(Arc::downgrade(inner));
     }
 
+    /// Whether a collected rewrite waits to run.
+    pub(crate) fn has_queued(&self) -> bool {
+        !lock(&self.queue).is_empty()
+    }
+
     /// Whether a rewrite is waiting or running.
     pub(crate) fn has_work(&self) -> bool {
         self.running.load(Ordering::Acquire) || !lock(&self.queue).is_empty()

@@ -1,8 +1,10 @@
 //! The background half of a query-driven compaction: validate the plan, write the merged run at the deepest
 //! chosen level and the out-of-range heads and tails at their own levels, install one version edit. Also
-//! Level-Renaming. A rewrite runs on a compaction thread with the `work` lock held shared, like a compaction,
-//! beside other compactions. The files it deletes were claimed when its query decided (`claim.rs`), so no
-//! compaction took them meanwhile; if that claim expired (the query's iterator stayed open too long), the
+//! Level-Renaming. A rewrite runs on the flush thread between flushes, as the paper's runs on RocksDB's flush
+//! thread, with the `work` lock held shared, like a compaction, beside compactions (on a compaction thread it
+//! waited behind each compaction, holding its claim, so more of the following queries found their files
+//! claimed). The files it deletes were claimed when its query decided (`claim.rs`), so no compaction took them
+//! meanwhile; if that claim expired (the query's iterator stayed open too long), the
 //! rewrite claims them again and aborts if a compaction holds one. Level-Renaming takes `work` exclusively. What
 //! the checks below guard against is what changed around the claim — levels between or below the chosen ones,
 //! an expired claim, a renaming — and what compactions of unclaimed files changed before the install (checked
@@ -26,8 +28,8 @@
 //! stay, unchanged, with the head and tail of their file at their level. Readers of older versions keep their
 //! pinned files; any reader of the new version reads at a sequence at or above the oldest snapshot.
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, TryLockError};
 
 use super::tap::Run;
 use super::{Inner, Job, RangeReduceMode, add, lock, meets};
@@ -163,9 +165,14 @@ fn plan_still_holds(v: &Version, meeting: &[(usize, Vec<u64>)], lo: &[u8], hi: &
 }
 
 impl Inner {
-    /// Hook of the compaction loop (`work` held shared, as a compaction): runs one queued rewrite unless one
-    /// is already running on another thread.
+    /// Hook of the flush loop: runs one queued rewrite with `work` held shared, as a compaction. Returns `None`
+    /// without waiting when an exclusive job holds `work` (or the queue is empty).
     pub(in crate::db) fn range_reduce_rewrite_step(&self) -> Option<Result<()>> {
+        let _w = match self.work.try_read() {
+            Ok(w) => w,
+            Err(TryLockError::Poisoned(p)) => p.into_inner(),
+            Err(TryLockError::WouldBlock) => return None,
+        };
         if self.rr.running.compare_exchange(false, true, Ordering::AcqRel, Ordering::Acquire).is_err() {
             return None;
         }
