@@ -82,11 +82,22 @@ impl BlockBuilder {
             out.extend_from_slice(&r.to_le_bytes());
         }
         out.extend_from_slice(&(self.restarts.len() as u32).to_le_bytes());
-        self.restarts = vec![0];
+        self.restarts.clear();
+        self.restarts.push(0);
         self.counter = 0;
         self.last_key.clear();
         self.entries = 0;
         out
+    }
+
+    /// Hands back a finished block's buffer for the next block, so that a table's data blocks do not each
+    /// allocate and grow their own (a tenth of a flush thread's time went to that). REQUIRES: the builder is
+    /// empty (just finished).
+    pub fn recycle(&mut self, mut buf: Vec<u8>) {
+        if self.buf.capacity() == 0 {
+            buf.clear();
+            self.buf = buf;
+        }
     }
 }
 
@@ -362,6 +373,29 @@ mod tests {
             assert!(!it.valid());
             assert!(!it.corrupt());
         }
+    }
+
+    #[test]
+    fn a_recycled_buffer_starts_the_next_block_empty() {
+        let mut b = BlockBuilder::new(4);
+        for i in 0..50u32 {
+            b.add(format!("a{i:03}").as_bytes(), b"first");
+        }
+        let first = b.finish();
+        let cap = first.capacity();
+        b.recycle(first);
+        b.add(b"b000", b"second");
+        b.add(b"b001", b"");
+        let raw = b.finish();
+        assert!(raw.capacity() >= cap, "the buffer was reused");
+        let mut it = BlockIter::new(Arc::new(Block::new(raw).unwrap()), |a, b| a.cmp(b));
+        it.seek_to_first();
+        let mut got = Vec::new();
+        while it.valid() {
+            got.push((it.key().to_vec(), it.value().to_vec()));
+            it.next();
+        }
+        assert_eq!(got, vec![(b"b000".to_vec(), b"second".to_vec()), (b"b001".to_vec(), Vec::new())]);
     }
 
     #[test]

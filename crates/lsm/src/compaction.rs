@@ -192,7 +192,9 @@ pub fn write_outputs(
 ) -> Result<Outputs> {
     let mut out = Outputs::default();
     let mut builder: Option<(TableBuilder, u64, Option<Vec<u8>>)> = None;
-    let mut cur_key: Option<Vec<u8>> = None;
+    // The current user key (reused, not reallocated per key), once `have_key`.
+    let mut cur_key: Vec<u8> = Vec::new();
+    let mut have_key = false;
     let mut last_seq_for_key = u64::MAX;
     // Finished outputs: (number, clip start, clip end, builder).
     type Done = (u64, Option<Vec<u8>>, Option<Vec<u8>>, TableBuilder);
@@ -206,9 +208,11 @@ pub fn write_outputs(
             let ik = input.key();
             let p = ikey::parse(ik)
                 .ok_or_else(|| Error::corruption("compaction input", "malformed internal key"))?;
-            let new_key = cur_key.as_deref() != Some(p.user_key);
+            let new_key = !have_key || cur_key != p.user_key;
             if new_key {
-                cur_key = Some(p.user_key.to_vec());
+                have_key = true;
+                cur_key.clear();
+                cur_key.extend_from_slice(p.user_key);
                 last_seq_for_key = u64::MAX;
                 // Every new user key moves the cutter over the grandparents, even when no output is open.
                 if sink.cut.should_cut_before(p.user_key, builder.as_ref().map(|(b, _, _)| b.file_size()))

@@ -57,7 +57,11 @@ pub struct TableBuilder {
     data: BlockBuilder,
     index: BlockBuilder,
     hashes: Vec<u64>,
-    last_user_key: Option<Vec<u8>>,
+    /// The last user key added; meaningful once `hashes` is not empty.
+    last_user_key: Vec<u8>,
+    /// Scratch for `flush_data`: the block's last key and its index entry's handle.
+    index_key: Vec<u8>,
+    index_value: Vec<u8>,
     props: TableProps,
     tombstones: Vec<Tombstone>,
     first_key: Option<Vec<u8>>,
@@ -76,7 +80,9 @@ impl TableBuilder {
             data,
             index: BlockBuilder::new(1),
             hashes: Vec::new(),
-            last_user_key: None,
+            last_user_key: Vec::new(),
+            index_key: Vec::new(),
+            index_value: Vec::new(),
             props: TableProps { smallest_seq: u64::MAX, ..TableProps::default() },
             tombstones: Vec::new(),
             first_key: None,
@@ -87,9 +93,10 @@ impl TableBuilder {
     /// Appends a point entry. REQUIRES: `ikey` sorts after the previous one.
     pub fn add(&mut self, ik: &[u8], value: &[u8]) -> Result<()> {
         let uk = ikey::user_key(ik);
-        if self.last_user_key.as_deref() != Some(uk) {
+        if self.hashes.is_empty() || self.last_user_key != uk {
             self.hashes.push(bloom::hash(uk));
-            self.last_user_key = Some(uk.to_vec());
+            self.last_user_key.clear();
+            self.last_user_key.extend_from_slice(uk);
         }
         let seq = ikey::seq(ik);
         self.props.smallest_seq = self.props.smallest_seq.min(seq);
@@ -127,7 +134,9 @@ impl TableBuilder {
         self.offset + self.out.len() as u64 + self.data.estimated_size() as u64
     }
 
-    fn write_block(&mut self, raw: Vec<u8>, ty: Compression) -> Result<Handle> {
+    /// Appends a block and its trailer to the output. Returns the block's handle and its buffer (a plain
+    /// block's own, for reuse).
+    fn write_block(&mut self, raw: Vec<u8>, ty: Compression) -> Result<(Handle, Vec<u8>)> {
         let (contents, ty) = format::compress(raw, ty);
         let h = Handle { offset: self.offset + self.out.len() as u64, size: contents.len() as u64 };
         let trailer = format::block_trailer(&contents, ty);
@@ -138,21 +147,23 @@ impl TableBuilder {
             self.offset += self.out.len() as u64;
             self.out.clear();
         }
-        Ok(h)
+        Ok((h, contents))
     }
 
     fn flush_data(&mut self) -> Result<()> {
         if self.data.is_empty() {
             return Ok(());
         }
-        let last = self.data.last_key().to_vec();
+        self.index_key.clear();
+        self.index_key.extend_from_slice(self.data.last_key());
         let raw = self.data.finish();
-        let h = self.write_block(raw, self.opts.compression)?;
+        let (h, buf) = self.write_block(raw, self.opts.compression)?;
+        self.data.recycle(buf);
         self.props.data_bytes += h.size + TRAILER_LEN as u64;
         self.props.num_data_blocks += 1;
-        let mut hv = Vec::new();
-        h.encode(&mut hv);
-        self.index.add(&last, &hv);
+        self.index_value.clear();
+        h.encode(&mut self.index_value);
+        self.index.add(&self.index_key, &self.index_value);
         Ok(())
     }
 
@@ -162,7 +173,7 @@ impl TableBuilder {
         let mut meta = Vec::<(&[u8], Handle)>::new();
         let filter_h = if self.opts.bloom_bits_per_key > 0 && !self.hashes.is_empty() {
             let f = bloom::build(&self.hashes, self.opts.bloom_bits_per_key);
-            Some(self.write_block(f, Compression::None)?)
+            Some(self.write_block(f, Compression::None)?.0)
         } else {
             None
         };
@@ -192,7 +203,7 @@ impl TableBuilder {
                 }
             }
             self.props.num_range_dels = ts.len() as u64;
-            let h = self.write_block(rb.finish(), Compression::None)?;
+            let (h, _) = self.write_block(rb.finish(), Compression::None)?;
             meta.push((b"rangedb.range_del", h));
         }
         if self.props.smallest_seq == u64::MAX {
@@ -202,7 +213,7 @@ impl TableBuilder {
         self.props.largest_key = largest.unwrap_or_default();
         self.props.compression = self.opts.compression as u64;
         let praw = self.props.encode();
-        let ph = self.write_block(praw, Compression::None)?;
+        let (ph, _) = self.write_block(praw, Compression::None)?;
         meta.push((b"rangedb.properties", ph));
         meta.sort_by(|a, b| a.0.cmp(b.0));
         let mut mb = BlockBuilder::new(1);
@@ -211,9 +222,9 @@ impl TableBuilder {
             h.encode(&mut hv);
             mb.add(name, &hv);
         }
-        let metaindex = self.write_block(mb.finish(), Compression::None)?;
+        let (metaindex, _) = self.write_block(mb.finish(), Compression::None)?;
         let iraw = self.index.finish();
-        let index = self.write_block(iraw, Compression::None)?;
+        let (index, _) = self.write_block(iraw, Compression::None)?;
         let footer = Footer { metaindex, index, version: format::FORMAT_VERSION }.encode();
         self.out.extend_from_slice(&footer);
         self.file.write_all_at(&self.out, self.offset)?;
