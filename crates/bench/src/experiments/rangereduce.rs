@@ -25,7 +25,9 @@
 //! and writes, query reads), throughput of the interleaved phase in five windows, and for our engines what became
 //! of the queries' rewrites (planned, held back by a running compaction, dropped, aborted, installed).
 //!
-//! Settings: `--set n=KEYS updates=N queries=N shorts=N ycsb_ops=N`; `--set systems=a,b` and
+//! Settings: `--set n=KEYS updates=N queries=N shorts=N ycsb_ops=N`; `--set reps=N` (default 1) runs `uniform`
+//! and `overlapping` N times per system, the systems taking turns, and reports each metric's median (a note gives
+//! the per-run ratios of `lsm-rangereduce` to `lsm-local`); `--set systems=a,b` and
 //! `--set workloads=prefix,...` (`uniform`, `overlapping`, `long-short`, `ycsb-e`, `selectivity`, `size-ratio`)
 //! run a subset.
 
@@ -267,8 +269,8 @@ struct Plan {
     queries: Vec<(u64, u64)>,
 }
 
-/// Ingests, interleaves updates with queries, settles, and reports.
-fn run_interleaved(report: &mut Report, w: &str, name: &str, db: &dyn Sys, p: &Plan, t: u64, seed: u64) {
+/// Ingests, interleaves updates with queries, settles; returns the run's metrics.
+fn run_interleaved(db: &dyn Sys, p: &Plan, t: u64, seed: u64) -> Vec<(String, f64)> {
     let mut rng = SmallRng::seed_from_u64(seed);
     let mut perm: Vec<u64> = (0..p.n).collect();
     perm.shuffle(&mut rng);
@@ -327,7 +329,27 @@ fn run_interleaved(report: &mut Report, w: &str, name: &str, db: &dyn Sys, p: &P
         m.push((format!("window{}_ops_per_sec", i + 1), *x));
     }
     push_end(&mut m, &e);
-    report.row(w, name, m.iter().map(|(k, v)| (k.as_str(), *v)));
+    m
+}
+
+/// Per metric, the median of `runs` (the mean of the middle two for an even count).
+fn median_metrics(runs: &[Vec<(String, f64)>]) -> Vec<(String, f64)> {
+    let Some(first) = runs.first() else { return Vec::new() };
+    first
+        .iter()
+        .map(|(k, _)| {
+            let mut xs: Vec<f64> =
+                runs.iter().filter_map(|r| r.iter().find(|(k2, _)| k2 == k).map(|(_, v)| *v)).collect();
+            xs.sort_by(f64::total_cmp);
+            let n = xs.len();
+            let med = if n % 2 == 1 { xs[n / 2] } else { (xs[n / 2 - 1] + xs[n / 2]) / 2.0 };
+            (k.clone(), med)
+        })
+        .collect()
+}
+
+fn metric(run: &[(String, f64)], name: &str) -> Option<f64> {
+    run.iter().find(|(k, _)| k == name).map(|(_, v)| *v)
 }
 
 fn push_end(m: &mut Vec<(String, f64)>, e: &End) {
@@ -369,7 +391,7 @@ impl Experiment for RangeReduceBench {
     fn about(&self) -> &'static str {
         "RangeReduce (Bounded-Merge, Level-Renaming) vs lsm-local, Merge-on-Scan ablations and rocksdb: range-query \
          latency, bytes read per query, compaction debt, space amplification, data movement; --set n=KEYS \
-         updates=N queries=N shorts=N ycsb_ops=N systems=a,b workloads=prefix,..."
+         updates=N queries=N shorts=N ycsb_ops=N reps=N systems=a,b workloads=prefix,..."
     }
 
     fn run(&self, ctx: &Ctx) -> Result<Report> {
@@ -378,6 +400,10 @@ impl Experiment for RangeReduceBench {
         let queries: u64 = ctx.setting("queries", paper_queries(updates))?;
         let shorts: u64 = ctx.setting("shorts", ctx.scale(1000, 5000))?;
         let ycsb_ops: u64 = ctx.setting("ycsb_ops", ctx.scale(10_000, 100_000))?;
+        let reps: usize = ctx.setting("reps", 1usize)?;
+        if reps == 0 {
+            return Err("--set reps must be at least 1".into());
+        }
         let systems_set: String = ctx.setting("systems", SYSTEMS.join(","))?;
         let systems: Vec<&str> =
             SYSTEMS.iter().copied().filter(|s| systems_set.split(',').any(|x| x.trim() == *s)).collect();
@@ -429,13 +455,37 @@ impl Experiment for RangeReduceBench {
                 continue;
             }
             let p = Plan { n, updates, queries: qs };
-            for &name in &systems {
-                let dir = ctx.scratch.join(format!("rr-{w}-{name}"));
-                let _ = std::fs::remove_dir_all(&dir);
-                let db = open(name, &dir, t)?;
-                run_interleaved(&mut report, w, name, &*db, &p, t, ctx.seed);
-                drop(db);
-                let _ = std::fs::remove_dir_all(&dir);
+            // With `reps` > 1 the systems take turns, so a slow spell of the machine falls on all of them.
+            let mut runs: Vec<Vec<Vec<(String, f64)>>> = vec![Vec::new(); systems.len()];
+            for _ in 0..reps {
+                for (i, &name) in systems.iter().enumerate() {
+                    let dir = ctx.scratch.join(format!("rr-{w}-{name}"));
+                    let _ = std::fs::remove_dir_all(&dir);
+                    let db = open(name, &dir, t)?;
+                    runs[i].push(run_interleaved(&*db, &p, t, ctx.seed));
+                    drop(db);
+                    let _ = std::fs::remove_dir_all(&dir);
+                }
+            }
+            for (i, &name) in systems.iter().enumerate() {
+                report.row(w, name, median_metrics(&runs[i]).iter().map(|(k, v)| (k.as_str(), *v)));
+            }
+            if reps > 1
+                && let (Some(a), Some(b)) = (
+                    systems.iter().position(|&s| s == "lsm-rangereduce"),
+                    systems.iter().position(|&s| s == "lsm-local"),
+                )
+            {
+                let mut line = format!("{w}: {reps} alternating runs per system, medians reported; per run,");
+                for m in ["rq_mean_ns", "compaction_debt_bytes", "space_amp_ratio"] {
+                    let ratios: Vec<String> = runs[a]
+                        .iter()
+                        .zip(&runs[b])
+                        .filter_map(|(x, y)| Some(format!("{:.3}", metric(x, m)? / metric(y, m)?)))
+                        .collect();
+                    line.push_str(&format!(" lsm-rangereduce / lsm-local {m} {};", ratios.join(" ")));
+                }
+                report.note(line);
             }
         }
         // One long query, then short ones inside its range.
@@ -527,7 +577,8 @@ impl Experiment for RangeReduceBench {
                 let dir = ctx.scratch.join(format!("rr-{w}-{name}"));
                 let _ = std::fs::remove_dir_all(&dir);
                 let db = open(name, &dir, tt)?;
-                run_interleaved(&mut report, &w, name, &*db, &p, tt, ctx.seed);
+                let m = run_interleaved(&*db, &p, tt, ctx.seed);
+                report.row(&w, name, m.iter().map(|(k, v)| (k.as_str(), *v)));
                 drop(db);
                 let _ = std::fs::remove_dir_all(&dir);
             }
@@ -583,4 +634,29 @@ fn run_load_and_update(db: &dyn Sys, p: &Plan, seed: u64) {
         db.put(&key(rng.random_range(0..p.n)), value(p.n + u));
     }
     db.settle();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(pairs: &[(&str, f64)]) -> Vec<(String, f64)> {
+        pairs.iter().map(|(k, v)| (k.to_string(), *v)).collect()
+    }
+
+    #[test]
+    fn medians_are_per_metric_and_average_the_middle_pair() {
+        let odd = [
+            run(&[("a", 3.0), ("b", 10.0)]),
+            run(&[("a", 1.0), ("b", 30.0)]),
+            run(&[("a", 2.0), ("b", 20.0)]),
+        ];
+        assert_eq!(median_metrics(&odd), run(&[("a", 2.0), ("b", 20.0)]));
+        let even = [run(&[("a", 4.0)]), run(&[("a", 1.0)]), run(&[("a", 2.0)]), run(&[("a", 8.0)])];
+        assert_eq!(median_metrics(&even), run(&[("a", 3.0)]));
+        assert_eq!(median_metrics(&odd[..1]), odd[0]);
+        assert!(median_metrics(&[]).is_empty());
+        assert_eq!(metric(&odd[0], "b"), Some(10.0));
+        assert_eq!(metric(&odd[0], "c"), None);
+    }
 }
