@@ -399,7 +399,8 @@ mod tests {
             db.put(&w, &k(i), &v).unwrap();
             m.insert(k(i), v);
         }
-        // The puts filled memtables (over 8 KiB, not so much that writers stall); their flushes must not wait for the exclusive job.
+        // The puts filled a memtable (over 8 KiB, not so much that writers stall); its flush must not wait
+        // for the exclusive job.
         let t = Instant::now();
         while db.stats().flushes == flushed {
             assert!(t.elapsed() < Duration::from_secs(20), "a queued rewrite held up the flushes");

@@ -4,8 +4,8 @@
 //! thread, with the `work` lock held shared, like a compaction, beside compactions (on a compaction thread it
 //! waited behind each compaction, holding its claim, so more of the following queries found their files
 //! claimed). The files it deletes were claimed when its query decided (`claim.rs`), so no compaction took them
-//! meanwhile; if that claim expired (the query's iterator stayed open too long), the
-//! rewrite claims them again and aborts if a compaction holds one. Level-Renaming takes `work` exclusively. What
+//! meanwhile; if that claim expired (the query's iterator stayed open too long), the rewrite claims them again
+//! and aborts if a compaction holds one. Level-Renaming takes `work` exclusively. What
 //! the checks below guard against is what changed around the claim — levels between or below the chosen ones,
 //! an expired claim, a renaming — and what compactions of unclaimed files changed before the install (checked
 //! again under the `versions` lock the edit is applied under).

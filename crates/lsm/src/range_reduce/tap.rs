@@ -315,7 +315,7 @@ impl Tap {
     /// After a step: records the current entry (state Forward) or notes the end of the range. A table cursor
     /// still in the block kept last needs nothing: the block holds the entry, and the run skips entries past the
     /// upper bound when it is read. Comparing every entry with both bounds, through two dynamic calls, made a
-    /// query that plans a rewrite cost about 45 % more per byte than one that does not (`bench rangereduce
+    /// query that plans a rewrite cost 46 % more per byte than one that does not (`bench rangereduce
     /// --quick`); the end of the range is then noticed when the cursor leaves the block, or by `check`.
     fn observe(&mut self) {
         if self.state == State::Forward && self.inner.data_block().is_some_and(|b| self.run.kept_last(b)) {
