@@ -332,19 +332,23 @@ fn run_interleaved(db: &dyn Sys, p: &Plan, t: u64, seed: u64) -> Vec<(String, f6
     m
 }
 
-/// Per metric, the median of `runs` (the mean of the middle two for an even count).
+/// The median of `xs` (the mean of the middle two for an even count); NaN when empty.
+fn median(mut xs: Vec<f64>) -> f64 {
+    xs.sort_by(f64::total_cmp);
+    let n = xs.len();
+    match n {
+        0 => f64::NAN,
+        _ if n % 2 == 1 => xs[n / 2],
+        _ => (xs[n / 2 - 1] + xs[n / 2]) / 2.0,
+    }
+}
+
+/// Per metric of the first run, the median over `runs`.
 fn median_metrics(runs: &[Vec<(String, f64)>]) -> Vec<(String, f64)> {
     let Some(first) = runs.first() else { return Vec::new() };
     first
         .iter()
-        .map(|(k, _)| {
-            let mut xs: Vec<f64> =
-                runs.iter().filter_map(|r| r.iter().find(|(k2, _)| k2 == k).map(|(_, v)| *v)).collect();
-            xs.sort_by(f64::total_cmp);
-            let n = xs.len();
-            let med = if n % 2 == 1 { xs[n / 2] } else { (xs[n / 2 - 1] + xs[n / 2]) / 2.0 };
-            (k.clone(), med)
-        })
+        .map(|(k, _)| (k.clone(), median(runs.iter().filter_map(|r| metric(r, k)).collect())))
         .collect()
 }
 
@@ -486,12 +490,10 @@ impl Experiment for RangeReduceBench {
                         .filter_map(|(x, y)| Some(metric(x, m)? / metric(y, m)?))
                         .collect();
                     let shown: Vec<String> = ratios.iter().map(|r| format!("{r:.3}")).collect();
-                    let med =
-                        median_metrics(&ratios.iter().map(|&r| vec![(m.to_string(), r)]).collect::<Vec<_>>());
                     line.push_str(&format!(
                         " lsm-rangereduce / lsm-local {m} {} (median {:.3});",
                         shown.join(" "),
-                        metric(&med, m).unwrap_or(f64::NAN)
+                        median(ratios)
                     ));
                 }
                 report.note(line);
@@ -667,5 +669,7 @@ mod tests {
         assert!(median_metrics(&[]).is_empty());
         assert_eq!(metric(&odd[0], "b"), Some(10.0));
         assert_eq!(metric(&odd[0], "c"), None);
+        assert!(median(Vec::new()).is_nan());
+        assert_eq!(median(vec![0.9, 1.1]), 1.0);
     }
 }
