@@ -43,7 +43,8 @@ pub trait InternalIter: Send {
 /// The valid children sit in a binary heap whose root is the current one (the smallest key going forward, the
 /// largest going backward). A step moves the root child and sifts it down: two comparisons when the same source
 /// supplies the next entry too, two per heap level it sinks otherwise, where picking the smallest of all
-/// children cost one per child (a third of a long scan's time with eight sources). RocksDB's merging iterator keeps a heap for the same reason; LevelDB's scans its children.
+/// children cost one per child (a third of a long scan's time with eight sources). RocksDB's merging iterator
+/// keeps a heap for the same reason; LevelDB's scans its children.
 ///
 /// A child with an error is not valid, so the merge would silently pass over its entries: the merge is not valid
 /// while any child has an error. Only a child that moved can have a new error, and only an invalid one can have

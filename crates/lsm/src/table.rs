@@ -498,11 +498,16 @@ fn block_span(name: &str, size: u64, h: Handle) -> Result<(u64, usize)> {
     Ok((h.offset, len as usize))
 }
 
-fn read_raw(file: &dyn vfs::File, name: &str, size: u64, h: Handle) -> Result<Vec<u8>> {
+/// Block `h` and its trailer, as stored.
+fn read_stored(file: &dyn vfs::File, name: &str, size: u64, h: Handle) -> Result<Vec<u8>> {
     let (off, len) = block_span(name, size, h)?;
     let mut buf = vec![0u8; len];
     file.read_exact_at(&mut buf, off)?;
-    unwrap_raw(name, h, buf)
+    Ok(buf)
+}
+
+fn read_raw(file: &dyn vfs::File, name: &str, size: u64, h: Handle) -> Result<Vec<u8>> {
+    unwrap_raw(name, h, read_stored(file, name, size, h)?)
 }
 
 fn unwrap_raw(name: &str, h: Handle, buf: Vec<u8>) -> Result<Vec<u8>> {
@@ -516,10 +521,7 @@ fn finish_block(name: &str, h: Handle, buf: Vec<u8>) -> Result<Block> {
 }
 
 fn read_block(file: &dyn vfs::File, name: &str, size: u64, h: Handle) -> Result<Block> {
-    let (off, len) = block_span(name, size, h)?;
-    let mut buf = vec![0u8; len];
-    file.read_exact_at(&mut buf, off)?;
-    finish_block(name, h, buf)
+    finish_block(name, h, read_stored(file, name, size, h)?)
 }
 
 /// A two-level cursor: the index block picks a data block, the data block iterates entries.

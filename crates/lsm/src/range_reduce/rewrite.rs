@@ -165,17 +165,16 @@ fn plan_still_holds(v: &Version, meeting: &[(usize, Vec<u64>)], lo: &[u8], hi: &
 }
 
 impl Inner {
-    /// Hook of the flush loop: runs one queued rewrite with `work` held shared, as a compaction. Returns `None`
-    /// without waiting when an exclusive job holds `work` (or the queue is empty).
+    /// Hook of the flush loop (the only caller): runs one queued rewrite with `work` held shared, as a
+    /// compaction. Returns `None` without waiting when an exclusive job holds `work` (or the queue is empty).
     pub(in crate::db) fn range_reduce_rewrite_step(&self) -> Option<Result<()>> {
         let _w = match self.work.try_read() {
             Ok(w) => w,
             Err(TryLockError::Poisoned(p)) => p.into_inner(),
             Err(TryLockError::WouldBlock) => return None,
         };
-        if self.rr.running.compare_exchange(false, true, Ordering::AcqRel, Ordering::Acquire).is_err() {
-            return None;
-        }
+        // Set before the job leaves the queue, so `has_work` never sees neither.
+        self.rr.running.store(true, Ordering::Release);
         let job = lock(&self.rr.queue).pop_front();
         let r = job.map(|job| self.rewrite(job));
         self.rr.running.store(false, Ordering::Release);
