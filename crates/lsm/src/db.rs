@@ -19,7 +19,7 @@
 
 use std::collections::{BTreeMap, VecDeque};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -128,6 +128,12 @@ pub(crate) struct Inner {
     counters: Counters,
     rd: RangeDelCounters,
     obsolete: Obsolete,
+    /// Purges under way: taken from `obsolete` but not all deleted yet (raised under its lock).
+    purging: AtomicUsize,
+    /// WALs numbered below this are obsolete (a flush made their data durable in tables)...
+    logs_obsolete_below: AtomicU64,
+    /// ...and below this they are deleted (both only grow).
+    logs_purged_below: AtomicU64,
     /// The range-delete strategy serving this database (`Options::range_delete_strategy` or the per-database
     /// instance its `open` built).
     range_deletes: Arc<dyn rangedel::RangeDeleteStrategy>,
@@ -311,6 +317,9 @@ impl Db {
             counters: Counters::default(),
             rd: RangeDelCounters::default(),
             obsolete,
+            purging: AtomicUsize::new(0),
+            logs_obsolete_below: AtomicU64::new(0),
+            logs_purged_below: AtomicU64::new(0),
             rr: range_reduce::Shared::default(),
             opts,
             range_deletes,
@@ -897,7 +906,12 @@ impl Inner {
             }
             let due = !self.opts.disable_auto_compactions
                 && compaction::scores(&s.current, &self.opts).iter().any(|&x| x >= 1.0);
-            if s.imm.is_empty() && !due && !self.rr.has_work() && lock(&self.running).is_empty() {
+            if s.imm.is_empty()
+                && !due
+                && !self.rr.has_work()
+                && lock(&self.running).is_empty()
+                && !self.purge_pending()
+            {
                 return Ok(());
             }
             if s.shutting_down {
@@ -972,14 +986,8 @@ impl Inner {
             micros: started.elapsed().as_micros() as u64,
             ..Default::default()
         });
-        // WALs below next_log are now obsolete.
-        for name in self.fs.list_dir(&self.dir)? {
-            if let Some(FileKind::Log(n)) = filename::parse(&name)
-                && n < next_log
-            {
-                self.fs.remove_file(&self.dir.join(&name))?;
-            }
-        }
+        // WALs below next_log are now obsolete; the purge thread deletes them.
+        self.logs_obsolete_below.fetch_max(next_log, Ordering::AcqRel);
         Ok(())
     }
 
@@ -1089,13 +1097,50 @@ impl Inner {
         Ok(())
     }
 
-    /// Deletes tables no version references any more.
-    fn purge_obsolete(&self) {
-        let nums: Vec<u64> = std::mem::take(&mut *lock(&self.obsolete));
+    /// Deletes tables no version references any more; returns whether there were any.
+    fn purge_obsolete(&self) -> bool {
+        let nums: Vec<u64> = {
+            let mut o = lock(&self.obsolete);
+            if o.is_empty() {
+                return false;
+            }
+            self.purging.fetch_add(1, Ordering::AcqRel);
+            std::mem::take(&mut *o)
+        };
         for n in nums {
             self.table_cache.evict(n);
             let _ = self.fs.remove_file(&self.dir.join(filename::table_name(n)));
         }
+        self.purging.fetch_sub(1, Ordering::AcqRel);
+        true
+    }
+
+    /// Deletes the WALs a flush made obsolete; returns whether there were any. As for tables, a failure is
+    /// not retried: `open` deletes every WAL below the recovered log number.
+    /// REQUIRES: called by one thread at a time (the purge thread).
+    fn purge_obsolete_logs(&self) -> bool {
+        let below = self.logs_obsolete_below.load(Ordering::Acquire);
+        if below <= self.logs_purged_below.load(Ordering::Acquire) {
+            return false;
+        }
+        for name in self.fs.list_dir(&self.dir).unwrap_or_default() {
+            if let Some(FileKind::Log(n)) = filename::parse(&name)
+                && n < below
+            {
+                let _ = self.fs.remove_file(&self.dir.join(&name));
+            }
+        }
+        self.logs_purged_below.store(below, Ordering::Release);
+        true
+    }
+
+    /// Whether tables or WALs wait to be deleted or are being deleted.
+    fn purge_pending(&self) -> bool {
+        let o = lock(&self.obsolete);
+        !o.is_empty()
+            || self.purging.load(Ordering::Acquire) > 0
+            || self.logs_obsolete_below.load(Ordering::Acquire)
+                > self.logs_purged_below.load(Ordering::Acquire)
     }
 
     /// At open: removes every file that the recovered state does not need.

@@ -10,11 +10,13 @@ use std::time::Duration;
 use lsm::{Db, Options, WriteOptions};
 use vfs::{File, FileLock, Fs, MemFs, OpenMode};
 
-/// A file system that, while armed, holds every compaction thread at its first table creation until released.
+/// A file system that, while armed, holds every compaction thread at its first table creation until released;
+/// while `hold_removes` is set, it holds every file deletion the same way.
 #[derive(Debug)]
 struct GateFs {
     inner: Arc<dyn Fs>,
     armed: AtomicBool,
+    hold_removes: AtomicBool,
     held: AtomicU64,
     open: Mutex<bool>,
     cv: Condvar,
@@ -25,6 +27,7 @@ impl GateFs {
         Arc::new(GateFs {
             inner,
             armed: AtomicBool::new(false),
+            hold_removes: AtomicBool::new(false),
             held: AtomicU64::new(0),
             open: Mutex::new(false),
             cv: Condvar::new(),
@@ -35,21 +38,28 @@ impl GateFs {
         *self.open.lock().unwrap() = true;
         self.cv.notify_all();
     }
+
+    fn wait_at_gate(&self) {
+        self.held.fetch_add(1, Ordering::AcqRel);
+        let mut open = self.open.lock().unwrap();
+        while !*open {
+            open = self.cv.wait(open).unwrap();
+        }
+    }
 }
 
 impl Fs for GateFs {
     fn open(&self, path: &Path, mode: OpenMode) -> std::io::Result<Arc<dyn File>> {
         let compaction = std::thread::current().name().is_some_and(|n| n.starts_with("lsm-compact"));
         if compaction && self.armed.load(Ordering::Acquire) && path.extension().is_some_and(|e| e == "sst") {
-            self.held.fetch_add(1, Ordering::AcqRel);
-            let mut open = self.open.lock().unwrap();
-            while !*open {
-                open = self.cv.wait(open).unwrap();
-            }
+            self.wait_at_gate();
         }
         self.inner.open(path, mode)
     }
     fn remove_file(&self, path: &Path) -> std::io::Result<()> {
+        if self.hold_removes.load(Ordering::Acquire) {
+            self.wait_at_gate();
+        }
         self.inner.remove_file(path)
     }
     fn rename(&self, from: &Path, to: &Path) -> std::io::Result<()> {
@@ -129,6 +139,45 @@ fn regression_flush_completes_while_a_compaction_is_stuck() {
     assert_eq!(db.stats().flushes, 3);
     db.wait_for_compactions().unwrap();
     for i in 0..500 {
+        assert_eq!(db.get(&key(i)).unwrap().as_deref(), Some(&b"v2"[..]));
+    }
+}
+
+#[test]
+fn regression_a_slow_file_deletion_holds_up_no_flush() {
+    // Obsolete WALs and tables were deleted by the job that freed them: the flush thread deleted the flushed
+    // WAL, then the tables readers had released, before it took the next memtable. On a file system where a
+    // deletion takes milliseconds, that delayed every flush and rewrite.
+    let gate = GateFs::new(Arc::new(MemFs::new()));
+    let fs: Arc<dyn Fs> = gate.clone();
+    let o = Options { disable_auto_compactions: true, ..small_options() };
+    let db = Arc::new(Db::open(fs.clone(), "/db", o).unwrap());
+    gate.hold_removes.store(true, Ordering::Release);
+    let (tx, rx) = std::sync::mpsc::channel();
+    let d = db.clone();
+    std::thread::spawn(move || {
+        let r = (0..3u32).try_for_each(|round| {
+            for i in 0..200 {
+                d.put(&WriteOptions::default(), &key(i), format!("v{round}").as_bytes())?;
+            }
+            d.flush()
+        });
+        tx.send(r).unwrap();
+    });
+    let flushed = rx.recv_timeout(Duration::from_secs(20));
+    let deletions_held = gate.held.load(Ordering::Acquire);
+    gate.release();
+    flushed.expect("a flush waited for a file deletion").unwrap();
+    assert!(deletions_held > 0, "no deletion was attempted while held");
+    // Deletion lags but completes: afterwards only the live tables and the current WAL remain.
+    db.compact_range(None, None).unwrap();
+    db.wait_for_compactions().unwrap();
+    let live: u64 = db.stats().levels.iter().map(|l| l.files).sum();
+    let names = fs.list_dir(Path::new("/db")).unwrap();
+    let count = |ext: &str| names.iter().filter(|n| n.ends_with(ext)).count() as u64;
+    assert_eq!(count(".sst"), live, "unreferenced tables remain: {names:?}");
+    assert_eq!(count(".log"), 1, "obsolete WALs remain: {names:?}");
+    for i in 0..200 {
         assert_eq!(db.get(&key(i)).unwrap().as_deref(), Some(&b"v2"[..]));
     }
 }
