@@ -39,35 +39,45 @@ use super::{Inner, State, lock};
 use crate::compaction::{self, Compaction};
 use crate::edit::FileInfo;
 use crate::error::{Error, Result};
+use crate::options::CpuPriority;
 use crate::picker::RunningRange;
 use crate::version::{Version, VersionSet};
 
-/// Starts the flush thread and the compaction threads.
+/// Starts the flush thread, the purge thread and the compaction threads.
 pub(super) fn spawn(inner: &Arc<Inner>) -> Result<Vec<JoinHandle<()>>> {
-    let mut handles = Vec::new();
-    let i = inner.clone();
-    handles.push(
-        std::thread::Builder::new()
-            .name("lsm-flush".into())
-            .spawn(move || i.flush_loop())
-            .map_err(Error::from)?,
-    );
-    let i = inner.clone();
-    handles.push(
-        std::thread::Builder::new()
-            .name("lsm-purge".into())
-            .spawn(move || i.purge_loop())
-            .map_err(Error::from)?,
-    );
-    for n in 0..inner.opts.max_background_compactions {
+    let start = |name: String, body: fn(Arc<Inner>)| -> Result<JoinHandle<()>> {
         let i = inner.clone();
-        let h = std::thread::Builder::new()
-            .name(format!("lsm-compact-{n}"))
-            .spawn(move || i.compaction_loop())
-            .map_err(Error::from)?;
-        handles.push(h);
+        std::thread::Builder::new()
+            .name(name)
+            .spawn(move || {
+                set_cpu_priority(i.opts.background_cpu_priority);
+                body(i)
+            })
+            .map_err(Error::from)
+    };
+    let mut handles =
+        vec![start("lsm-flush".into(), Inner::flush_loop)?, start("lsm-purge".into(), Inner::purge_loop)?];
+    for n in 0..inner.opts.max_background_compactions {
+        handles.push(start(format!("lsm-compact-{n}"), Inner::compaction_loop)?);
     }
     Ok(handles)
+}
+
+/// Sets the calling thread's CPU priority. A hint: where the system refuses or lacks it, the thread keeps its
+/// priority.
+fn set_cpu_priority(p: CpuPriority) {
+    match p {
+        CpuPriority::Normal => {}
+        #[cfg(target_os = "linux")]
+        CpuPriority::Low => {
+            // SAFETY: both calls take and return plain integers and touch no memory of ours. On Linux,
+            // PRIO_PROCESS with a thread id sets that one thread's nice value; raising one's own nice value needs
+            // no privilege.
+            let _ = unsafe { libc::setpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t, 19) };
+        }
+        #[cfg(not(target_os = "linux"))]
+        CpuPriority::Low => {}
+    }
 }
 
 impl Inner {

@@ -61,7 +61,7 @@ pub use db::{Db, FileEntry, Snapshot};
 pub use db_iter::DbIter;
 pub use error::{Error, Result};
 pub use format::Compression;
-pub use options::{CompactionPri, Options, ReadOptions, WriteOptions};
+pub use options::{CompactionPri, CpuPriority, Options, ReadOptions, WriteOptions};
 pub use rangedel::{LocalTombstones, RangeDeleteStrategy};
 pub use rangedel_global::{GlobalRangeDeletes, strategy_by_name};
 pub use stats::{LevelStats, SpaceAmp, Stats};

@@ -65,6 +65,10 @@ pub struct Options {
     /// matches RocksDB's effective default: `max_background_jobs = 2` splits into one flush and one compaction
     /// thread (`GetBGJobLimits`). More threads run compactions whose files and output ranges do not meet.
     pub max_background_compactions: usize,
+    /// CPU priority of the background threads: flush (and RangeReduce rewrites), compactions, deletions
+    /// (default `Normal`). `Low` is RocksDB's `Env::LowerThreadPoolCPUPriority`: with fewer cores than busy
+    /// threads, foreground reads and writes get the CPU first.
+    pub background_cpu_priority: CpuPriority,
     /// How range deletes are stored and consulted (default: RocksDB-style local tombstones).
     pub range_delete_strategy: Arc<dyn RangeDeleteStrategy>,
     /// Query-driven compaction (default: Bounded-Merge with rho = 1/T and Level-Renaming; docs/rangereduce.md).
@@ -89,6 +93,7 @@ impl std::fmt::Debug for Options {
             .field("compression", &self.compression)
             .field("compaction_pri", &self.compaction_pri)
             .field("max_background_compactions", &self.max_background_compactions)
+            .field("background_cpu_priority", &self.background_cpu_priority)
             .field("block_cache_size", &self.block_cache_size)
             .field("range_delete_strategy", &self.range_delete_strategy.name())
             .field("range_reduce", &self.range_reduce)
@@ -124,6 +129,7 @@ impl Default for Options {
             compaction_pri: CompactionPri::MinOverlappingRatio,
             disable_auto_compactions: false,
             max_background_compactions: 1,
+            background_cpu_priority: CpuPriority::Normal,
             range_delete_strategy: Arc::new(LocalTombstones),
             range_reduce: crate::RangeReduceOptions::default(),
         }
@@ -192,6 +198,18 @@ pub enum CompactionPri {
     MinOverlappingRatio,
     /// The next file after the level's compact pointer (LevelDB; RocksDB's `kRoundRobin`).
     RoundRobin,
+}
+
+/// CPU priority of the engine's background threads ([`Options::background_cpu_priority`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum CpuPriority {
+    /// The priority of the thread that opened the database.
+    #[default]
+    Normal,
+    /// The lowest scheduling priority (Linux: nice 19, as RocksDB's `CpuPriority::kLow`); elsewhere `Normal`.
+    /// Background work then runs on CPU time the foreground leaves: if the foreground keeps every core busy,
+    /// flushes and compactions fall behind and writes stall on the L0 and pending-bytes limits.
+    Low,
 }
 
 /// Options of one write.

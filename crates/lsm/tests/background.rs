@@ -153,22 +153,25 @@ fn regression_a_slow_file_deletion_holds_up_no_flush() {
     let o = Options { disable_auto_compactions: true, ..small_options() };
     let db = Arc::new(Db::open(fs.clone(), "/db", o).unwrap());
     gate.hold_removes.store(true, Ordering::Release);
+    let round = |d: &Db, r: u32| -> lsm::Result<()> {
+        for i in 0..200 {
+            d.put(&WriteOptions::default(), &key(i), format!("v{r}").as_bytes())?;
+        }
+        d.flush()
+    };
+    round(&db, 0).unwrap();
+    // The flushed WAL is obsolete: whoever deletes it is now held.
+    let t = std::time::Instant::now();
+    while gate.held.load(Ordering::Acquire) == 0 {
+        assert!(t.elapsed() < Duration::from_secs(20), "no deletion was attempted");
+        std::thread::sleep(Duration::from_millis(5));
+    }
     let (tx, rx) = std::sync::mpsc::channel();
     let d = db.clone();
-    std::thread::spawn(move || {
-        let r = (0..3u32).try_for_each(|round| {
-            for i in 0..200 {
-                d.put(&WriteOptions::default(), &key(i), format!("v{round}").as_bytes())?;
-            }
-            d.flush()
-        });
-        tx.send(r).unwrap();
-    });
+    std::thread::spawn(move || tx.send(round(&d, 1).and_then(|()| round(&d, 2))).unwrap());
     let flushed = rx.recv_timeout(Duration::from_secs(20));
-    let deletions_held = gate.held.load(Ordering::Acquire);
     gate.release();
     flushed.expect("a flush waited for a file deletion").unwrap();
-    assert!(deletions_held > 0, "no deletion was attempted while held");
     // Deletion lags but completes: afterwards only the live tables and the current WAL remain.
     db.compact_range(None, None).unwrap();
     db.wait_for_compactions().unwrap();
@@ -251,4 +254,64 @@ fn reads_after_flushes_and_compactions_open_no_table() {
         db.get(&key(k)).unwrap();
     }
     assert_eq!(db.stats().table_opens, opens, "reads opened tables the background jobs had written");
+}
+
+/// The nice values of this process's threads named `lsm-*` (Linux: field 19 of /proc/self/task/*/stat).
+#[cfg(target_os = "linux")]
+fn background_nice_values() -> Vec<(String, i64)> {
+    let mut out = Vec::new();
+    for t in std::fs::read_dir("/proc/self/task").unwrap() {
+        let dir = t.unwrap().path();
+        let comm = std::fs::read_to_string(dir.join("comm")).unwrap_or_default().trim().to_string();
+        if !comm.starts_with("lsm-") {
+            continue;
+        }
+        let stat = std::fs::read_to_string(dir.join("stat")).unwrap();
+        // Fields after the parenthesized name: state is field 3, nice field 19.
+        let rest = &stat[stat.rfind(')').unwrap() + 2..];
+        let nice: i64 = rest.split(' ').nth(19 - 3).unwrap().parse().unwrap();
+        out.push((comm, nice));
+    }
+    out
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn low_cpu_priority_lowers_every_background_thread_and_only_those() {
+    let fs: Arc<dyn Fs> = Arc::new(MemFs::new());
+    let o = Options {
+        max_background_compactions: 2,
+        background_cpu_priority: lsm::CpuPriority::Low,
+        ..small_options()
+    };
+    let db = Db::open(fs, "/db", o).unwrap();
+    // The threads set their priority as they start.
+    let t = std::time::Instant::now();
+    let mut nice = background_nice_values();
+    while (nice.len() < 4 || nice.iter().any(|(_, n)| *n != 19)) && t.elapsed() < Duration::from_secs(20) {
+        std::thread::sleep(Duration::from_millis(5));
+        nice = background_nice_values();
+    }
+    let mut names: Vec<&str> = nice.iter().map(|(c, _)| c.as_str()).collect();
+    names.sort_unstable();
+    assert_eq!(names, ["lsm-compact-0", "lsm-compact-1", "lsm-flush", "lsm-purge"]);
+    assert!(nice.iter().all(|(_, n)| *n == 19), "{nice:?}");
+    // Writes, flushes and compactions still run at that priority.
+    for i in 0..2000 {
+        db.put(&WriteOptions::default(), &key(i), b"v").unwrap();
+    }
+    db.flush().unwrap();
+    db.wait_for_compactions().unwrap();
+    assert_eq!(db.get(&key(1999)).unwrap().as_deref(), Some(&b"v"[..]));
+    // The caller's own thread keeps its priority.
+    let own = std::fs::read_to_string("/proc/thread-self/stat").unwrap();
+    let rest = &own[own.rfind(')').unwrap() + 2..];
+    assert_eq!(rest.split(' ').nth(19 - 3).unwrap(), "0");
+    // Threads named lsm-* of other databases would count too: nextest runs each test in its own process.
+    drop(db);
+    let fs: Arc<dyn Fs> = Arc::new(MemFs::new());
+    let db = Db::open(fs, "/db", small_options()).unwrap();
+    std::thread::sleep(Duration::from_millis(50));
+    assert!(background_nice_values().iter().all(|(_, n)| *n == 0), "the default changes no priority");
+    drop(db);
 }

@@ -27,9 +27,10 @@ pub fn all() -> Vec<&'static dyn Experiment> {
         &flexfile::FlexFileBench,
         &lsm::Lsm,
         &flexdb::FlexDbBench,
-        &rangereduce::RangeReduceBench,
         &gloran_index::GloranIndex,
         &gloran::Gloran,
+        // After every other experiment using RocksDB: it lowers RocksDB's thread pools for the process.
+        &rangereduce::RangeReduceBench,
         &nbd::Nbd,
         &blockstore::BlockStoreBench,
     ]

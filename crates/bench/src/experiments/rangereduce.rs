@@ -30,6 +30,14 @@
 //! the per-turn ratios of `lsm-rangereduce` to `lsm-local` and their median); `--set systems=a,b` and
 //! `--set workloads=prefix,...` (`uniform`, `overlapping`, `long-short`, `ycsb-e`, `selectivity`, `size-ratio`)
 //! run a subset.
+//!
+//! `--set background=low` runs every system's background threads at low CPU priority (our `CpuPriority::Low`,
+//! RocksDB's `LowerThreadPoolCPUPriority`; default normal). The paper's server had 24 cores, so flushes,
+//! compactions and query-driven rewrites never took the querying thread's core; on two cores they do. In three
+//! alternating runs each, the mean-query ratio of `lsm-rangereduce` to `lsm-local` on `uniform` did not improve
+//! beyond the machine's noise (docs/rangereduce.md §9, session 19). RocksDB's pools stay lowered for the rest of
+//! the process (it has no call to raise them), so `bench all` runs this experiment after every other one that
+//! uses RocksDB.
 
 use std::path::Path;
 use std::time::Instant;
@@ -210,7 +218,9 @@ struct Cfg {
     renaming: bool,
 }
 
-fn open(name: &str, dir: &Path, t: u64) -> Result<Box<dyn Sys>> {
+/// REQUIRES for `low_priority` with `rocksdb`: no later RocksDB run in this process wants normal priority
+/// (RocksDB has no call that raises its pools again).
+fn open(name: &str, dir: &Path, t: u64, low_priority: bool) -> Result<Box<dyn Sys>> {
     let cfg = match name {
         "lsm-rangereduce" => Cfg { t, mode: Some(lsm::RangeReduceMode::BoundedMerge), renaming: true },
         "lsm-local" => Cfg { t, mode: Some(lsm::RangeReduceMode::Off), renaming: false },
@@ -234,6 +244,9 @@ fn open(name: &str, dir: &Path, t: u64) -> Result<Box<dyn Sys>> {
             };
             o.range_reduce.mode = mode;
             o.range_reduce.level_renaming = cfg.renaming;
+            if low_priority {
+                o.background_cpu_priority = lsm::CpuPriority::Low;
+            }
             let fs: std::sync::Arc<dyn vfs::Fs> = std::sync::Arc::new(vfs::OsFs::new());
             Ok(Box::new(Ours(lsm::Db::open(fs, dir, o).map_err(|e| e.to_string())?)))
         }
@@ -254,6 +267,12 @@ fn open(name: &str, dir: &Path, t: u64) -> Result<Box<dyn Sys>> {
             b.set_bloom_filter(10.0, false);
             b.set_block_cache(&rocksdb::Cache::new_lru_cache(8 << 20));
             o.set_block_based_table_factory(&b);
+            if low_priority {
+                let mut env = rocksdb::Env::new()?;
+                env.lower_thread_pool_cpu_priority();
+                env.lower_high_priority_thread_pool_cpu_priority();
+                o.set_env(&env);
+            }
             let db = rocksdb::DB::open(&o, dir)?;
             Ok(Box::new(Rocks { db, opts: o }))
         }
@@ -395,7 +414,7 @@ impl Experiment for RangeReduceBench {
     fn about(&self) -> &'static str {
         "RangeReduce (Bounded-Merge, Level-Renaming) vs lsm-local, Merge-on-Scan ablations and rocksdb: range-query \
          latency, bytes read per query, compaction debt, space amplification, data movement; --set n=KEYS \
-         updates=N queries=N shorts=N ycsb_ops=N reps=N systems=a,b workloads=prefix,..."
+         updates=N queries=N shorts=N ycsb_ops=N reps=N systems=a,b workloads=prefix,... background=low|normal"
     }
 
     fn run(&self, ctx: &Ctx) -> Result<Report> {
@@ -405,6 +424,11 @@ impl Experiment for RangeReduceBench {
         let shorts: u64 = ctx.setting("shorts", ctx.scale(1000, 5000))?;
         let ycsb_ops: u64 = ctx.setting("ycsb_ops", ctx.scale(10_000, 100_000))?;
         let reps: usize = ctx.setting("reps", 1usize)?;
+        let low = match ctx.setting("background", "normal".to_string())?.as_str() {
+            "low" => true,
+            "normal" => false,
+            x => return Err(format!("--set background={x}: expected low or normal").into()),
+        };
         if reps == 0 {
             return Err("--set reps must be at least 1".into());
         }
@@ -465,7 +489,7 @@ impl Experiment for RangeReduceBench {
                 for (i, &name) in systems.iter().enumerate() {
                     let dir = ctx.scratch.join(format!("rr-{w}-{name}"));
                     let _ = std::fs::remove_dir_all(&dir);
-                    let db = open(name, &dir, t)?;
+                    let db = open(name, &dir, t, low)?;
                     runs[i].push(run_interleaved(&*db, &p, t, ctx.seed));
                     drop(db);
                     let _ = std::fs::remove_dir_all(&dir);
@@ -507,7 +531,7 @@ impl Experiment for RangeReduceBench {
         for &name in systems.iter().filter(|_| want("long-short")) {
             let dir = ctx.scratch.join(format!("rr-ls-{name}"));
             let _ = std::fs::remove_dir_all(&dir);
-            let db = open(name, &dir, t)?;
+            let db = open(name, &dir, t, low)?;
             let p = Plan { n, updates, queries: Vec::new() };
             run_load_and_update(&*db, &p, ctx.seed);
             let t0 = Instant::now();
@@ -535,7 +559,7 @@ impl Experiment for RangeReduceBench {
         for &name in systems.iter().filter(|_| want("ycsb-e")) {
             let dir = ctx.scratch.join(format!("rr-ycsb-{name}"));
             let _ = std::fs::remove_dir_all(&dir);
-            let db = open(name, &dir, t)?;
+            let db = open(name, &dir, t, low)?;
             let p = Plan { n, updates, queries: Vec::new() };
             run_load_and_update(&*db, &p, ctx.seed);
             let mut r = SmallRng::seed_from_u64(ctx.seed ^ 0xe);
@@ -587,7 +611,7 @@ impl Experiment for RangeReduceBench {
             for name in ["lsm-rangereduce", "lsm-local"].into_iter().filter(|s| systems.contains(s)) {
                 let dir = ctx.scratch.join(format!("rr-{w}-{name}"));
                 let _ = std::fs::remove_dir_all(&dir);
-                let db = open(name, &dir, tt)?;
+                let db = open(name, &dir, tt, low)?;
                 let m = run_interleaved(&*db, &p, tt, ctx.seed);
                 report.row(&w, name, m.iter().map(|(k, v)| (k.as_str(), *v)));
                 drop(db);
@@ -625,9 +649,10 @@ impl Experiment for RangeReduceBench {
         }
         report.note(format!(
             "config: 16 B keys, {VALUE_LEN} B values, buffer {BUFFER} B, file size {FILE} B, L1 {} B, T = {t}, \
-             L0 trigger 4, block 4 KiB, Bloom 10 bits, 8 MiB cache, no compression, no sync; RocksDB 7.8 the same \
-             (dynamic level bytes off)",
-            BUFFER * 4
+             L0 trigger 4, block 4 KiB, Bloom 10 bits, 8 MiB cache, no compression, no sync, background threads at \
+             {} CPU priority; RocksDB 7.8 the same (dynamic level bytes off)",
+            BUFFER * 4,
+            if low { "low (nice 19)" } else { "normal" }
         ));
         Ok(report)
     }
