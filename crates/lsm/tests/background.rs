@@ -39,6 +39,15 @@ impl GateFs {
         self.cv.notify_all();
     }
 
+    /// Waits (up to 20 s, else panics with `what`) until some thread waits at the gate.
+    fn wait_until_held(&self, what: &str) {
+        let t = std::time::Instant::now();
+        while self.held.load(Ordering::Acquire) == 0 {
+            assert!(t.elapsed() < Duration::from_secs(20), "{what}");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
     fn wait_at_gate(&self) {
         self.held.fetch_add(1, Ordering::AcqRel);
         let mut open = self.open.lock().unwrap();
@@ -120,11 +129,7 @@ fn regression_flush_completes_while_a_compaction_is_stuck() {
         db.flush().unwrap();
     }
     // Two L0 files: the compaction thread picks them and is held at its first output.
-    let t = std::time::Instant::now();
-    while gate.held.load(Ordering::Acquire) == 0 {
-        assert!(t.elapsed() < Duration::from_secs(20), "no compaction started");
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    gate.wait_until_held("no compaction started");
     let (tx, rx) = std::sync::mpsc::channel();
     let d = db.clone();
     std::thread::spawn(move || {
@@ -161,11 +166,7 @@ fn regression_a_slow_file_deletion_holds_up_no_flush() {
     };
     round(&db, 0).unwrap();
     // The flushed WAL is obsolete: whoever deletes it is now held.
-    let t = std::time::Instant::now();
-    while gate.held.load(Ordering::Acquire) == 0 {
-        assert!(t.elapsed() < Duration::from_secs(20), "no deletion was attempted");
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    gate.wait_until_held("no deletion was attempted");
     let (tx, rx) = std::sync::mpsc::channel();
     let d = db.clone();
     std::thread::spawn(move || tx.send(round(&d, 1).and_then(|()| round(&d, 2))).unwrap());
