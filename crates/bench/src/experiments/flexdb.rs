@@ -16,7 +16,9 @@
 //!
 //! Workloads:
 //! - `write-{seq,zipf,comp}-{zippydb,udb,sys}`: an empty store receives `dataset` bytes of puts (Table 3's key and
-//!   value sizes) from `threads` threads, keys sequential (one contiguous range per thread), YCSB-Zipfian
+//!   value sizes) from `writers` threads (default 4, the paper's: each inserts a quarter of the dataset), keys
+//!   sequential (one contiguous range per thread: a sequential load appends at four distant places at once, which
+//!   is what makes RocksDB's new tables overlap in the paper's §6.3), YCSB-Zipfian
 //!   (θ = 0.99, scattered) or Zipfian-composite (the first three decimal digits Zipfian, the rest uniform);
 //!   Zipfian writes overwrite. Metrics: throughput of the puts, `bytes_written` (what the engine wrote: logs,
 //!   tables, FlexFile data, log and tree, after a flush and until compactions finish), `io_write_bytes` (the
@@ -32,8 +34,9 @@
 //! - `ycsb-a` .. `ycsb-f`: the UDB dataset loaded in key order, then YCSB A–F in order on the same store (E scans
 //!   50 records, as in the paper).
 //!
-//! Settings: `--set dataset_mib=N threads=N reads=N scans=N ycsb_ops=N rewrite_extents=N` (defaults scale with
-//! --quick; `rewrite_extents` is `flexdb-rewrite`'s setting, default 2), and subsets for profiling:
+//! Settings: `--set dataset_mib=N writers=N threads=N reads=N scans=N ycsb_ops=N rewrite_extents=N` (defaults
+//! scale with --quick; `threads`, the reading and YCSB threads, defaults to the largest `--threads`;
+//! `rewrite_extents` is `flexdb-rewrite`'s setting, default 2), and subsets for profiling:
 //! `systems=a,b`, `phases=writes,reads,recovery,ycsb`, `datasets=zippydb,udb,sys`.
 
 use std::path::Path;
@@ -518,13 +521,15 @@ impl Experiment for FlexDbBench {
     fn about(&self) -> &'static str {
         "flexdb vs rocksdb and lsm-local (FlexFile paper §6.3): sequential/Zipfian/Zipfian-composite writes of the \
          ZippyDB/UDB/SYS datasets with bytes written, GET and SCAN(50) after Zipfian updates, recovery time, YCSB \
-         A-F; --set dataset_mib=N threads=N reads=N scans=N ycsb_ops=N rewrite_extents=N \
+         A-F; --set dataset_mib=N writers=N threads=N reads=N scans=N ycsb_ops=N rewrite_extents=N \
          systems=flexdb,flexdb-defrag,flexdb-rewrite,rocksdb,lsm-local phases=writes,reads,recovery,ycsb datasets=zippydb,udb,sys"
     }
 
     fn run(&self, ctx: &Ctx) -> Result<Report> {
         let dataset_mib: u64 = ctx.setting("dataset_mib", ctx.scale(32, 2048))?;
         let threads: usize = ctx.setting("threads", ctx.threads.iter().copied().max().unwrap_or(1).max(1))?;
+        // The paper's write experiments: four threads, each inserting a quarter of the dataset.
+        let writers: usize = ctx.setting::<usize>("writers", 4)?.max(1);
         let reads: u64 = ctx.setting("reads", ctx.scale(200_000, 4_000_000))?;
         let scans: u64 = ctx.setting("scans", ctx.scale(50_000, 1_000_000))?;
         let ycsb_n: u64 = ctx.setting("ycsb_ops", ctx.scale(200_000, 4_000_000))?;
@@ -560,7 +565,7 @@ impl Experiment for FlexDbBench {
                 report.workload(
                     &format!("write-{}-{}", dist.name(), d.name),
                     json!({"keys": d.n, "key_bytes": d.klen, "value_bytes": d.vlen, "puts": d.n,
-                           "distribution": dist.distribution().name(), "threads": threads,
+                           "distribution": dist.distribution().name(), "threads": writers,
                            "memtable_bytes": cfg.memtable, "cache_bytes": cfg.cache}),
                 );
             }
@@ -599,8 +604,8 @@ impl Experiment for FlexDbBench {
                 .filter(|d| phase("writes") && only_datasets.split(',').any(|x| x.trim() == d.name));
             for d in write_sets {
                 for dist in dists {
-                    let per = d.n / threads as u64;
-                    let streams = key_streams(dist, d.n, threads, per, ctx.seed)?;
+                    let per = d.n / writers as u64;
+                    let streams = key_streams(dist, d.n, writers, per, ctx.seed)?;
                     let db = open(&dir, cfg)?;
                     let io0 = io_written();
                     let mut m = put_streams(&*db, d, &streams, 1);
@@ -609,7 +614,7 @@ impl Experiment for FlexDbBench {
                     let settle = t.elapsed().as_secs_f64();
                     let written = db.bytes_written();
                     let io = io_written().saturating_sub(io0);
-                    let user = d.user_bytes(per * threads as u64);
+                    let user = d.user_bytes(per * writers as u64);
                     m.extend([
                         ("bytes_written", written as f64),
                         ("io_write_bytes", io as f64),
