@@ -70,6 +70,11 @@ pub struct Stats {
     pub table_log_bytes_written: u64,
     /// The part of `table_bytes_written` that is FlexTree checkpoints (tree nodes and headers).
     pub table_tree_bytes_written: u64,
+    /// The part of `table_bytes_written` that is FlexFile garbage collection relocating live records.
+    pub table_gc_bytes: u64,
+    /// The table's data file: its segments times the segment size, dead bytes included (the disk space the
+    /// FlexFile's `gc_start_utilization` trades against GC).
+    pub table_file_bytes: u64,
     /// Interval splits.
     pub interval_splits: u64,
     /// Interval merges and removals.
@@ -527,6 +532,8 @@ impl Db {
             table_bytes_written: fs.data_bytes_written + fs.log_bytes_written + fs.tree_bytes_written,
             table_log_bytes_written: fs.log_bytes_written,
             table_tree_bytes_written: fs.tree_bytes_written,
+            table_gc_bytes: fs.gc_bytes,
+            table_file_bytes: fs.segments * i.opts.flexfile.segment_size,
             table_extents: fs.extents,
             interval_splits: r(&t.splits),
             interval_merges: r(&t.merges),

@@ -26,8 +26,11 @@
 //! some operation boundary no earlier than the last completed `sync`.
 //!
 //! Space management (§4.1): `valid` bytes per segment; before an operation that writes `n` bytes, if the data file
-//! already holds more than `live / utilization_cap + reserve + need` segments and fewer than `reserve + need` are
-//! free, the emptiest segments no fuller than the cap are relocated in batches, each batch followed by a commit.
+//! already holds more than `live / gc_start_utilization + reserve + need` segments and fewer than `reserve + need`
+//! are free, the emptiest segments no fuller than `utilization_cap` are relocated in batches, each batch followed
+//! by a commit. The start utilisation is the paper's data-file size (its GC experiment: 45 GB or 90 GB for 42 GB
+//! of records): at the cap, GC runs as soon as it may; lower, the file grows first and GC later finds emptier
+//! segments.
 //! Extents are at most 1/32 of a segment, so relocating a segment at most 30/32 full always nets free space, and
 //! each round is bounded, so the loop terminates (the reference implementation's did not).
 //!
@@ -613,8 +616,9 @@ impl FlexFile {
         let need = n.div_ceil(cap) + 1;
         let reserve = self.opts.gc_reserve_segments;
         let (num, den) = (self.opts.utilization_cap.0 as u128, self.opts.utilization_cap.1 as u128);
+        let (sn, sd) = (self.opts.gc_start_utilization.0 as u128, self.opts.gc_start_utilization.1 as u128);
         let live = self.data.live_bytes() as u128;
-        let target = (live * den).div_ceil(num * cap as u128) as u64 + reserve + need;
+        let target = (live * sd).div_ceil(sn * cap as u128) as u64 + reserve + need;
         if self.data.count() < target {
             return Ok(());
         }

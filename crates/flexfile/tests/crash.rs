@@ -18,9 +18,14 @@ const DIR: &str = "/crash";
 /// One trial: returns the number of mutating operations the workload performed, and whether the recovered state
 /// was older than the last operation attempted (the crash lost unsynced work).
 /// Odd seeds also delay checkpoints until the log is three times the tree (`checkpoint_tree_ratio`), so crashes
-/// meet longer logs; even seeds checkpoint at the fixed threshold alone.
+/// meet longer logs; even seeds checkpoint at the fixed threshold alone. Seeds divisible by 3 let the data file
+/// grow to twice its live bytes before GC (`gc_start_utilization` 1/2), so crashes meet sparser segments.
 fn trial(seed: u64, budget: Option<u64>, steps: usize) -> (u64, bool) {
-    let opts = Options { checkpoint_tree_ratio: if seed % 2 == 1 { 3 } else { 0 }, ..Options::tiny() };
+    let opts = Options {
+        checkpoint_tree_ratio: if seed % 2 == 1 { 3 } else { 0 },
+        gc_start_utilization: if seed.is_multiple_of(3) { (1, 2) } else { (30, 32) },
+        ..Options::tiny()
+    };
     let mut rng = common::rng(seed);
     let fs = CrashFs::new();
     let dynfs: Arc<dyn vfs::Fs> = Arc::new(fs.clone());

@@ -121,7 +121,13 @@ fn run_model(seed: u64) {
         let mut rng = SmallRng::seed_from_u64(seed);
         let fs: Arc<dyn vfs::Fs> = Arc::new(vfs::MemFs::new());
         let dir = Path::new("/ff");
-        let mut f = FlexFile::create(fs.clone(), dir, Options::tiny()).unwrap();
+        // Odd seeds let the data file grow to twice its live bytes before GC (the paper's low-GC case).
+        let opts = if seed % 2 == 1 {
+            Options { gc_start_utilization: (1, 2), ..Options::tiny() }
+        } else {
+            Options::tiny()
+        };
+        let mut f = FlexFile::create(fs.clone(), dir, opts.clone()).unwrap();
         let mut m: Vec<u8> = Vec::new();
         let mut since_sync: Vec<Vec<u8>> = vec![Vec::new()];
         let (mut gc, mut ck, mut cm) = (0, 0, 0);
@@ -139,7 +145,7 @@ fn run_model(seed: u64) {
                     let st = f.stats();
                     (gc, ck, cm) = (gc + st.gc_rounds, ck + st.checkpoints, cm + st.commits);
                     f.close().unwrap();
-                    f = FlexFile::open(fs.clone(), dir, Options::tiny()).unwrap();
+                    f = FlexFile::open(fs.clone(), dir, opts.clone()).unwrap();
                     assert_eq!(contents(&mut f), m, "{ctx}: after clean reopen");
                     since_sync = vec![m.clone()];
                 }
@@ -149,7 +155,7 @@ fn run_model(seed: u64) {
                     let st = f.stats();
                     (gc, ck, cm) = (gc + st.gc_rounds, ck + st.checkpoints, cm + st.commits);
                     drop(f);
-                    f = FlexFile::open(fs.clone(), dir, Options::tiny()).unwrap();
+                    f = FlexFile::open(fs.clone(), dir, opts.clone()).unwrap();
                     let got = contents(&mut f);
                     let at = since_sync.iter().rposition(|s| *s == got);
                     assert!(at.is_some(), "{ctx}: reopened contents match no state since the last sync");

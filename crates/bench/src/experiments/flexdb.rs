@@ -23,9 +23,11 @@
 //!   Zipfian writes overwrite. Metrics: throughput of the puts, `bytes_written` (what the engine wrote: logs,
 //!   tables, FlexFile data, log and tree, after a flush and until compactions finish), `io_write_bytes` (the
 //!   kernel's count of bytes this process sent to storage, `/proc/self/io`, the same span) and
-//!   `write_amplification` (`bytes_written` over the user bytes); FlexDB's rows split `bytes_written` into
-//!   `wal_bytes`, `table_record_bytes`, `table_log_bytes` and `table_tree_bytes` (its FlexTree's operation log
-//!   and checkpoints).
+//!   `write_amplification` (`bytes_written` over the user bytes), and `disk_bytes` (blocks the store's files
+//!   occupy after the settle) with `space_amplification` (over the dataset's bytes); FlexDB's rows split
+//!   `bytes_written` into `wal_bytes`, `table_record_bytes` (of which `table_gc_bytes` are records FlexFile's GC
+//!   relocated), `table_log_bytes` and `table_tree_bytes` (its FlexTree's operation log and checkpoints), and
+//!   give `table_file_bytes`, the data file's size.
 //! - `get-{seq,zipf,comp}` and `scan50-zipf`: the UDB dataset loaded in key order, then Zipfian updates of half of
 //!   it (the paper's randomised layout), settled; then point lookups and 50-record scans.
 //! - `recovery`: that store closed and reopened; time of the open (WAL replay and, for FlexDB, the sparse index
@@ -34,9 +36,10 @@
 //! - `ycsb-a` .. `ycsb-f`: the UDB dataset loaded in key order, then YCSB A–F in order on the same store (E scans
 //!   50 records, as in the paper).
 //!
-//! Settings: `--set dataset_mib=N writers=N threads=N reads=N scans=N ycsb_ops=N rewrite_extents=N` (defaults
-//! scale with --quick; `threads`, the reading and YCSB threads, defaults to the largest `--threads`;
-//! `rewrite_extents` is `flexdb-rewrite`'s setting, default 2), and subsets for profiling:
+//! Settings: `--set dataset_mib=N writers=N threads=N reads=N scans=N ycsb_ops=N rewrite_extents=N
+//! gc_start_utilization=N/D` (defaults scale with --quick; `threads`, the reading and YCSB threads, defaults to
+//! the largest `--threads`; `rewrite_extents` is `flexdb-rewrite`'s setting, default 2;
+//! `gc_start_utilization` is the FlexDB systems' FlexFile setting, default FlexDB's), and subsets for profiling:
 //! `systems=a,b`, `phases=writes,reads,recovery,ycsb`, `datasets=zippydb,udb,sys`.
 
 use std::path::Path;
@@ -63,6 +66,8 @@ struct Config {
     cache: usize,
     /// The bound of `flexdb-rewrite` (`Defrag::Extents`).
     rewrite_extents: usize,
+    /// FlexDB's table FlexFile `gc_start_utilization`.
+    gc_start: (u32, u32),
 }
 
 /// The operations the experiment needs from a store.
@@ -123,6 +128,8 @@ impl Kv for Flex {
             ),
             ("table_log_bytes", s.table_log_bytes_written as f64),
             ("table_tree_bytes", s.table_tree_bytes_written as f64),
+            ("table_gc_bytes", s.table_gc_bytes as f64),
+            ("table_file_bytes", s.table_file_bytes as f64),
         ]
     }
     fn cache_counts(&self) -> (u64, u64) {
@@ -236,6 +243,10 @@ fn flex_options(c: Config, rebuild_interval: u64, defrag: flexdb::Defrag) -> fle
         cache_bytes: c.cache,
         rebuild_interval,
         defrag,
+        flexfile: flexfile::Options {
+            gc_start_utilization: c.gc_start,
+            ..flexdb::Options::default().flexfile
+        },
         ..flexdb::Options::default()
     }
 }
@@ -271,7 +282,8 @@ fn describe_flex(c: Config) -> String {
         "flexdb: memtable_bytes={} (x2: active + committing) interval_max_keys={} interval_max_bytes={} \
          cache_bytes={} cache_partitions={} commit_lock_bytes={} defrag={:?} (flexdb-defrag: HalfRecords, \
          flexdb-rewrite: Extents({})) \
-         rebuild_interval={} flexfile segment_size={} block_size={} sync=false",
+         rebuild_interval={} flexfile segment_size={} block_size={} utilization_cap={}/{} \
+         gc_start_utilization={}/{} sync=false",
         o.memtable_bytes,
         o.interval_max_keys,
         o.interval_max_bytes,
@@ -282,7 +294,11 @@ fn describe_flex(c: Config) -> String {
         c.rewrite_extents,
         o.rebuild_interval,
         o.flexfile.segment_size,
-        o.flexfile.block_size
+        o.flexfile.block_size,
+        o.flexfile.utilization_cap.0,
+        o.flexfile.utilization_cap.1,
+        o.flexfile.gc_start_utilization.0,
+        o.flexfile.gc_start_utilization.1
     )
 }
 
@@ -364,6 +380,27 @@ fn io_written() -> u64 {
         s.lines().find_map(|l| l.strip_prefix(name).and_then(|r| r.trim().parse().ok())).unwrap_or(0)
     };
     field("write_bytes:").saturating_sub(field("cancelled_write_bytes:"))
+}
+
+/// Bytes the files under `dir` occupy on disk (allocated blocks, so sparse and preallocated files count what
+/// they hold), or 0 where the directory cannot be read.
+fn disk_bytes(dir: &Path) -> u64 {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(entries) = std::fs::read_dir(dir) else { return 0 };
+    entries
+        .flatten()
+        .map(|e| match e.metadata() {
+            Ok(m) if m.is_dir() => disk_bytes(&e.path()),
+            Ok(m) => m.blocks() * 512,
+            Err(_) => 0,
+        })
+        .sum()
+}
+
+/// `N/D` as a fraction.
+fn parse_fraction(s: &str) -> Option<(u32, u32)> {
+    let (n, d) = s.split_once('/')?;
+    Some((n.trim().parse().ok()?, d.trim().parse().ok()?))
 }
 
 /// A dataset: Table 3's fixed key and value sizes, keys encoded in key-number order.
@@ -522,6 +559,7 @@ impl Experiment for FlexDbBench {
         "flexdb vs rocksdb and lsm-local (FlexFile paper §6.3): sequential/Zipfian/Zipfian-composite writes of the \
          ZippyDB/UDB/SYS datasets with bytes written, GET and SCAN(50) after Zipfian updates, recovery time, YCSB \
          A-F; --set dataset_mib=N writers=N threads=N reads=N scans=N ycsb_ops=N rewrite_extents=N \
+         gc_start_utilization=N/D \
          systems=flexdb,flexdb-defrag,flexdb-rewrite,rocksdb,lsm-local phases=writes,reads,recovery,ycsb datasets=zippydb,udb,sys"
     }
 
@@ -537,6 +575,11 @@ impl Experiment for FlexDbBench {
         // The paper's ratios: cache = dataset / 5; a 256 MB memtable for 40 GB, but at least 4 MiB here so that
         // a quick run still commits dozens of memtables.
         let rewrite_extents: usize = ctx.setting("rewrite_extents", 2)?;
+        let gc_start = {
+            let d = flexdb::Options::default().flexfile.gc_start_utilization;
+            let v: String = ctx.setting("gc_start_utilization", format!("{}/{}", d.0, d.1))?;
+            parse_fraction(&v).ok_or_else(|| format!("--set gc_start_utilization={v}: expected N/D"))?
+        };
         // Subsets, e.g. to profile one phase of one system; the defaults are everything but `flexdb-rewrite`.
         let only_systems: String =
             ctx.setting("systems", "flexdb,flexdb-defrag,rocksdb,lsm-local".to_string())?;
@@ -548,6 +591,7 @@ impl Experiment for FlexDbBench {
             memtable: ((bytes / 160) as usize).max(4 << 20),
             cache: (bytes / 5) as usize,
             rewrite_extents,
+            gc_start,
         };
         let datasets = [
             Data::new("zippydb", KvSizes::ZIPPYDB, bytes),
@@ -614,12 +658,15 @@ impl Experiment for FlexDbBench {
                     let settle = t.elapsed().as_secs_f64();
                     let written = db.bytes_written();
                     let io = io_written().saturating_sub(io0);
+                    let disk = disk_bytes(&dir);
                     let user = d.user_bytes(per * writers as u64);
                     m.extend([
                         ("bytes_written", written as f64),
                         ("io_write_bytes", io as f64),
                         ("write_amplification", written as f64 / user.max(1) as f64),
                         ("settle_secs", settle),
+                        ("disk_bytes", disk as f64),
+                        ("space_amplification", disk as f64 / d.user_bytes(d.n).max(1) as f64),
                     ]);
                     m.extend(db.written_by_kind());
                     report.row(&format!("write-{}-{}", dist.name(), d.name), name, m);
