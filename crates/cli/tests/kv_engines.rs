@@ -3,11 +3,14 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::io::Write;
-use std::process::{Command, Stdio};
+use std::process::{Command, Output, Stdio};
 
-fn exec(engine: &str, dir: &std::path::Path, script: &str) -> String {
+/// Runs `rangedb kv exec --engine ENGINE --create EXTRA.. --dir DIR` on `script`.
+fn run(engine: &str, extra: &[&str], dir: &std::path::Path, script: &str) -> Output {
     let mut child = Command::new(env!("CARGO_BIN_EXE_rangedb"))
-        .args(["kv", "exec", "--engine", engine, "--create", "--sync", "--dir"])
+        .args(["kv", "exec", "--engine", engine, "--create"])
+        .args(extra)
+        .arg("--dir")
         .arg(dir)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -15,7 +18,11 @@ fn exec(engine: &str, dir: &std::path::Path, script: &str) -> String {
         .spawn()
         .unwrap();
     child.stdin.take().unwrap().write_all(script.as_bytes()).unwrap();
-    let out = child.wait_with_output().unwrap();
+    child.wait_with_output().unwrap()
+}
+
+fn exec(engine: &str, dir: &std::path::Path, script: &str) -> String {
+    let out = run(engine, &["--sync"], dir, script);
     assert!(out.status.success(), "{engine}: {}", String::from_utf8_lossy(&out.stderr));
     String::from_utf8(out.stdout).unwrap()
 }
@@ -37,29 +44,20 @@ fn both_engines_answer_the_spec_commands_alike() {
 
 #[test]
 fn flexdb_gc_start_utilization_flag() {
-    let run = |g: &str, dir: &std::path::Path| {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_rangedb"))
-            .args(["kv", "exec", "--engine", "flexdb", "--create", "--gc-start-utilization", g, "--dir"])
-            .arg(dir)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        child.stdin.take().unwrap().write_all(b"put a 1\nget a\n").unwrap();
-        child.wait_with_output().unwrap()
+    let flex = |g: &str, dir: &std::path::Path| {
+        run("flexdb", &["--gc-start-utilization", g], dir, "put a 1\nget a\n")
     };
     let tmp = tempfile::tempdir().unwrap();
-    let ok = run("30/32", &tmp.path().join("a"));
+    let ok = flex("30/32", &tmp.path().join("a"));
     assert!(ok.status.success(), "{}", String::from_utf8_lossy(&ok.stderr));
     assert_eq!(String::from_utf8_lossy(&ok.stdout), "OK\n1\n");
     // Above the utilisation cap: the engine refuses it at open, as an error, not a panic.
-    let above = run("31/32", &tmp.path().join("b"));
+    let above = flex("31/32", &tmp.path().join("b"));
     assert!(!above.status.success());
     let err = String::from_utf8_lossy(&above.stderr);
     assert!(err.contains("gc_start_utilization") && !err.contains("panicked"), "{err}");
     // Not a fraction: the argument parser refuses it.
-    let garbled = run("half", &tmp.path().join("c"));
+    let garbled = flex("half", &tmp.path().join("c"));
     assert!(!garbled.status.success());
     assert!(String::from_utf8_lossy(&garbled.stderr).contains("expected N/D"));
 }

@@ -37,8 +37,8 @@ pub struct Options {
     /// grow to twice its live bytes (plus the 64 reserved segments) before GC runs, and GC then relocates
     /// segments about half empty. The paper's FlexDB experiments ran with a data file that never filled (its
     /// reference implementation collects only when an 800 GB address space runs out); at the cap itself (30/32,
-    /// the paper's intensive-GC case) GC wrote a quarter of a Zipfian-composite load's bytes again
-    /// (`docs/flexdb.md`, "Space against GC").
+    /// the paper's intensive-GC case) GC relocations were a quarter of the table bytes a 512 MiB
+    /// Zipfian-composite load wrote (`docs/flexdb.md`, "Space against GC").
     pub flexfile: flexfile::Options,
 }
 
