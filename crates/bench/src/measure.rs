@@ -143,6 +143,19 @@ pub fn time_ops_parallel(threads: usize, n_per_thread: u64, op: impl Fn(usize, u
     Stats { ops: n_per_thread * threads as u64, elapsed, latencies }
 }
 
+/// Bytes of the files under `dir` (their lengths, subdirectories included), or 0 where it cannot be read: the
+/// space a store takes, for the benchmarks' `disk_bytes`.
+pub fn dir_bytes(dir: &std::path::Path) -> u64 {
+    let Ok(rd) = std::fs::read_dir(dir) else { return 0 };
+    rd.flatten()
+        .map(|e| match e.metadata() {
+            Ok(m) if m.is_dir() => dir_bytes(&e.path()),
+            Ok(m) => m.len(),
+            Err(_) => 0,
+        })
+        .sum()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -23,8 +23,8 @@
 //!   Zipfian writes overwrite. Metrics: throughput of the puts, `bytes_written` (what the engine wrote: logs,
 //!   tables, FlexFile data, log and tree, after a flush and until compactions finish), `io_write_bytes` (the
 //!   kernel's count of bytes this process sent to storage, `/proc/self/io`, the same span) and
-//!   `write_amplification` (`bytes_written` over the user bytes), and `disk_bytes` (blocks the store's files
-//!   occupy after the settle) with `space_amplification` (over the dataset's bytes); FlexDB's rows split
+//!   `write_amplification` (`bytes_written` over the user bytes), and `disk_bytes` (bytes of the store's files
+//!   after the settle) with `space_amplification` (over the dataset's bytes); FlexDB's rows split
 //!   `bytes_written` into `wal_bytes`, `table_record_bytes` (of which `table_gc_bytes` are records FlexFile's GC
 //!   relocated), `table_log_bytes` and `table_tree_bytes` (its FlexTree's operation log and checkpoints), and
 //!   give `table_file_bytes`, the data file's size.
@@ -382,21 +382,6 @@ fn io_written() -> u64 {
     field("write_bytes:").saturating_sub(field("cancelled_write_bytes:"))
 }
 
-/// Bytes the files under `dir` occupy on disk (allocated blocks, so sparse and preallocated files count what
-/// they hold), or 0 where the directory cannot be read.
-fn disk_bytes(dir: &Path) -> u64 {
-    use std::os::unix::fs::MetadataExt;
-    let Ok(entries) = std::fs::read_dir(dir) else { return 0 };
-    entries
-        .flatten()
-        .map(|e| match e.metadata() {
-            Ok(m) if m.is_dir() => disk_bytes(&e.path()),
-            Ok(m) => m.blocks() * 512,
-            Err(_) => 0,
-        })
-        .sum()
-}
-
 /// `N/D` as a fraction.
 fn parse_fraction(s: &str) -> Option<(u32, u32)> {
     let (n, d) = s.split_once('/')?;
@@ -658,7 +643,7 @@ impl Experiment for FlexDbBench {
                     let settle = t.elapsed().as_secs_f64();
                     let written = db.bytes_written();
                     let io = io_written().saturating_sub(io0);
-                    let disk = disk_bytes(&dir);
+                    let disk = crate::measure::dir_bytes(&dir);
                     let user = d.user_bytes(per * writers as u64);
                     m.extend([
                         ("bytes_written", written as f64),

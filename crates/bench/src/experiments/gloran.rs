@@ -353,17 +353,6 @@ fn mix_metrics(m: &MixResult) -> Vec<(&'static str, f64)> {
     v
 }
 
-fn dir_bytes(p: &Path) -> u64 {
-    let Ok(rd) = std::fs::read_dir(p) else { return 0 };
-    rd.flatten()
-        .map(|e| match e.metadata() {
-            Ok(m) if m.is_dir() => dir_bytes(&e.path()),
-            Ok(m) => m.len(),
-            Err(_) => 0,
-        })
-        .sum()
-}
-
 const SYSTEMS: [&str; 6] =
     ["lsm-gloran", "lsm-local", "rocksdb", "lsm-decomp", "lsm-lookup-delete", "lsm-scan-delete"];
 
@@ -470,7 +459,7 @@ impl Experiment for Gloran {
                 [("ops_per_sec", seeks.len() as f64 / secs.max(1e-9)), ("entries_read", read as f64)],
             );
             sys.settle();
-            let mut space = vec![("disk_bytes", dir_bytes(&dir) as f64)];
+            let mut space = vec![("disk_bytes", crate::measure::dir_bytes(&dir) as f64)];
             if let Engine::Ours(d) = &sys.engine {
                 let st = d.stats();
                 space.push(("table_range_tombstones", st.table_range_tombstones as f64));
