@@ -71,3 +71,33 @@ impl Ctx {
         bar
     }
 }
+
+/// A fraction `N/D` as settings and flags spell one (`--set gc_start_utilization=1/2`); range checks are the
+/// consumer's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Fraction(pub u32, pub u32);
+
+impl FromStr for Fraction {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        let bad = || format!("expected N/D, got {s:?}");
+        let (n, d) = s.split_once('/').ok_or_else(bad)?;
+        Ok(Fraction(n.trim().parse().map_err(|_| bad())?, d.trim().parse().map_err(|_| bad())?))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fractions_parse_and_junk_is_refused() {
+        assert_eq!("1/2".parse::<Fraction>(), Ok(Fraction(1, 2)));
+        assert_eq!(" 30 / 32 ".parse::<Fraction>(), Ok(Fraction(30, 32)));
+        for bad in ["half", "1/", "/2", "1/2/3", "-1/2"] {
+            let e = bad.parse::<Fraction>().unwrap_err();
+            assert!(e.contains("expected N/D"), "{bad}: {e}");
+        }
+    }
+}

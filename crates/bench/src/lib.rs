@@ -16,7 +16,7 @@ pub mod measure;
 mod plot;
 mod report;
 
-pub use ctx::Ctx;
+pub use ctx::{Ctx, Fraction};
 pub use plot::{Plot, Series};
 pub use report::{Direction, MachineInfo, Report, Row, is_ours};
 

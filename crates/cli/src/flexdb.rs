@@ -40,23 +40,16 @@ pub struct FlexdbOpts {
     rebuild_threads: Option<usize>,
     /// flexdb: utilisation of the table's data file below which its garbage collection starts, as N/D (default
     /// 1/2; 30/32, the cap, keeps the file smallest and collects the most).
-    #[arg(long, value_parser = parse_fraction)]
-    gc_start_utilization: Option<(u32, u32)>,
-}
-
-/// `N/D` as a fraction of two integers (range checks are the engine's, at open).
-fn parse_fraction(s: &str) -> Result<(u32, u32), String> {
-    let bad = || format!("expected N/D, got {s:?}");
-    let (n, d) = s.split_once('/').ok_or_else(bad)?;
-    Ok((n.trim().parse().map_err(|_| bad())?, d.trim().parse().map_err(|_| bad())?))
+    #[arg(long)]
+    gc_start_utilization: Option<bench::Fraction>,
 }
 
 impl FlexdbOpts {
     fn options(&self, create: bool) -> Options {
         let d = Options::default();
         let mut flexfile = d.flexfile.clone();
-        if let Some(g) = self.gc_start_utilization {
-            flexfile.gc_start_utilization = g;
+        if let Some(bench::Fraction(num, den)) = self.gc_start_utilization {
+            flexfile.gc_start_utilization = (num, den);
         }
         Options {
             create_if_missing: create,

@@ -382,12 +382,6 @@ fn io_written() -> u64 {
     field("write_bytes:").saturating_sub(field("cancelled_write_bytes:"))
 }
 
-/// `N/D` as a fraction.
-fn parse_fraction(s: &str) -> Option<(u32, u32)> {
-    let (n, d) = s.split_once('/')?;
-    Some((n.trim().parse().ok()?, d.trim().parse().ok()?))
-}
-
 /// A dataset: Table 3's fixed key and value sizes, keys encoded in key-number order.
 #[derive(Clone)]
 struct Data {
@@ -561,9 +555,9 @@ impl Experiment for FlexDbBench {
         // a quick run still commits dozens of memtables.
         let rewrite_extents: usize = ctx.setting("rewrite_extents", 2)?;
         let gc_start = {
-            let d = flexdb::Options::default().flexfile.gc_start_utilization;
-            let v: String = ctx.setting("gc_start_utilization", format!("{}/{}", d.0, d.1))?;
-            parse_fraction(&v).ok_or_else(|| format!("--set gc_start_utilization={v}: expected N/D"))?
+            let (n, d) = flexdb::Options::default().flexfile.gc_start_utilization;
+            let f: crate::Fraction = ctx.setting("gc_start_utilization", crate::Fraction(n, d))?;
+            (f.0, f.1)
         };
         // Subsets, e.g. to profile one phase of one system; the defaults are everything but `flexdb-rewrite`.
         let only_systems: String =
