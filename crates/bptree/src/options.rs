@@ -81,8 +81,33 @@ impl Options {
         self.log_size + self.num_blocks + self.num_blocks * self.block_size
     }
 
+    /// Entries below which a leaf is merged with a neighbour, for leaves that split at `split_at` entries:
+    /// `merge_fill` of the leaf's slots, at most half of `split_at - 1` (so neither half of a leaf just split is
+    /// merged at once), and at least 1 (an empty leaf is always merged away; tiny leaves could otherwise round
+    /// the threshold to 0). Both tree forms use it, so they merge alike.
+    pub fn merge_at(&self, split_at: usize) -> usize {
+        ((self.merge_fill * self.leaf_slots() as f64) as usize).min(split_at.saturating_sub(1) / 2).max(1)
+    }
+
     /// Fanout of internal nodes for keys of `key_bytes` bytes.
     pub fn fanout(&self, key_bytes: usize) -> usize {
         (self.internal_bytes / (key_bytes + 8)).max(4)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn merge_threshold_stays_below_half_a_split_and_above_zero() {
+        let d = Options::default();
+        assert_eq!(d.merge_at(1000), ((d.merge_fill * d.leaf_slots() as f64) as usize).min(499));
+        for split_at in [1, 2, 3, 4, 7, 100] {
+            let m = Options { merge_fill: 0.45, split_fill: 1.0, ..d.clone() }.merge_at(split_at);
+            assert!(m >= 1, "split_at {split_at}: merge_at {m}");
+            assert!(m == 1 || m <= (split_at - 1) / 2, "split_at {split_at}: merge_at {m}");
+        }
+        assert_eq!(Options { merge_fill: 0.0, ..d }.merge_at(1000), 1);
     }
 }

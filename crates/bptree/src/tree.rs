@@ -88,8 +88,7 @@ where
         let leaf = L::new(&opts);
         let leaf_bytes = leaf.memory_usage().saturating_sub(mem::size_of::<L>());
         let split_at = L::split_at(&opts);
-        // At least 1: an empty leaf is always merged away (tiny leaves could otherwise round the threshold to 0).
-        let merge_at = ((opts.merge_fill * opts.leaf_slots() as f64) as usize).min((split_at - 1) / 2).max(1);
+        let merge_at = opts.merge_at(split_at);
         BpTree {
             fanout: opts.fanout(mem::size_of::<K>()),
             split_at,
