@@ -104,7 +104,7 @@ mod tests {
         let d = Options::default();
         assert_eq!(d.merge_at(1000), ((d.merge_fill * d.leaf_slots() as f64) as usize).min(499));
         for split_at in [1, 2, 3, 4, 7, 100] {
-            let m = Options { merge_fill: 0.45, split_fill: 1.0, ..d.clone() }.merge_at(split_at);
+            let m = Options { merge_fill: 0.45, split_fill: 1.0, ..d }.merge_at(split_at);
             assert!(m >= 1, "split_at {split_at}: merge_at {m}");
             assert!(m == 1 || m <= (split_at - 1) / 2, "split_at {split_at}: merge_at {m}");
         }

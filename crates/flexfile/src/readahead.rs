@@ -23,8 +23,10 @@ use crate::segments::Segments;
 
 /// Windows kept per reader: one for the bytes in their original order, the rest for the runs of recent commits.
 const WINDOWS: usize = 8;
-/// Default bytes of one window.
-pub const DEFAULT_WINDOW_BYTES: u64 = 8 << 10;
+/// Default bytes of one window. 4 KiB rather than 8: a window copies its whole span, and once a table outgrows
+/// the cache most of what an 8 KiB window copies is never used (50-record scans of a 512 MiB-1 GiB FlexDB table
+/// ran 9-25 % faster with 4 KiB windows; at 32 MiB the two were level).
+pub const DEFAULT_WINDOW_BYTES: u64 = 4 << 10;
 
 struct Window {
     seg: u64,
