@@ -15,7 +15,7 @@
 //! every level from L1 down is renamed one level deeper by a metadata-only edit, leaving L1 empty.
 //!
 //! The module is a child of `db` (declared there) so it can reach the engine's internals without widening their
-//! visibility; its hooks in `db.rs` are one line each.
+//! visibility; its hooks in `db.rs` and `db/` are one line each.
 
 mod claim;
 mod rewrite;
