@@ -3,7 +3,7 @@
 //! Write path (§2.1): append a journal record; put the blocks in the segment cache (a delete instead drops cached
 //! blocks and deletes the range in the index at once); FLUSH and FUA sync the journal, which is the only durability
 //! point a client waits for. When the cache holds `segment_cache_bytes` (or the journal `journal_flush_bytes`
-//! more than at the last batch), the cache is frozen and the flusher thread (`flusher`) turns it into CWs (I/O
+//! more than at the last batch), the cache is frozen and the flusher thread (`volume/batch.rs`) turns it into CWs (I/O
 //! compaction) and one batch in the data file (unsynced), then puts the CWs' locations into the index; a new
 //! cache takes writes meanwhile (without `flush_in_background`, the writer does this inline). The journal keeps
 //! those writes until the data file is synced: once it holds `journal_reset_bytes`, or when an index checkpoint
@@ -18,7 +18,7 @@
 //! blocks the index maps to `file` (checked under `invariants`). Garbage collection (`gc.rs`) uses it to pick the
 //! emptiest sealed files.
 //!
-//! Recovery: the index checkpoint (if any) is loaded, the data-file batches after it are replayed in sequence
+//! Recovery (`volume/open.rs`): the index checkpoint (if any) is loaded, the data-file batches after it are replayed in sequence
 //! order, then the journal records newer than the last batch's `journal_seq` are replayed into the cache. The
 //! result is the exact index and cache the volume had after its last durable record.
 //!
@@ -33,16 +33,19 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, Weak};
 
 use rask::{BlockRange, RangeValue, Rask};
-use vfs::{Fs, OpenMode};
+use vfs::Fs;
 
 use crate::cache::SegmentCache;
 use crate::datafile::{DataFileInfo, DataFiles};
-use crate::format::{BatchOp, Checkpoint, Piece, SyncMark, VolumeMeta};
-use crate::journal::{Journal, JournalOp};
+use crate::format::{BatchOp, SyncMark};
+use crate::journal::Journal;
 use crate::location::Location;
 use crate::read_plan::ReadPlan;
 use crate::stats::Stats;
 use crate::{BLOCK_SIZE, Error, Options, Result};
+
+mod batch;
+mod open;
 
 /// An open volume. Shared by every connection; internally synchronised.
 #[derive(Debug)]
@@ -170,205 +173,6 @@ pub(crate) fn volume_dir(store: &Path, name: &str) -> PathBuf {
 }
 
 impl Volume {
-    /// Creates volume `name` of `size` bytes in store directory `store`.
-    pub(crate) fn create(
-        fs: Arc<dyn Fs>,
-        store: &Path,
-        name: &str,
-        size: u64,
-        opts: Options,
-    ) -> Result<Volume> {
-        let dir = volume_dir(store, name);
-        if fs.exists(&vfs::join(&dir, "meta"))? {
-            return Err(Error::VolumeExists(name.to_string()));
-        }
-        fs.create_dir_all(&dir)?;
-        fs.open(&vfs::join(&dir, "journal"), OpenMode::CreateTruncate)?.sync_data()?;
-        let meta = VolumeMeta { size, block_size: BLOCK_SIZE as u32 };
-        vfs::write_atomic(fs.as_ref(), &vfs::join(&dir, "meta"), &meta.encode())?;
-        fs.sync_dir(store)?;
-        Volume::open(fs, store, name, opts)
-    }
-
-    /// Opens and recovers volume `name`.
-    pub(crate) fn open(fs: Arc<dyn Fs>, store: &Path, name: &str, opts: Options) -> Result<Volume> {
-        Volume::open_mode(fs, store, name, opts, false)
-    }
-
-    /// Opens volume `name` for inspection: recovery runs in memory only (no torn tail is cut, no file removed)
-    /// and every write or flush fails.
-    pub(crate) fn open_read_only(fs: Arc<dyn Fs>, store: &Path, name: &str, opts: Options) -> Result<Volume> {
-        Volume::open_mode(fs, store, name, opts, true)
-    }
-
-    fn open_mode(
-        fs: Arc<dyn Fs>,
-        store: &Path,
-        name: &str,
-        opts: Options,
-        read_only: bool,
-    ) -> Result<Volume> {
-        opts.validate()?;
-        let dir = volume_dir(store, name);
-        let meta_path = vfs::join(&dir, "meta");
-        if !fs.exists(&meta_path)? {
-            return Err(Error::NoSuchVolume(name.to_string()));
-        }
-        let meta = VolumeMeta::decode(&vfs::read_all(fs.as_ref(), &meta_path)?)?;
-        if meta.block_size as usize != BLOCK_SIZE
-            || meta.size == 0
-            || !meta.size.is_multiple_of(BLOCK_SIZE as u64)
-        {
-            return Err(Error::Corruption(format!("volume {name}: unsupported geometry {meta:?}")));
-        }
-        let blocks = meta.size / BLOCK_SIZE as u64;
-        let mut index = Rask::new(opts.index.clone()).map_err(|e| Error::InvalidArgument(e.to_string()))?;
-        let mut stats = Stats::default();
-        let ckpt_path = vfs::join(&dir, CHECKPOINT_FILE);
-        let ckpt = if fs.exists(&ckpt_path)? {
-            Some(Checkpoint::decode(&vfs::read_all(fs.as_ref(), &ckpt_path)?)?)
-        } else {
-            None
-        };
-        let after = ckpt.as_ref().map_or(0, |c| c.batch_seq);
-        let synced_path = vfs::join(&dir, SYNCED_FILE);
-        let durable = if fs.exists(&synced_path)? {
-            SyncMark::decode(&vfs::read_all(fs.as_ref(), &synced_path)?)?
-        } else {
-            SyncMark::default()
-        };
-        let (mut data, batches) = DataFiles::open(fs.clone(), &dir, after, durable, read_only)?;
-        let mut last_journal_seq = 0;
-        let mut checkpoint_len = 0;
-        if let Some(c) = &ckpt {
-            // Files older than the checkpoint's current file that it does not list were being deleted by a
-            // garbage collection when the volume went down: nothing references them any more.
-            let mut removed = false;
-            for (id, _) in data.written() {
-                if id < c.current_file && c.files.binary_search_by_key(&id, |&(f, _)| f).is_err() {
-                    if read_only {
-                        data.forget(id);
-                    } else {
-                        data.remove(id)?;
-                        removed = true;
-                    }
-                }
-            }
-            if removed {
-                fs.sync_dir(&dir)?;
-            }
-            for p in &c.pieces {
-                check_blocks(p.first, p.blocks, blocks)?;
-                if !data.contains(p.loc.file) {
-                    return Err(Error::Corruption(format!(
-                        "index checkpoint references missing data file {}",
-                        p.loc.file
-                    )));
-                }
-                index.put(block_range(p.first, p.blocks), p.loc);
-            }
-            stats.recovered_checkpoint_pieces = c.pieces.len() as u64;
-            last_journal_seq = c.journal_seq;
-            checkpoint_len = c.encode_len() as u64;
-        }
-        for b in &batches {
-            last_journal_seq = last_journal_seq.max(b.header.journal_seq);
-            for op in &b.ops {
-                apply_batch_op(&mut index, None, b.file, op, blocks)?;
-            }
-            stats.recovered_batches += 1;
-        }
-        let mut live: BTreeMap<u32, u64> = BTreeMap::new();
-        for (r, loc) in index.iter() {
-            *live.entry(loc.file).or_default() += r.len();
-        }
-        for (&id, &n) in &live {
-            if n > data.written_blocks(id) {
-                return Err(Error::Corruption(format!(
-                    "the index maps {n} blocks to data file {id}, which holds {}",
-                    data.written_blocks(id)
-                )));
-            }
-        }
-        let jmode = if read_only { OpenMode::ReadOnly } else { OpenMode::ReadWrite };
-        let (mut journal, records) = Journal::open(fs.open(&vfs::join(&dir, "journal"), jmode)?, read_only)?;
-        let mut cache = SegmentCache::default();
-        let mut next_journal_seq = last_journal_seq + 1;
-        if !read_only && records.last().is_some_and(|&(seq, _)| seq <= last_journal_seq) {
-            // Every record is in a data file already: start the next chain at offset 0 instead of after records
-            // that replay would only skip.
-            journal.truncate()?;
-        }
-        let journal_len = journal.len();
-        for (seq, op) in records {
-            if seq <= last_journal_seq {
-                continue;
-            }
-            match op {
-                JournalOp::Write { first, data } => {
-                    check_blocks(first, (data.len() / BLOCK_SIZE) as u64, blocks)?;
-                    cache.write(first, &data);
-                }
-                JournalOp::Delete { first, blocks: n } => {
-                    check_blocks(first, u64::from(n), blocks)?;
-                    cache.delete(first, u64::from(n));
-                    index_delete(&mut index, &mut live, block_range(first, u64::from(n)));
-                }
-            }
-            stats.recovered_journal_records += 1;
-            next_journal_seq = seq + 1;
-        }
-        let state = State {
-            fs,
-            dir,
-            opts,
-            journal,
-            cache,
-            frozen: None,
-            frozen_journal_seq: 0,
-            frozen_taken: false,
-            presynced: 0,
-            index,
-            data,
-            live,
-            next_journal_seq,
-            journal_len_at_batch: journal_len,
-            batch_journal_seq: last_journal_seq,
-            bytes_since_checkpoint: 0,
-            last_checkpoint_bytes: checkpoint_len,
-            checkpoint_seq: after,
-            synced: durable,
-            gc_due: false,
-            poisoned: read_only.then(|| "opened read-only for inspection".to_string()),
-            stats,
-        };
-        let mut state = state;
-        state.gc_due = !read_only && state.gc_wanted();
-        let background = !read_only && state.opts.flush_in_background;
-        let gc_in_background = state.opts.gc_in_background;
-        let shared = Arc::new(Shared {
-            state: Mutex::new(state),
-            cv: Condvar::new(),
-            shutdown: AtomicBool::new(false),
-        });
-        let flusher = if background {
-            let sh = shared.clone();
-            Some(std::thread::Builder::new().name("blockstore-flush".into()).spawn(move || flusher(&sh))?)
-        } else {
-            None
-        };
-        Ok(Volume {
-            name: name.to_string(),
-            size: meta.size,
-            shared,
-            flusher,
-            gc_in_background,
-            gc_lock: Mutex::new(()),
-            me: OnceLock::new(),
-            gc_running: AtomicBool::new(false),
-        })
-    }
-
     /// Wraps a newly opened volume in the `Arc` every user shares, remembering it for background work.
     pub(crate) fn into_shared(self) -> Arc<Volume> {
         let v = Arc::new(self);
@@ -772,100 +576,6 @@ impl State {
         self.frozen.iter().flat_map(move |f| f.range(first, end)).chain(self.cache.range(first, end))
     }
 
-    /// Writes the current cache to a data file now. REQUIRES: no frozen cache (see `Volume::drained`).
-    pub(crate) fn flush_cache(&mut self) -> Result<()> {
-        debug_assert!(self.frozen.is_none());
-        if self.cache.is_empty() {
-            return Ok(());
-        }
-        let (batch, cws_len) = encode_cache(&self.cache, u64::from(self.opts.max_unit_blocks));
-        let cache = std::mem::take(&mut self.cache);
-        self.journal_len_at_batch = self.journal.len();
-        let r = self.install_batch(&cache, cws_len, batch, self.next_journal_seq - 1);
-        if r.is_err() && self.cache.is_empty() {
-            // The volume is poisoned but still serves reads: they must keep seeing these blocks, which the
-            // index may lack.
-            self.cache = cache;
-        }
-        r
-    }
-
-    /// Appends an encoded batch of `cache` (which held `cws` CWs) to the data files, applies it to the index and
-    /// does what follows a batch. REQUIRES: `cache` is no longer the current cache nor the frozen one.
-    fn install_batch(
-        &mut self,
-        cache: &SegmentCache,
-        cws: u64,
-        batch: crate::datafile::EncodedBatch,
-        journal_seq: u64,
-    ) -> Result<()> {
-        let before = self.data_bytes();
-        let (file, ops) = self.data.append_encoded(journal_seq, batch, self.opts.data_file_bytes)?;
-        self.commit_batch(cache, cws, file, &ops, journal_seq, before)
-    }
-
-    /// Applies a batch written to `file` with `ops` to the index and does what follows a batch. `before` is the
-    /// `data_bytes` reading from before it was placed.
-    fn commit_batch(
-        &mut self,
-        cache: &SegmentCache,
-        cws: u64,
-        file: u32,
-        ops: &[BatchOp],
-        journal_seq: u64,
-        before: u64,
-    ) -> Result<()> {
-        self.batch_journal_seq = journal_seq;
-        for op in ops {
-            if let BatchOp::Put { .. } = op {
-                apply_batch_op(&mut self.index, Some(&mut self.live), file, op, u64::MAX)?;
-            }
-        }
-        self.stats.cache_flushes += 1;
-        self.stats.cws_written += cws;
-        self.stats.writes_compacted += cache.writes();
-        self.after_batch(before)
-    }
-
-    /// Makes every batch durable, then empties the journal (whose records are all in batches).
-    /// REQUIRES: the segment cache is empty.
-    fn sync_and_reset_journal(&mut self) -> Result<()> {
-        debug_assert!(self.cache.is_empty() && self.frozen.is_none());
-        self.data.sync()?;
-        // Recovery must know these batches were durable before the journal stops holding their writes: it trusts
-        // batches up to the mark (a damaged unit is corruption, reported when read) and verifies later ones,
-        // dropping a torn one whose writes the journal still holds.
-        let (file, len) = self.data.end();
-        let mark = SyncMark { batch_seq: self.data.last_seq(), file, len };
-        vfs::write_atomic(self.fs.as_ref(), &vfs::join(&self.dir, SYNCED_FILE), &mark.encode())?;
-        self.synced = mark;
-        self.journal.rewind();
-        self.journal_len_at_batch = 0;
-        self.stats.data_syncs += 1;
-        Ok(())
-    }
-
-    /// Bookkeeping after a batch: a checkpoint when enough was appended since the last one, else a journal reset
-    /// once the journal holds `journal_reset_bytes`; both first write the current cache, so the index is exactly
-    /// the batches' state. Notes GC candidates. REQUIRES: no frozen cache.
-    pub(crate) fn after_batch(&mut self, bytes_before: u64) -> Result<()> {
-        self.bytes_since_checkpoint += self.data_bytes().saturating_sub(bytes_before);
-        let checkpoint =
-            self.bytes_since_checkpoint >= self.opts.checkpoint_bytes.max(4 * self.last_checkpoint_bytes);
-        let reset = self.journal.len() >= self.opts.journal_reset_bytes;
-        if (checkpoint || reset) && !self.cache.is_empty() {
-            // Its own `after_batch` finds the cache empty and does the checkpoint or reset.
-            return self.flush_cache();
-        }
-        if checkpoint {
-            self.checkpoint(&[])?;
-        } else if reset {
-            self.sync_and_reset_journal()?;
-        }
-        self.gc_due = self.gc_wanted();
-        Ok(())
-    }
-
     fn current_stats(&self) -> Stats {
         Stats {
             journal_bytes_written: self.journal.appended(),
@@ -874,51 +584,9 @@ impl State {
         }
     }
 
-    /// Counts the batch bytes appended since `before` (a `DataFiles::appended` reading) towards the next
-    /// checkpoint.
-    pub(crate) fn add_appended(&mut self, before: u64) {
-        self.bytes_since_checkpoint += self.data.appended().saturating_sub(before);
-    }
-
     /// Whether the segment cache (or a frozen one) holds block `b` (then it is newer than the index).
     pub(crate) fn cache_holds(&self, b: u64) -> bool {
         self.cache.get(b).is_some() || self.frozen.as_ref().is_some_and(|f| f.get(b).is_some())
-    }
-
-    /// Bytes of batches appended since the volume was opened.
-    fn data_bytes(&self) -> u64 {
-        self.data.appended()
-    }
-
-    /// Writes the index checkpoint durably (write-temp, sync, rename, sync dir). Files in `dropping` (garbage
-    /// collection victims the index no longer references) are left out of its file list.
-    /// REQUIRES: the segment cache is empty, so the index holds exactly the effect of the batches so far.
-    pub(crate) fn checkpoint(&mut self, dropping: &[u32]) -> Result<()> {
-        debug_assert!(self.cache.is_empty() && self.frozen.is_none());
-        let pieces: Vec<Piece> =
-            self.index.iter().map(|(r, loc)| Piece { first: r.first(), blocks: r.len(), loc }).collect();
-        let files = self.data.written().into_iter().filter(|(id, _)| !dropping.contains(id)).collect();
-        let c = Checkpoint {
-            batch_seq: self.data.last_seq(),
-            journal_seq: self.batch_journal_seq,
-            current_file: self.data.current(),
-            files,
-            pieces,
-        };
-        let bytes = c.encode();
-        // The checkpoint stands for the batches: they must be durable first.
-        self.data.sync()?;
-        vfs::write_atomic(self.fs.as_ref(), &vfs::join(&self.dir, CHECKPOINT_FILE), &bytes)?;
-        self.last_checkpoint_bytes = bytes.len() as u64;
-        self.bytes_since_checkpoint = 0;
-        self.checkpoint_seq = c.batch_seq;
-        self.stats.checkpoints += 1;
-        // Everything the journal holds is in synced batches now.
-        self.sync_and_reset_journal()
-    }
-
-    fn checkpoint_seq(&self) -> u64 {
-        self.checkpoint_seq
     }
 
     /// Whether an automatic round has work (see [`gc_candidates`](Self::gc_candidates) with `auto`).
@@ -968,68 +636,6 @@ impl Drop for Volume {
         if let Some(h) = self.flusher.take() {
             let _ = h.join();
         }
-    }
-}
-
-/// I/O compaction of `cache` into CWs of at most `max_unit` blocks and their batch: (batch, number of CWs).
-fn encode_cache(cache: &SegmentCache, max_unit: u64) -> (crate::datafile::EncodedBatch, u64) {
-    let cws = cache.compact(max_unit);
-    (crate::datafile::encode_batch(cache.deletes(), &cws), cws.len() as u64)
-}
-
-/// The flusher thread: writes each frozen cache to a data file. Encoding (I/O compaction, the LZ4 probe and
-/// pass, checksums) and the data-file write run without the lock; placing the batch in the file and the index
-/// update hold it. Nothing else appends to, syncs or seals a data file meanwhile: every other appender (a sync
-/// flush, a checkpoint, a collection install, a delete) first waits for the frozen cache to be gone
-/// (`Volume::drained`), and it stays in place until the batch is in the index. A failure poisons the volume
-/// (memory may be ahead of the files) and leaves the frozen cache readable; the journal still holds its
-/// writes. Exits at shutdown once nothing is frozen.
-fn flusher(sh: &Shared) {
-    loop {
-        let (job, journal_seq, max_unit) = {
-            let mut s = sh.lock();
-            loop {
-                if s.poisoned.is_none()
-                    && !s.frozen_taken
-                    && let Some(f) = &s.frozen
-                {
-                    let job = (f.clone(), s.frozen_journal_seq, u64::from(s.opts.max_unit_blocks));
-                    s.frozen_taken = true;
-                    break job;
-                }
-                if sh.shutdown.load(Ordering::Acquire) {
-                    return;
-                }
-                s = sh.wait(s);
-            }
-        };
-        let (batch, n_cws) = encode_cache(&job, max_unit);
-        let mut s = sh.lock();
-        let before = s.data_bytes();
-        let data_file_bytes = s.opts.data_file_bytes;
-        let placed = s.data.reserve(journal_seq, batch, data_file_bytes);
-        drop(s);
-        let written = placed.and_then(|p| p.write().map(|()| p));
-        let mut s = sh.lock();
-        // Installed first: `after_batch` may flush the current cache, whose batch must come after this one.
-        s.frozen = None;
-        s.frozen_taken = false;
-        let r = written.and_then(|p| s.commit_batch(&job, n_cws, p.file, &p.ops, journal_seq, before));
-        if r.is_err() {
-            // Keep the frozen blocks readable: the index may lack them.
-            s.frozen = Some(job);
-            s.frozen_taken = true;
-        }
-        if s.poison_on_err(r).is_ok() && s.data.appended() - s.presynced >= s.opts.journal_reset_bytes / 4 {
-            // Every quarter of a journal reset's worth of batches, write the data file back early on another
-            // thread: the reset's sync under the lock then finds little left, where writers used to stall for
-            // a whole 32 MiB (sequential writes 1.06 -> 1.3 GB/s, P99 15 -> 7 ms). Done here on the flusher
-            // thread itself, the sync held up the next batch and cost 12 % instead.
-            s.presynced = s.data.appended();
-            s.data.early_sync();
-        }
-        drop(s);
-        sh.cv.notify_all();
     }
 }
 
