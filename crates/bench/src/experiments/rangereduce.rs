@@ -25,11 +25,11 @@
 //! and writes, query reads), throughput of the interleaved phase in five windows, and for our engines what became
 //! of the queries' rewrites (planned, held back by a running compaction, dropped, aborted, installed).
 //!
-//! Settings: `--set n=KEYS updates=N queries=N shorts=N ycsb_ops=N`; `--set reps=N` (default 1) runs `uniform`
-//! and `overlapping` N times per system, the systems taking turns, and reports each metric's median (a note gives
-//! the per-turn ratios of `lsm-rangereduce` to `lsm-local` and their median); `--set systems=a,b` and
-//! `--set workloads=prefix,...` (`uniform`, `overlapping`, `long-short`, `ycsb-e`, `selectivity`, `size-ratio`)
-//! run a subset.
+//! Settings: `--set n=KEYS updates=N queries=N shorts=N ycsb_ops=N file_kib=N` (target file size, default 1024);
+//! `--set reps=N` (default 1) runs `uniform` and `overlapping` N times per system, the systems taking turns, and
+//! reports each metric's median (a note gives the per-turn ratios of `lsm-rangereduce` to `lsm-local` and their
+//! median); `--set systems=a,b` and `--set workloads=prefix,...` (`uniform`, `overlapping`, `long-short`,
+//! `ycsb-e`, `selectivity`, `size-ratio`) run a subset.
 //!
 //! `--set background=low` runs every system's background threads at low CPU priority (our `CpuPriority::Low`,
 //! RocksDB's `LowerThreadPoolCPUPriority`; default normal). The paper's server had 24 cores, so flushes,
@@ -55,8 +55,9 @@ pub struct RangeReduceBench;
 
 const VALUE_LEN: usize = 112;
 const BUFFER: usize = 4 << 20;
-/// Target file size. The paper's files are buffer-sized (4 MiB) in a 1 GB store; with the store scaled down to
-/// tens of MB, 1 MiB files keep the half-file threshold in the paper's proportion to the queries' sizes.
+/// Default target file size (`--set file_kib`). The paper's files are buffer-sized (4 MiB) in a 1 GB store; with
+/// the store scaled down to tens of MB, 1 MiB files keep the half-file threshold in the paper's proportion to the
+/// queries' sizes. A larger store (`--set n`) keeps that proportion with larger files.
 const FILE: u64 = 1 << 20;
 
 fn key(i: u64) -> [u8; 16] {
@@ -220,7 +221,7 @@ struct Cfg {
 
 /// REQUIRES for `low_priority` with `rocksdb`: no later RocksDB run in this process wants normal priority
 /// (RocksDB has no call that raises its pools again).
-fn open(name: &str, dir: &Path, t: u64, low_priority: bool) -> Result<Box<dyn Sys>> {
+fn open(name: &str, dir: &Path, t: u64, file: u64, low_priority: bool) -> Result<Box<dyn Sys>> {
     let cfg = match name {
         "lsm-rangereduce" => Cfg { t, mode: Some(lsm::RangeReduceMode::BoundedMerge), renaming: true },
         "lsm-local" => Cfg { t, mode: Some(lsm::RangeReduceMode::Off), renaming: false },
@@ -239,7 +240,7 @@ fn open(name: &str, dir: &Path, t: u64, low_priority: bool) -> Result<Box<dyn Sy
                 write_buffer_size: BUFFER,
                 max_bytes_for_level_base: level_base,
                 max_bytes_for_level_multiplier: cfg.t,
-                target_file_size_base: FILE,
+                target_file_size_base: file,
                 ..lsm::Options::default()
             };
             o.range_reduce.mode = mode;
@@ -258,7 +259,7 @@ fn open(name: &str, dir: &Path, t: u64, low_priority: bool) -> Result<Box<dyn Sy
             o.set_level_zero_file_num_compaction_trigger(4);
             o.set_max_bytes_for_level_base(level_base);
             o.set_max_bytes_for_level_multiplier(cfg.t as f64);
-            o.set_target_file_size_base(FILE);
+            o.set_target_file_size_base(file);
             o.set_compression_type(rocksdb::DBCompressionType::None);
             o.set_level_compaction_dynamic_level_bytes(false);
             o.enable_statistics();
@@ -414,7 +415,8 @@ impl Experiment for RangeReduceBench {
     fn about(&self) -> &'static str {
         "RangeReduce (Bounded-Merge, Level-Renaming) vs lsm-local, Merge-on-Scan ablations and rocksdb: range-query \
          latency, bytes read per query, compaction debt, space amplification, data movement; --set n=KEYS \
-         updates=N queries=N shorts=N ycsb_ops=N reps=N systems=a,b workloads=prefix,... background=low|normal"
+         updates=N queries=N shorts=N ycsb_ops=N file_kib=N reps=N systems=a,b workloads=prefix,... \
+         background=low|normal"
     }
 
     fn run(&self, ctx: &Ctx) -> Result<Report> {
@@ -424,6 +426,11 @@ impl Experiment for RangeReduceBench {
         let shorts: u64 = ctx.setting("shorts", ctx.scale(1000, 5000))?;
         let ycsb_ops: u64 = ctx.setting("ycsb_ops", ctx.scale(10_000, 100_000))?;
         let reps: usize = ctx.setting("reps", 1usize)?;
+        let file_kib: u64 = ctx.setting("file_kib", FILE >> 10)?;
+        if !(64..=1 << 20).contains(&file_kib) {
+            return Err(format!("--set file_kib={file_kib}: expected 64 to 1048576").into());
+        }
+        let file = file_kib << 10;
         let low = match ctx.setting("background", "normal".to_string())?.as_str() {
             "low" => true,
             "normal" => false,
@@ -469,7 +476,7 @@ impl Experiment for RangeReduceBench {
             overlapping.push(cur);
         }
         let base = json!({"keys": n, "key_bytes": 16, "value_bytes": VALUE_LEN, "buffer": BUFFER, "T": t,
-                          "updates": updates, "queries": queries, "file_size": FILE});
+                          "updates": updates, "queries": queries, "file_size": file});
         report.workload("uniform", json!({"base": base, "selectivity": SELECTIVITY}));
         report
             .workload("overlapping", json!({"base": base, "selectivity": SELECTIVITY, "identical_run": 100}));
@@ -489,7 +496,7 @@ impl Experiment for RangeReduceBench {
                 for (i, &name) in systems.iter().enumerate() {
                     let dir = ctx.scratch.join(format!("rr-{w}-{name}"));
                     let _ = std::fs::remove_dir_all(&dir);
-                    let db = open(name, &dir, t, low)?;
+                    let db = open(name, &dir, t, file, low)?;
                     runs[i].push(run_interleaved(&*db, &p, t, ctx.seed));
                     drop(db);
                     let _ = std::fs::remove_dir_all(&dir);
@@ -531,7 +538,7 @@ impl Experiment for RangeReduceBench {
         for &name in systems.iter().filter(|_| want("long-short")) {
             let dir = ctx.scratch.join(format!("rr-ls-{name}"));
             let _ = std::fs::remove_dir_all(&dir);
-            let db = open(name, &dir, t, low)?;
+            let db = open(name, &dir, t, file, low)?;
             let p = Plan { n, updates, queries: Vec::new() };
             run_load_and_update(&*db, &p, ctx.seed);
             let t0 = Instant::now();
@@ -559,7 +566,7 @@ impl Experiment for RangeReduceBench {
         for &name in systems.iter().filter(|_| want("ycsb-e")) {
             let dir = ctx.scratch.join(format!("rr-ycsb-{name}"));
             let _ = std::fs::remove_dir_all(&dir);
-            let db = open(name, &dir, t, low)?;
+            let db = open(name, &dir, t, file, low)?;
             let p = Plan { n, updates, queries: Vec::new() };
             run_load_and_update(&*db, &p, ctx.seed);
             let mut r = SmallRng::seed_from_u64(ctx.seed ^ 0xe);
@@ -611,7 +618,7 @@ impl Experiment for RangeReduceBench {
             for name in ["lsm-rangereduce", "lsm-local"].into_iter().filter(|s| systems.contains(s)) {
                 let dir = ctx.scratch.join(format!("rr-{w}-{name}"));
                 let _ = std::fs::remove_dir_all(&dir);
-                let db = open(name, &dir, tt, low)?;
+                let db = open(name, &dir, tt, file, low)?;
                 let m = run_interleaved(&*db, &p, tt, ctx.seed);
                 report.row(&w, name, m.iter().map(|(k, v)| (k.as_str(), *v)));
                 drop(db);
@@ -648,7 +655,7 @@ impl Experiment for RangeReduceBench {
             }
         }
         report.note(format!(
-            "config: 16 B keys, {VALUE_LEN} B values, buffer {BUFFER} B, file size {FILE} B, L1 {} B, T = {t}, \
+            "config: 16 B keys, {VALUE_LEN} B values, buffer {BUFFER} B, file size {file} B, L1 {} B, T = {t}, \
              L0 trigger 4, block 4 KiB, Bloom 10 bits, 8 MiB cache, no compression, no sync, background threads at \
              {} CPU priority; RocksDB 7.8 the same (dynamic level bytes off)",
             BUFFER * 4,
