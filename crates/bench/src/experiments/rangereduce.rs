@@ -19,10 +19,10 @@
 //!
 //! Metrics per run, measured after the workload once automatic compactions and queued rewrites are done: mean and
 //! P99 range-query latency, bytes read per query (our engines: key + value bytes of every internal entry the
-//! query's sources delivered), compaction debt (the paper's §III-B formula from the level sizes, for every system;
-//! RocksDB's estimate-pending-compaction-bytes as `pending_compaction_bytes`), space amplification (stored entries
-//! over live keys), total data movement (flush writes, compaction reads and writes, query-driven compaction reads
-//! and writes, query reads), throughput of the interleaved phase in five windows, and for our engines what became
+//! query's sources delivered), compaction debt (the paper's §III-B formula from the level sizes, for every system,
+//! with the sizes as `levelN_bytes`; RocksDB's estimate-pending-compaction-bytes as `pending_compaction_bytes`),
+//! space amplification (stored entries over live keys), total data movement (flush writes, compaction reads and
+//! writes, query-driven compaction reads and writes, query reads), throughput of the interleaved phase in five windows, and for our engines what became
 //! of the queries' rewrites (planned, held back by a running compaction, dropped, aborted, installed).
 //!
 //! Settings: `--set n=KEYS updates=N queries=N shorts=N ycsb_ops=N file_kib=N` (target file size, default 1024);
@@ -89,7 +89,12 @@ struct End {
     rq_conflicts: f64,
     rq_compaction_write: f64,
     level_renames: f64,
+    /// Bytes in each level (L0 to L6) after the run: what `debt_paper` is computed from.
+    levels: [f64; LEVELS],
 }
+
+/// Levels reported per system (our engine's `NUM_LEVELS`, RocksDB's default `num_levels`).
+const LEVELS: usize = 7;
 
 trait Sys {
     fn put(&self, k: &[u8], v: &[u8]);
@@ -142,6 +147,7 @@ impl Sys for Ours {
             rq_conflicts: (r.rewrites_skipped_conflict + r.rewrites_claim_conflicts) as f64,
             rq_compaction_write: r.rewrite_write_bytes as f64,
             level_renames: r.level_renames as f64,
+            levels: std::array::from_fn(|l| s.levels.get(l).map_or(0.0, |x| x.bytes as f64)),
         }
     }
 }
@@ -207,6 +213,7 @@ impl Sys for Rocks {
                 + counter("rocksdb.compact.read.bytes")
                 + counter("rocksdb.compact.write.bytes")
                 + counter("rocksdb.db.iter.bytes.read"),
+            levels: std::array::from_fn(|l| level_bytes[l] as f64),
             ..End::default()
         }
     }
@@ -381,6 +388,9 @@ fn push_end(m: &mut Vec<(String, f64)>, e: &End) {
     m.push(("pending_compaction_bytes".into(), e.debt_pending));
     m.push(("space_amp_ratio".into(), e.space_amp));
     m.push(("data_movement_bytes".into(), e.data_movement));
+    for (l, b) in e.levels.iter().enumerate() {
+        m.push((format!("level{l}_bytes"), *b));
+    }
     if e.rq_bytes_read > 0.0 {
         m.push(("rq_read_bytes".into(), e.rq_bytes_read));
         m.push(("rq_compactions_count".into(), e.rq_compactions));
