@@ -40,8 +40,7 @@ use crate::wal::{self, Op, WalWriter};
 /// A key and its value.
 pub type Pair = (Vec<u8>, Vec<u8>);
 
-/// One interval of the sparse index, as [`Db::layout`] lists it: index key, file offset, size in bytes.
-pub type IntervalInfo = (Box<[u8]>, u64, u64);
+pub use crate::table::IntervalInfo;
 
 /// Counters of a store, readable through [`Db::stats`].
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

@@ -96,15 +96,15 @@ pub fn decode_header(buf: &[u8]) -> Result<Option<(usize, usize, usize)>> {
 /// One decoded record.
 pub type Rec = (Box<[u8]>, Box<[u8]>);
 
-/// Decodes the whole of `buf` (an interval) into records, checking every checksum and the key order (the owned
-/// form of [`crate::interval::Interval::decode`]).
-pub fn decode_all(buf: &[u8]) -> Result<Vec<Rec>> {
-    Ok(crate::interval::Interval::decode(buf.to_vec())?.to_recs())
-}
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Records decoded the way the table reads them (`Interval::decode` checks every checksum and the order).
+    fn decode_all(buf: &[u8]) -> Result<Vec<Rec>> {
+        Ok(crate::interval::Interval::decode(buf.to_vec())?.to_recs())
+    }
 
     #[test]
     fn roundtrip_including_empty_value() {

@@ -39,6 +39,9 @@ pub const ANCHOR_TAG: u16 = 1;
 /// Subdirectory of the store holding the FlexFile.
 pub const TABLE_DIR: &str = "table";
 
+/// One interval of the sparse index, as [`crate::Db::layout`] lists it: index key, file offset, size in bytes.
+pub type IntervalInfo = (Box<[u8]>, u64, u64);
+
 /// Table counters.
 #[derive(Debug, Default)]
 pub struct TableStats {
@@ -365,7 +368,7 @@ impl Table {
     }
 
     /// Every interval as (index key, file offset, size in bytes), in key order.
-    pub fn layout(&self) -> Vec<crate::db::IntervalInfo> {
+    pub fn layout(&self) -> Vec<IntervalInfo> {
         let idx = self.index.read();
         let mut out = Vec::with_capacity(idx.len());
         let mut p = Some(idx.first());
