@@ -233,9 +233,14 @@ impl BatchHeader {
         b
     }
 
-    /// Decodes the fixed header; `None` when the magic or version is wrong (a torn or never-written tail).
+    /// Decodes the fixed header; `None` when the magic, version or flags are wrong (a torn or never-written tail;
+    /// no version of the format sets flags, so a header with flags is not one this code can read).
     pub fn decode_fixed(b: &[u8]) -> Option<(BatchHeader, u32)> {
-        if b.len() < BATCH_HEADER_LEN || u32_at(b, 0) != BATCH_MAGIC || b[4..6] != 1u16.to_le_bytes() {
+        if b.len() < BATCH_HEADER_LEN
+            || u32_at(b, 0) != BATCH_MAGIC
+            || b[4..6] != 1u16.to_le_bytes()
+            || b[6..8] != [0, 0]
+        {
             return None;
         }
         let h = BatchHeader {
@@ -719,5 +724,21 @@ mod tests {
         assert_eq!(BatchOp::decode(&b[80..120]).unwrap(), ops[1]);
         let m = VolumeMeta { size: 1 << 30, block_size: 4096 };
         assert_eq!(VolumeMeta::decode(&m.encode()).unwrap(), m);
+    }
+
+    /// Found by the `batch` fuzz target: the batch header's flags field (offset 6, "flags = 0" in the format
+    /// spec) was never checked, so a header with flags set and a CRC over them decoded as if they were zero.
+    #[test]
+    fn regression_batch_header_with_flags_set_is_rejected() {
+        let h = BatchHeader { seq: 5, journal_seq: 17, ops: 0, units_len: 0 };
+        let mut b = h.encode(&[]);
+        b[7] = 190;
+        let c = crc(&[&b[..36]]);
+        b[36..40].copy_from_slice(&c.to_le_bytes());
+        assert!(
+            BatchHeader::check(&b[..40], &b[40..], c),
+            "the CRC covers the flags, so only the flags are wrong"
+        );
+        assert_eq!(BatchHeader::decode_fixed(&b), None);
     }
 }
