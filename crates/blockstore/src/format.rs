@@ -172,6 +172,9 @@ impl BatchOp {
 
     /// Decodes one op. REQUIRES: `b.len() == OP_LEN`.
     pub fn decode(b: &[u8]) -> Result<BatchOp> {
+        if b[1..4] != [0, 0, 0] {
+            return Err(Error::Corruption("batch op: reserved bytes are not zero".into()));
+        }
         let first = u64_at(b, 4);
         let blocks = u64_at(b, 12);
         if blocks == 0 || first.checked_add(blocks).is_none() {
@@ -194,7 +197,8 @@ impl BatchOp {
                 }
                 Ok(op)
             }
-            2 => Ok(BatchOp::Delete { first, blocks }),
+            2 if b[20..OP_LEN].iter().all(|&x| x == 0) => Ok(BatchOp::Delete { first, blocks }),
+            2 => Err(Error::Corruption("batch op: a delete with unit fields set".into())),
             k => Err(Error::Corruption(format!("batch op: unknown kind {k}"))),
         }
     }
@@ -740,5 +744,36 @@ mod tests {
             "the CRC covers the flags, so only the flags are wrong"
         );
         assert_eq!(BatchHeader::decode_fixed(&b), None);
+    }
+
+    /// Found by the `batch` fuzz target with the header fixed: an op's reserved bytes (1..4) and a delete's unit
+    /// fields (20..40), zero in the format spec, were not checked either.
+    #[test]
+    fn regression_batch_op_with_reserved_bytes_set_is_rejected() {
+        let mut put = Vec::new();
+        BatchOp::Put {
+            first: 9,
+            blocks: 4,
+            unit_offset: 100,
+            stored_len: 77,
+            unit_blocks: 4,
+            block_in_unit: 0,
+        }
+        .encode(&mut put);
+        let mut del = Vec::new();
+        BatchOp::Delete { first: 3, blocks: 2 }.encode(&mut del);
+        assert!(BatchOp::decode(&put).is_ok() && BatchOp::decode(&del).is_ok());
+        for at in 1..4 {
+            for op in [&put, &del] {
+                let mut b = op.clone();
+                b[at] = 1;
+                assert!(matches!(BatchOp::decode(&b), Err(Error::Corruption(_))), "byte {at}");
+            }
+        }
+        for at in 20..OP_LEN {
+            let mut b = del.clone();
+            b[at] = 249;
+            assert!(matches!(BatchOp::decode(&b), Err(Error::Corruption(_))), "delete byte {at}");
+        }
     }
 }

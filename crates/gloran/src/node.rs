@@ -25,6 +25,10 @@ pub const KIND_LEAF: u8 = 1;
 pub const KIND_INNER: u8 = 2;
 /// Largest node accepted when reading (a length field beyond it is corruption, not an allocation).
 pub const MAX_NODE_LEN: usize = 64 << 20;
+/// Bytes of a leaf entry after its two length-prefixed keys: `min_seq`, `max_seq`, `seq`.
+const LEAF_FIXED: usize = 3 * 8;
+/// Bytes of an inner entry after its two length-prefixed keys: `min_seq`, `max_seq`, `min_vis`, offset, length.
+const INNER_FIXED: usize = 4 * 8 + 4;
 
 /// A child pointer of an inner node: the child's key and sequence bounds and where it lies in the file.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -341,12 +345,24 @@ pub fn decode_node(b: &[u8]) -> Result<Node> {
     decode_node_view(&NodeView::parse(b)?)
 }
 
-/// Decodes and validates every entry of a parsed node.
+/// Decodes and validates every entry of a parsed node, including that the entries lie back to back in offset
+/// order and fill the payload (the builder's layout), so no byte of a node that decodes goes unread.
 pub fn decode_node_view(v: &NodeView<'_>) -> Result<Node> {
-    if v.is_leaf() {
+    // Where entry `i` must start: right after entry `i - 1`.
+    let mut next = 0usize;
+    let mut laid_out = |i: usize, keys: usize, fixed: usize| -> Result<()> {
+        if v.entry_off(i)? != next {
+            return Err(Error::corrupt("node entries not back to back"));
+        }
+        next += 8 + keys + fixed;
+        Ok(())
+    };
+    let node = if v.is_leaf() {
         let mut out: Vec<Area> = Vec::with_capacity(v.len().min(4096));
         for i in 0..v.len() {
-            let a = v.area(i)?.to_area();
+            let r = v.area(i)?;
+            laid_out(i, r.start.len() + r.end.len(), LEAF_FIXED)?;
+            let a = r.to_area();
             if a.is_empty() || a.seq < a.max_seq {
                 return Err(Error::corrupt("malformed area in leaf"));
             }
@@ -355,11 +371,12 @@ pub fn decode_node_view(v: &NodeView<'_>) -> Result<Node> {
             }
             out.push(a);
         }
-        Ok(Node::Leaf(out))
+        Node::Leaf(out)
     } else {
         let mut out: Vec<ChildRef> = Vec::with_capacity(v.len().min(4096));
         for i in 0..v.len() {
             let c = v.child(i)?;
+            laid_out(i, c.first.len() + c.end.len(), INNER_FIXED)?;
             if c.first >= c.end || c.min_seq >= c.max_seq {
                 return Err(Error::corrupt("malformed child bounds"));
             }
@@ -368,8 +385,12 @@ pub fn decode_node_view(v: &NodeView<'_>) -> Result<Node> {
             }
             out.push(c);
         }
-        Ok(Node::Inner(v.header.height, out))
+        Node::Inner(v.header.height, out)
+    };
+    if next != v.entries.len() {
+        return Err(Error::corrupt("node payload holds bytes no entry uses"));
     }
+    Ok(node)
 }
 
 #[cfg(test)]
@@ -395,6 +416,38 @@ mod tests {
         for n in 0..enc.len() {
             assert!(decode_node(&enc[..n]).is_err());
         }
+    }
+
+    /// Found by the `drtree_node` fuzz target: a node whose payload held bytes that no entry used (here a leaf
+    /// with no entries and a 13-byte payload) decoded, so what decoded did not re-encode to the stored bytes.
+    #[test]
+    fn regression_payload_bytes_no_entry_uses_are_corruption() {
+        let mut b = NodeBuilder::leaf();
+        b.push_area(&Area::record(b"a", b"c", 0, 5));
+        let enc = b.finish();
+        let entry_len = enc.len() - HEADER_LEN - TRAILER_LEN - 4;
+        // Rebuild the same node with `extra` bytes after its entry, or with its entry moved by `shift`.
+        let with = |extra: usize, shift: u32| {
+            let payload = 4 + entry_len + extra;
+            let mut n = vec![KIND_LEAF, 0, 0, 0];
+            n.extend_from_slice(&1u32.to_le_bytes());
+            n.extend_from_slice(&(payload as u32).to_le_bytes());
+            n.extend_from_slice(&shift.to_le_bytes());
+            n.extend(std::iter::repeat_n(0xAB, shift as usize));
+            n.extend_from_slice(&enc[HEADER_LEN + 4..HEADER_LEN + 4 + entry_len]);
+            n.extend(std::iter::repeat_n(0xCD, extra - shift as usize));
+            let c = vfs::crc32c::crc32c(&n);
+            n.extend_from_slice(&c.to_le_bytes());
+            n
+        };
+        assert_eq!(with(0, 0), enc);
+        assert!(decode_node(&with(13, 0)).unwrap_err().is_corruption(), "trailing bytes");
+        assert!(decode_node(&with(3, 3)).unwrap_err().is_corruption(), "a gap before the entry");
+        let mut empty = vec![KIND_LEAF, 0, 0, 0, 0, 0, 0, 0, 13, 0, 0, 0];
+        empty.extend_from_slice(&[0; 13]);
+        let c = vfs::crc32c::crc32c(&empty);
+        empty.extend_from_slice(&c.to_le_bytes());
+        assert!(decode_node(&empty).unwrap_err().is_corruption(), "an empty leaf with a payload");
     }
 
     #[test]
