@@ -96,7 +96,6 @@ pub fn decode_header(buf: &[u8]) -> Result<Option<(usize, usize, usize)>> {
 /// One decoded record.
 pub type Rec = (Box<[u8]>, Box<[u8]>);
 
-
 #[cfg(test)]
 mod tests {
     use super::*;
