@@ -706,9 +706,9 @@ mod tests {
         assert!(Checkpoint::decode(&e[..e.len() - 5]).is_err());
     }
 
-    #[test]
-    fn batch_header_round_trips() {
-        let ops = [
+    /// A delete and a put, as a batch holds them.
+    fn sample_ops() -> [BatchOp; 2] {
+        [
             BatchOp::Delete { first: 3, blocks: 2 },
             BatchOp::Put {
                 first: 9,
@@ -718,7 +718,12 @@ mod tests {
                 unit_blocks: 4,
                 block_in_unit: 0,
             },
-        ];
+        ]
+    }
+
+    #[test]
+    fn batch_header_round_trips() {
+        let ops = sample_ops();
         let h = BatchHeader { seq: 5, journal_seq: 17, ops: 2, units_len: 89 };
         let b = h.encode(&ops);
         let (d, c) = BatchHeader::decode_fixed(&b).unwrap();
@@ -750,18 +755,11 @@ mod tests {
     /// fields (20..40), zero in the format spec, were not checked either.
     #[test]
     fn regression_batch_op_with_reserved_bytes_set_is_rejected() {
+        let [delete, put_op] = sample_ops();
         let mut put = Vec::new();
-        BatchOp::Put {
-            first: 9,
-            blocks: 4,
-            unit_offset: 100,
-            stored_len: 77,
-            unit_blocks: 4,
-            block_in_unit: 0,
-        }
-        .encode(&mut put);
+        put_op.encode(&mut put);
         let mut del = Vec::new();
-        BatchOp::Delete { first: 3, blocks: 2 }.encode(&mut del);
+        delete.encode(&mut del);
         assert!(BatchOp::decode(&put).is_ok() && BatchOp::decode(&del).is_ok());
         for at in 1..4 {
             for op in [&put, &del] {
