@@ -22,8 +22,9 @@
 //! query's sources delivered), compaction debt (the paper's §III-B formula from the level sizes, for every system,
 //! with the sizes as `levelN_bytes`; RocksDB's estimate-pending-compaction-bytes as `pending_compaction_bytes`),
 //! space amplification (stored entries over live keys), total data movement (flush writes, compaction reads and
-//! writes, query-driven compaction reads and writes, query reads), throughput of the interleaved phase in five windows, and for our engines what became
-//! of the queries' rewrites (planned, held back by a running compaction, dropped, aborted, installed).
+//! writes, query-driven compaction reads and writes, query reads), throughput of the interleaved phase in five
+//! windows, and for our engines what became of the queries' rewrites (planned, held back by a running
+//! compaction, dropped, aborted, installed).
 //!
 //! Settings: `--set n=KEYS updates=N queries=N shorts=N ycsb_ops=N file_kib=N` (target file size, default 1024);
 //! `--set reps=N` (default 1) runs `uniform` and `overlapping` N times per system, the systems taking turns, and
