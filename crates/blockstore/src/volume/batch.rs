@@ -31,7 +31,7 @@ impl State {
 
     /// Appends an encoded batch of `cache` (which held `cws` CWs) to the data files, applies it to the index and
     /// does what follows a batch. REQUIRES: `cache` is no longer the current cache nor the frozen one.
-    pub(super) fn install_batch(
+    fn install_batch(
         &mut self,
         cache: &SegmentCache,
         cws: u64,
@@ -45,7 +45,7 @@ impl State {
 
     /// Applies a batch written to `file` with `ops` to the index and does what follows a batch. `before` is the
     /// `data_bytes` reading from before it was placed.
-    pub(super) fn commit_batch(
+    fn commit_batch(
         &mut self,
         cache: &SegmentCache,
         cws: u64,
@@ -68,7 +68,7 @@ impl State {
 
     /// Makes every batch durable, then empties the journal (whose records are all in batches).
     /// REQUIRES: the segment cache is empty.
-    pub(super) fn sync_and_reset_journal(&mut self) -> Result<()> {
+    fn sync_and_reset_journal(&mut self) -> Result<()> {
         debug_assert!(self.cache.is_empty() && self.frozen.is_none());
         self.data.sync()?;
         // Recovery must know these batches were durable before the journal stops holding their writes: it trusts
@@ -112,7 +112,7 @@ impl State {
     }
 
     /// Bytes of batches appended since the volume was opened.
-    pub(super) fn data_bytes(&self) -> u64 {
+    fn data_bytes(&self) -> u64 {
         self.data.appended()
     }
 
@@ -149,7 +149,7 @@ impl State {
 }
 
 /// I/O compaction of `cache` into CWs of at most `max_unit` blocks and their batch: (batch, number of CWs).
-pub(super) fn encode_cache(cache: &SegmentCache, max_unit: u64) -> (crate::datafile::EncodedBatch, u64) {
+fn encode_cache(cache: &SegmentCache, max_unit: u64) -> (crate::datafile::EncodedBatch, u64) {
     let cws = cache.compact(max_unit);
     (crate::datafile::encode_batch(cache.deletes(), &cws), cws.len() as u64)
 }

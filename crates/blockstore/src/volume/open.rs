@@ -54,7 +54,7 @@ impl Volume {
         Volume::open_mode(fs, store, name, opts, true)
     }
 
-    pub(super) fn open_mode(
+    fn open_mode(
         fs: Arc<dyn Fs>,
         store: &Path,
         name: &str,

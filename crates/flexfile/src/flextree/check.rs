@@ -32,7 +32,7 @@ impl FlexTree {
 
     /// Checks the subtree at `id` whose first extent starts at effective offset `start`; returns its end.
     #[allow(clippy::too_many_arguments)]
-    pub(super) fn check_node(
+    fn check_node(
         &self,
         id: u32,
         base: i64,

@@ -94,13 +94,7 @@ impl FlexTree {
         self.walk(self.root, 0, &mut f, 0)
     }
 
-    pub(super) fn walk(
-        &self,
-        id: u32,
-        base: i64,
-        f: &mut impl FnMut(u64, &Extent),
-        depth: usize,
-    ) -> Result<()> {
+    fn walk(&self, id: u32, base: i64, f: &mut impl FnMut(u64, &Extent), depth: usize) -> Result<()> {
         if depth > 64 {
             return Err(corrupt("tree deeper than 64 levels"));
         }

@@ -45,7 +45,7 @@ impl FlexTree {
     }
 
     /// Removes child `i` of `parent` if it is empty, or merges it with a sibling if it is underfull and they fit.
-    pub(super) fn fix_child(&mut self, parent: u32, i: usize) -> Result<()> {
+    fn fix_child(&mut self, parent: u32, i: usize) -> Result<()> {
         let Body::Internal { children, .. } = &self.node(parent).body else {
             return Err(corrupt("expected an internal node"));
         };
@@ -86,7 +86,7 @@ impl FlexTree {
     }
 
     /// Merges child `i + 1` of `parent` into child `i`, moving its entries into the left node's frame.
-    pub(super) fn merge_children(&mut self, parent: u32, i: usize) -> Result<()> {
+    fn merge_children(&mut self, parent: u32, i: usize) -> Result<()> {
         let Body::Internal { children, pivots } = &self.node(parent).body else {
             return Err(corrupt("expected an internal node"));
         };

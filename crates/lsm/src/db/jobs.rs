@@ -272,7 +272,7 @@ impl Inner {
     }
 
     /// Whether tables or WALs wait to be deleted or are being deleted.
-    pub(super) fn purge_pending(&self) -> bool {
+    fn purge_pending(&self) -> bool {
         let o = lock(&self.obsolete);
         !o.is_empty()
             || self.purging.load(Ordering::Acquire) > 0

@@ -232,7 +232,7 @@ fn flush_to_l0(
 
 impl Inner {
     /// At open: removes every file that the recovered state does not need.
-    pub(super) fn delete_unreferenced_files(&self) -> Result<()> {
+    fn delete_unreferenced_files(&self) -> Result<()> {
         let vs = lock(&self.versions);
         let live: std::collections::HashSet<u64> = vs.current().live_files().into_iter().collect();
         let (log_number, manifest) = (vs.log_number, vs.manifest_number());

@@ -126,7 +126,7 @@ impl Inner {
         r
     }
 
-    pub(super) fn write_group(&self, group: &mut [Pending]) -> Result<()> {
+    fn write_group(&self, group: &mut [Pending]) -> Result<()> {
         let has_data = group.iter().any(|p| p.batch.is_some());
         let sync = group.iter().any(|p| p.sync);
         if has_data {
@@ -231,7 +231,7 @@ impl Inner {
 
     /// REQUIRES: called by the write leader. Delays or stops writes as the thresholds say, and switches to a new
     /// memtable and WAL when the current memtable is full (or `force`).
-    pub(super) fn make_room_for_write(&self, mut force: bool) -> Result<()> {
+    fn make_room_for_write(&self, mut force: bool) -> Result<()> {
         let mut allow_delay = !force;
         let mut s = lock(&self.state);
         loop {
