@@ -245,21 +245,15 @@ fn no_snapshots(snap: Option<u64>) -> KvResult<()> {
 
 impl KvEngine for FlexdbEngine {
     fn write(&mut self, ups: Vec<Update>, sync: bool) -> KvResult<()> {
-        let wo = WriteOptions { sync };
-        if let [Update::DelRange(a, b)] = ups.as_slice() {
-            return Ok(self.db.delete_range(a, b, wo)?);
-        }
-        let mut ops = Vec::with_capacity(ups.len());
-        for u in ups {
-            ops.push(match u {
+        let ops = ups
+            .into_iter()
+            .map(|u| match u {
                 Update::Put(k, v) => Op::Put(k.into(), v.into()),
                 Update::Del(k) => Op::Delete(k.into()),
-                Update::DelRange(..) => {
-                    return Err(KvError::new("invalid", "delrange in a batch is not supported by flexdb"));
-                }
-            });
-        }
-        Ok(self.db.write(ops, wo)?)
+                Update::DelRange(a, b) => Op::DeleteRange(a.into(), b.into()),
+            })
+            .collect();
+        Ok(self.db.write(ops, WriteOptions { sync })?)
     }
     fn get(&mut self, k: &[u8], snap: Option<u64>) -> KvResult<Option<Vec<u8>>> {
         no_snapshots(snap)?;

@@ -336,6 +336,9 @@ fn parse_update(words: &[&str]) -> KvResult<Update> {
             }
             Ok(Update::DelRange(a, b))
         }
+        ["put", ..] => Err(KvError::parse("usage: put K V")),
+        ["del", ..] => Err(KvError::parse("usage: del K")),
+        ["delrange", ..] => Err(KvError::parse("usage: delrange A B")),
         _ => Err(KvError::parse(format!("expected put/del/delrange, got {:?}", words.join(" ")))),
     }
 }
@@ -471,6 +474,16 @@ mod tests {
         }
         assert!(decode_token("0xabc").is_err());
         assert!(decode_token("@1").is_err());
+    }
+
+    #[test]
+    fn a_write_with_the_wrong_arity_names_its_usage() {
+        let msg = |line: &str| parse_update(&line.split(' ').collect::<Vec<_>>()).err().unwrap().msg;
+        assert_eq!(msg("put a"), "usage: put K V");
+        assert_eq!(msg("put a 1 2"), "usage: put K V");
+        assert_eq!(msg("del"), "usage: del K");
+        assert_eq!(msg("delrange a"), "usage: delrange A B");
+        assert!(msg("get a").starts_with("expected put/del/delrange"));
     }
 
     #[test]

@@ -30,14 +30,16 @@ fn exec(engine: &str, dir: &std::path::Path, script: &str) -> String {
 #[test]
 fn both_engines_answer_the_spec_commands_alike() {
     let script = "put a 1\nput b 0x\nput 0x00ff v\nget b\nget nope\nbatch 2\nput c 3\ndel a\n\
-                  delrange 0x00 0x01\nscan 0x z\nrscan 0x z 1\nflush\nsync\nbogus\n";
-    let want = "OK\nOK\nOK\n0x\nNOT_FOUND\nOK\nOK\nb 0x\nc 3\nEND 2\nc 3\nEND 1\nOK\nOK\nERR parse unknown command bogus\n";
+                  delrange 0x00 0x01\nscan 0x z\nrscan 0x z 1\nflush\nsync\nbogus\n\
+                  batch 3\nput d 4\ndelrange c e\nput dd 5\nscan 0x z\n";
+    let want = "OK\nOK\nOK\n0x\nNOT_FOUND\nOK\nOK\nb 0x\nc 3\nEND 2\nc 3\nEND 1\nOK\nOK\nERR parse unknown command bogus\n\
+                OK\nb 0x\ndd 5\nEND 2\n";
     for engine in ["lsm", "flexdb"] {
         let dir = tempfile::tempdir().unwrap();
         assert_eq!(exec(engine, &dir.path().join("db"), script), want, "{engine}");
         assert_eq!(
             exec(engine, &dir.path().join("db"), "get c\nget a\nscan 0x z\n"),
-            "3\nNOT_FOUND\nb 0x\nc 3\nEND 2\n"
+            "NOT_FOUND\nNOT_FOUND\nb 0x\ndd 5\nEND 2\n"
         );
     }
 }

@@ -9,9 +9,11 @@
 //! the FlexFile, and only then deletes the retired log. At most two logs exist, each belonging to one memtable,
 //! and every log but the newest is fully synced.
 //!
-//! Reads check the active memtable, the immutable memtable, then the table (§5.2). A range delete waits for the
-//! committer to be idle, removes the covered memtable entries and collapses the covered table bytes while
-//! holding the memtable lock, so no reader sees half of it.
+//! Reads check the active memtable, the immutable memtable, then the table (§5.2). A batch with range deletes
+//! waits for the committer to be idle, then applies its operations in order while holding the memtable lock
+//! (a range delete removes the covered memtable entries and collapses the covered table bytes); readers, which
+//! read the table after releasing that lock, retry when such a batch ran meanwhile (`Inner::range_epoch`), so
+//! no reader sees part of one.
 //!
 //! Recovery (§5.4) replays every log, oldest first (by number, never by size or timestamp), into a memtable,
 //! committing it to the table before each logged range delete and at the end, syncs the table, and only then
@@ -136,6 +138,13 @@ struct Inner {
     /// writer's allocator-arena lock while the writer was allocating from it (a profile of a sequential load
     /// showed three quarters of the writer's waits there).
     retired: Mutex<Option<Arc<FrozenMemtable>>>,
+    /// A sequence lock for readers that read the table after releasing the memtable lock (gets that miss the
+    /// memtables, and scans). A batch with range deletes makes it odd, under the memtable write lock, before it
+    /// changes the table, and even again after. A reader loads it under the memtable read lock, where it is
+    /// even, and again after reading the table: if it changed, the reader may hold the memtables from before
+    /// the batch and the table from after (a scan returning a range's memtable keys without its table keys, a
+    /// get missing a key the batch deleted and wrote again), so it reads again.
+    range_epoch: AtomicU64,
     _lock: Box<dyn vfs::FileLock>,
 }
 
@@ -207,6 +216,7 @@ impl Db {
             retired: Mutex::new(None),
             c,
             wal_bytes: AtomicU64::new(0),
+            range_epoch: AtomicU64::new(0),
             _lock: lock,
         });
         let bg = inner.clone();
@@ -227,8 +237,9 @@ impl Db {
         self.write(vec![Op::Delete(key.into())], wo)
     }
 
-    /// Applies puts and deletes atomically (one WAL record). Range deletes go through [`Db::delete_range`].
-    pub fn write(&self, ops: Vec<Op>, wo: WriteOptions) -> Result<()> {
+    /// Applies puts, deletes and range deletes atomically and in order (one WAL record): readers see all of the
+    /// batch or none of it, and after a crash the store holds all of it or none.
+    pub fn write(&self, mut ops: Vec<Op>, wo: WriteOptions) -> Result<()> {
         for op in &ops {
             match op {
                 Op::Put(k, v) => {
@@ -238,30 +249,56 @@ impl Db {
                 }
                 Op::Delete(k) if k.len() > MAX_KEY_LEN => return Err(Error::invalid("key too long")),
                 Op::Delete(_) => {}
-                Op::DeleteRange(..) => return Err(Error::invalid("use delete_range for range deletes")),
+                Op::DeleteRange(a, b) if a.len() > MAX_KEY_LEN || b.len() > MAX_KEY_LEN => {
+                    return Err(Error::invalid("key too long"));
+                }
+                Op::DeleteRange(..) => {}
             }
         }
+        // An empty range deletes nothing; dropping it keeps it out of the log and off the slow path below.
+        ops.retain(|op| !matches!(op, Op::DeleteRange(a, b) if a >= b));
         let inner = &self.inner;
+        if ops.is_empty() {
+            // Nothing to apply, but a synced call still makes every earlier write durable, as any synced write
+            // does (the crash test found an empty synced range delete that left an earlier put unsynced).
+            if wo.sync {
+                inner.check_bg()?;
+                self.sync()?;
+            }
+            return Ok(());
+        }
+        let ranged = ops.iter().any(|op| matches!(op, Op::DeleteRange(..)));
         inner.check_bg()?;
         let mut w = inner.writer.lock();
-        inner.append(&mut w, &ops, wo)?;
-        {
-            let mut m = inner.mem.write();
-            for op in ops {
-                match op {
-                    Op::Put(k, v) => {
-                        inner.c.puts.fetch_add(1, Ordering::Relaxed);
-                        m.bytes += k.len() + v.len() + 16;
-                        m.active.insert(ByteKey::from(k), MemValue::Put(v));
-                    }
-                    Op::Delete(k) => {
-                        inner.c.deletes.fetch_add(1, Ordering::Relaxed);
-                        m.bytes += k.len() + 16;
-                        m.active.insert(ByteKey::from(k), MemValue::Delete);
-                    }
-                    Op::DeleteRange(..) => {}
-                }
+        // A range delete changes the table directly, so its record is synced whatever `wo` says: the FlexFile
+        // may commit the change at once (whenever its log buffer fills), and a record still in the page cache
+        // could then be lost with the writes before it while the collapse survives, a state no prefix of the
+        // writes has.
+        inner.append(&mut w, &ops, if ranged { WriteOptions { sync: true } } else { wo })?;
+        if ranged {
+            // The table must not change under a memtable being committed.
+            inner.wait_idle()?;
+        }
+        let mut m = inner.mem.write();
+        if ranged {
+            // Odd while the table changes; see `Inner::range_epoch`.
+            inner.range_epoch.fetch_add(1, Ordering::SeqCst);
+        }
+        let mut r = Ok(());
+        for op in ops {
+            r = inner.apply(&mut m, op);
+            if r.is_err() {
+                break;
             }
+        }
+        if ranged {
+            inner.range_epoch.fetch_add(1, Ordering::SeqCst);
+        }
+        drop(m);
+        if let Err(e) = &r {
+            // Part of the batch may be applied; writes stop, and reopening replays the logged batch whole.
+            inner.set_bg(e);
+            return r;
         }
         if inner.mem.read().bytes >= inner.opts.memtable_bytes {
             inner.rotate(&mut w)?;
@@ -269,45 +306,10 @@ impl Db {
         Ok(())
     }
 
-    /// Deletes every key `k` with `start <= k < end`: covered memtable entries are removed and the covered table
-    /// bytes collapsed in one FlexFile operation.
+    /// Deletes every key `k` with `start <= k < end` (nothing when `start >= end`): covered memtable entries are
+    /// removed and the covered table bytes collapsed in one FlexFile operation. A batch of one range delete.
     pub fn delete_range(&self, start: &[u8], end: &[u8], wo: WriteOptions) -> Result<()> {
-        if start.len() > MAX_KEY_LEN || end.len() > MAX_KEY_LEN {
-            return Err(Error::invalid("key too long"));
-        }
-        if start >= end {
-            // Nothing to delete, but a synced call still makes every earlier write durable, as any synced write
-            // does (the crash test found an empty synced range delete that left an earlier put unsynced).
-            if wo.sync {
-                self.inner.check_bg()?;
-                self.sync()?;
-            }
-            return Ok(());
-        }
-        let inner = &self.inner;
-        inner.check_bg()?;
-        let mut w = inner.writer.lock();
-        // Synced whatever `wo` says: the table is changed below, and the FlexFile may commit that change at once
-        // (whenever its log buffer fills). A record still in the page cache could then be lost with the writes
-        // before it while the collapse survives, a state no prefix of the writes has.
-        inner.append(&mut w, &[Op::DeleteRange(start.into(), end.into())], WriteOptions { sync: true })?;
-        inner.c.range_deletes.fetch_add(1, Ordering::Relaxed);
-        inner.wait_idle()?;
-        let mut m = inner.mem.write();
-        let doomed: Vec<ByteKey> = m
-            .active
-            .range::<[u8], _>((std::ops::Bound::Included(start), std::ops::Bound::Excluded(end)))
-            .map(|(k, _)| k.clone())
-            .collect();
-        for k in doomed {
-            m.active.remove(k.as_bytes());
-        }
-        let r = inner.table.delete_range(start, end);
-        drop(m);
-        if let Err(e) = &r {
-            inner.set_bg(e);
-        }
-        r
+        self.write(vec![Op::DeleteRange(start.into(), end.into())], wo)
     }
 
     /// The value of `key`, or `None`.
@@ -315,21 +317,28 @@ impl Db {
         let inner = &self.inner;
         inner.c.gets.fetch_add(1, Ordering::Relaxed);
         let probe = ByteKey::probe(key);
-        let imm = {
-            let m = inner.mem.read();
-            if let Some(v) = m.active.get(&probe) {
+        loop {
+            let (imm, epoch) = {
+                let m = inner.mem.read();
+                if let Some(v) = m.active.get(&probe) {
+                    inner.c.memtable_hits.fetch_add(1, Ordering::Relaxed);
+                    return Ok(v.as_value().map(<[u8]>::to_vec));
+                }
+                (m.imm.as_ref().map(|(t, _)| t.clone()), inner.range_epoch.load(Ordering::SeqCst))
+            };
+            if let Some(t) = imm
+                && let Some(v) = t.get(&probe)
+            {
                 inner.c.memtable_hits.fetch_add(1, Ordering::Relaxed);
                 return Ok(v.as_value().map(<[u8]>::to_vec));
             }
-            m.imm.as_ref().map(|(t, _)| t.clone())
-        };
-        if let Some(t) = imm
-            && let Some(v) = t.get(&probe)
-        {
-            inner.c.memtable_hits.fetch_add(1, Ordering::Relaxed);
-            return Ok(v.as_value().map(<[u8]>::to_vec));
+            #[cfg(test)]
+            tests::pause_between_sources();
+            let v = inner.table.get(key)?;
+            if inner.range_epoch.load(Ordering::SeqCst) == epoch {
+                return Ok(v.map(Vec::from));
+            }
         }
-        Ok(inner.table.get(key)?.map(Vec::from))
     }
 
     /// Live pairs with `start <= key < end` (`end = None`: unbounded) in key order, at most `limit`; reversed
@@ -360,15 +369,16 @@ impl Db {
         }
         let mut cap = limit;
         loop {
-            if let Some(n) = self.scan_capped(start, end, limit, reverse, cap, &mut f)? {
-                return Ok(n);
+            match self.scan_capped(start, end, limit, reverse, cap, &mut f)? {
+                Pass::Done(n) => return Ok(n),
+                Pass::Grow => cap = cap.saturating_mul(4),
+                Pass::Again => {}
             }
-            cap = cap.saturating_mul(4);
         }
     }
 
-    /// One pass of [`Db::scan_with`] reading at most `cap` entries per source: `None` (and nothing passed to `f`)
-    /// when a source was cut and fewer than `limit` pairs came out, so a larger cap must be tried.
+    /// One pass of [`Db::scan_with`] reading at most `cap` entries per source. Nothing is passed to `f` unless
+    /// it returns [`Pass::Done`].
     fn scan_capped(
         &self,
         start: &[u8],
@@ -377,7 +387,7 @@ impl Db {
         reverse: bool,
         cap: usize,
         f: &mut dyn FnMut(&[u8], &[u8]),
-    ) -> Result<Option<usize>> {
+    ) -> Result<Pass> {
         use std::cmp::Ordering as O;
         use std::ops::Bound;
         let inner = &self.inner;
@@ -397,11 +407,11 @@ impl Db {
         let take = |it: &mut dyn Iterator<Item = (&ByteKey, &MemValue)>| -> Vec<(Vec<u8>, MemValue)> {
             it.take(cap).map(|(k, v)| (k.as_bytes().to_vec(), v.clone())).collect()
         };
-        let (act, imm) = {
+        let (act, imm, epoch) = {
             let m = inner.mem.read();
             let mut r = m.active.range::<[u8], _>(bounds);
             let act = if reverse { take(&mut r.rev()) } else { take(&mut r) };
-            (act, m.imm.as_ref().map(|(t, _)| t.clone()))
+            (act, m.imm.as_ref().map(|(t, _)| t.clone()), inner.range_epoch.load(Ordering::SeqCst))
         };
         let imm = match imm {
             Some(t) => {
@@ -410,6 +420,8 @@ impl Db {
             }
             None => Vec::new(),
         };
+        #[cfg(test)]
+        tests::pause_between_sources();
         let mut runs = Vec::new();
         let n = if reverse {
             inner.table.scan_rev(start, end, cap, &mut runs)?
@@ -471,13 +483,16 @@ impl Db {
                 out.push((k, v));
             }
         }
+        if inner.range_epoch.load(Ordering::SeqCst) != epoch {
+            return Ok(Pass::Again);
+        }
         if out.len() < limit && truncated {
-            return Ok(None);
+            return Ok(Pass::Grow);
         }
         for &(k, v) in &out {
             f(k, v);
         }
-        Ok(Some(out.len()))
+        Ok(Pass::Done(out.len()))
     }
 
     /// An iterator over live pairs with `start <= key < end` (`end = None`: unbounded), forward or reverse. It
@@ -589,6 +604,16 @@ impl Db {
     }
 }
 
+/// What one pass of [`Db::scan_with`] came to.
+enum Pass {
+    /// This many pairs were passed to `f`.
+    Done(usize),
+    /// A source was cut and fewer than `limit` pairs came out: a larger cap must be tried.
+    Grow,
+    /// A range delete changed the table while the pass read it (see `Inner::range_epoch`): read again.
+    Again,
+}
+
 /// A paging iterator over a key range; see [`Db::iter`].
 pub struct DbIter<'a> {
     db: &'a Db,
@@ -645,6 +670,9 @@ impl Iterator for DbIter<'_> {
     }
 }
 
+#[cfg(test)]
+mod tests;
+
 impl Drop for Db {
     fn drop(&mut self) {
         self.stop();
@@ -667,6 +695,35 @@ impl Inner {
         drop(g);
         let _s = self.state.lock();
         self.cv.notify_all();
+    }
+
+    /// Applies one operation of a logged batch: to the active memtable, and for a range delete to the table too.
+    /// REQUIRES: the memtable lock is held (`m`); for a range delete, no memtable is being committed and
+    /// `range_epoch` is odd.
+    fn apply(&self, m: &mut Mem, op: Op) -> Result<()> {
+        match op {
+            Op::Put(k, v) => {
+                self.c.puts.fetch_add(1, Ordering::Relaxed);
+                m.bytes += k.len() + v.len() + 16;
+                m.active.insert(ByteKey::from(k), MemValue::Put(v));
+            }
+            Op::Delete(k) => {
+                self.c.deletes.fetch_add(1, Ordering::Relaxed);
+                m.bytes += k.len() + 16;
+                m.active.insert(ByteKey::from(k), MemValue::Delete);
+            }
+            Op::DeleteRange(start, end) => {
+                self.c.range_deletes.fetch_add(1, Ordering::Relaxed);
+                let covered = (std::ops::Bound::Included(&start[..]), std::ops::Bound::Excluded(&end[..]));
+                let doomed: Vec<ByteKey> =
+                    m.active.range::<[u8], _>(covered).map(|(k, _)| k.clone()).collect();
+                for k in doomed {
+                    m.active.remove(k.as_bytes());
+                }
+                self.table.delete_range(&start, &end)?;
+            }
+        }
+        Ok(())
     }
 
     fn append(&self, w: &mut WalWriter, ops: &[Op], wo: WriteOptions) -> Result<()> {

@@ -1,6 +1,6 @@
-//! Every public operation beside every other: writers (puts, batches, point and range deletes, some synced),
-//! `flush`, `sync` and readers (scans both ways, iterators, gets) on one store. Each writer owns its keys, so the
-//! final state is known; a hang fails the test instead of stalling the suite.
+//! Every public operation beside every other: writers (puts, batches with and without range deletes, point and
+//! range deletes, some synced), `flush`, `sync` and readers (scans both ways, iterators, gets) on one store. Each
+//! writer owns its keys, so the final state is known; a hang fails the test instead of stalling the suite.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -93,6 +93,12 @@ fn run_all_operations() {
                                 let (k, v) = (key((i + j * 31) % 300), format!("b{i}").into_bytes());
                                 model.insert(k.clone(), v.clone());
                                 ops.push(Op::Put(k.into(), v.into()));
+                                if i % 20 == 9 && j == 1 {
+                                    // A quarter of the batches with a range delete between their puts.
+                                    let (a, b) = (key((i * 11) % 300), key((i * 11) % 300 + 9));
+                                    model.retain(|k, _| *k < a || *k >= b);
+                                    ops.push(Op::DeleteRange(a.into(), b.into()));
+                                }
                             }
                             db.write(ops, w).unwrap();
                         }

@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 
+use flexdb::wal::Op;
 use flexdb::{Db, Options, WriteOptions};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
@@ -49,9 +50,24 @@ fn workload(fs: Arc<dyn vfs::Fs>, seed: u64, n: usize) -> (Vec<Model>, usize) {
                 attempted.insert(k.clone(), v.clone());
                 db.put(&k, &v, w)
             }
-            6..9 => {
+            6..8 => {
                 attempted.remove(&k);
                 db.delete(&k, w)
+            }
+            8 => {
+                // A batch: a put, a range delete over it, and a put inside the range after the delete.
+                let e = format!("k{:04}", rng.random_range(0..300)).into_bytes();
+                let (a, b) = if k <= e { (k, e) } else { (e, k) };
+                let v: Vec<u8> = vec![rng.random(); rng.random_range(0..80)];
+                attempted.insert(a.clone(), v.clone());
+                attempted.retain(|x, _| *x < a || *x >= b);
+                attempted.insert(b.clone(), v.clone());
+                let ops = vec![
+                    Op::Put(a.clone().into(), v.clone().into()),
+                    Op::DeleteRange(a.into(), b.clone().into()),
+                    Op::Put(b.into(), v.into()),
+                ];
+                db.write(ops, w)
             }
             _ => {
                 let e = format!("k{:04}", rng.random_range(0..300)).into_bytes();

@@ -1,4 +1,5 @@
-//! Model-based randomized tests: FlexDB against a `BTreeMap`, with reopens, range deletes and scans.
+//! Model-based randomized tests: FlexDB against a `BTreeMap`, with reopens, range deletes, batches that mix
+//! both kinds of delete with puts, and scans.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -6,6 +7,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 
+use flexdb::wal::Op;
 use flexdb::{Db, Options, WriteOptions};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
@@ -34,6 +36,33 @@ fn value(rng: &mut SmallRng) -> Vec<u8> {
     (0..n).map(|_| rng.random::<u8>()).collect()
 }
 
+/// A batch of two to five puts, deletes and range deletes (some empty), applied to `model` as the store must.
+fn batch(rng: &mut SmallRng, model: &mut BTreeMap<Vec<u8>, Vec<u8>>) -> Vec<Op> {
+    let mut ops = Vec::new();
+    for _ in 0..rng.random_range(2..6) {
+        let k = key(rng, 600);
+        ops.push(match rng.random_range(0..4) {
+            0 | 1 => {
+                let v = value(rng);
+                model.insert(k.clone(), v.clone());
+                Op::Put(k.into(), v.into())
+            }
+            2 => {
+                model.remove(&k);
+                Op::Delete(k.into())
+            }
+            _ => {
+                let e = key(rng, 600);
+                if k < e {
+                    model.retain(|x, _| *x < k || *x >= e);
+                }
+                Op::DeleteRange(k.into(), e.into())
+            }
+        });
+    }
+    ops
+}
+
 fn check_all(db: &Db, model: &BTreeMap<Vec<u8>, Vec<u8>>, seed: u64, step: usize) {
     let got = db.scan(b"", None, usize::MAX, false).unwrap();
     let want: Vec<(Vec<u8>, Vec<u8>)> = model.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
@@ -59,10 +88,14 @@ fn run(seed: u64) {
     let mut earlier = (0u64, 0u64);
     for step in 0..steps {
         match rng.random_range(0..100) {
-            0..45 => {
+            0..42 => {
                 let (k, v) = (key(&mut rng, 600), value(&mut rng));
                 db.put(&k, &v, w).unwrap();
                 model.insert(k, v);
+            }
+            42..45 => {
+                let ops = batch(&mut rng, &mut model);
+                db.write(ops, w).unwrap();
             }
             45..60 => {
                 let k = key(&mut rng, 600);
