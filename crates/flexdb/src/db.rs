@@ -11,9 +11,9 @@
 //!
 //! Reads check the active memtable, the immutable memtable, then the table (§5.2). A batch with range deletes
 //! waits for the committer to be idle, then applies its operations in order while holding the memtable lock
-//! (a range delete removes the covered memtable entries and collapses the covered table bytes); readers, which
-//! read the table after releasing that lock, retry when such a batch ran meanwhile (`Inner::range_epoch`), so
-//! no reader sees part of one.
+//! (a range delete removes the covered memtable entries and collapses the covered table bytes). Readers read the
+//! table after releasing that lock, so they retry when such a batch, or the freezing of the memtable they
+//! copied, happened meanwhile (`Inner::table_epoch`): every read sees one state of the store.
 //!
 //! Recovery (§5.4) replays every log, oldest first (by number, never by size or timestamp), into a memtable,
 //! committing it to the table before each logged range delete and at the end, syncs the table, and only then
@@ -139,12 +139,19 @@ struct Inner {
     /// showed three quarters of the writer's waits there).
     retired: Mutex<Option<Arc<FrozenMemtable>>>,
     /// A sequence lock for readers that read the table after releasing the memtable lock (gets that miss the
-    /// memtables, and scans). A batch with range deletes makes it odd, under the memtable write lock, before it
-    /// changes the table, and even again after. A reader loads it under the memtable read lock, where it is
-    /// even, and again after reading the table: if it changed, the reader may hold the memtables from before
-    /// the batch and the table from after (a scan returning a range's memtable keys without its table keys, a
-    /// get missing a key the batch deleted and wrote again), so it reads again.
-    range_epoch: AtomicU64,
+    /// memtables, and scans). It moves, under the memtable write lock, before every table change that can
+    /// contradict a copy of the memtables taken earlier:
+    /// - a batch with range deletes makes it odd before it changes the table and even again after (otherwise a
+    ///   scan could return a range's memtable keys without its table keys, or a get miss a key the batch
+    ///   deleted and wrote again);
+    /// - freezing the active memtable adds 2, before the committer can merge it into the table (otherwise a
+    ///   scan's copy of it could override newer values the table got from the same memtable, beside keys
+    ///   written after them).
+    ///
+    /// A reader loads it under the memtable read lock, where it is even, and again after reading the table; if
+    /// it moved, the reader reads again. Commits of a memtable frozen before the copy need no retry: the copy
+    /// holds that memtable as it is committed.
+    table_epoch: AtomicU64,
     _lock: Box<dyn vfs::FileLock>,
 }
 
@@ -216,7 +223,7 @@ impl Db {
             retired: Mutex::new(None),
             c,
             wal_bytes: AtomicU64::new(0),
-            range_epoch: AtomicU64::new(0),
+            table_epoch: AtomicU64::new(0),
             _lock: lock,
         });
         let bg = inner.clone();
@@ -281,8 +288,8 @@ impl Db {
         }
         let mut m = inner.mem.write();
         if ranged {
-            // Odd while the table changes; see `Inner::range_epoch`.
-            inner.range_epoch.fetch_add(1, Ordering::SeqCst);
+            // Odd while the table changes; see `Inner::table_epoch`.
+            inner.table_epoch.fetch_add(1, Ordering::SeqCst);
         }
         let mut r = Ok(());
         for op in ops {
@@ -292,7 +299,7 @@ impl Db {
             }
         }
         if ranged {
-            inner.range_epoch.fetch_add(1, Ordering::SeqCst);
+            inner.table_epoch.fetch_add(1, Ordering::SeqCst);
         }
         drop(m);
         if let Err(e) = &r {
@@ -324,7 +331,7 @@ impl Db {
                     inner.c.memtable_hits.fetch_add(1, Ordering::Relaxed);
                     return Ok(v.as_value().map(<[u8]>::to_vec));
                 }
-                (m.imm.as_ref().map(|(t, _)| t.clone()), inner.range_epoch.load(Ordering::SeqCst))
+                (m.imm.as_ref().map(|(t, _)| t.clone()), inner.table_epoch.load(Ordering::SeqCst))
             };
             if let Some(t) = imm
                 && let Some(v) = t.get(&probe)
@@ -335,7 +342,7 @@ impl Db {
             #[cfg(test)]
             tests::pause_between_sources();
             let v = inner.table.get(key)?;
-            if inner.range_epoch.load(Ordering::SeqCst) == epoch {
+            if inner.table_epoch.load(Ordering::SeqCst) == epoch {
                 return Ok(v.map(Vec::from));
             }
         }
@@ -411,7 +418,7 @@ impl Db {
             let m = inner.mem.read();
             let mut r = m.active.range::<[u8], _>(bounds);
             let act = if reverse { take(&mut r.rev()) } else { take(&mut r) };
-            (act, m.imm.as_ref().map(|(t, _)| t.clone()), inner.range_epoch.load(Ordering::SeqCst))
+            (act, m.imm.as_ref().map(|(t, _)| t.clone()), inner.table_epoch.load(Ordering::SeqCst))
         };
         let imm = match imm {
             Some(t) => {
@@ -483,7 +490,7 @@ impl Db {
                 out.push((k, v));
             }
         }
-        if inner.range_epoch.load(Ordering::SeqCst) != epoch {
+        if inner.table_epoch.load(Ordering::SeqCst) != epoch {
             return Ok(Pass::Again);
         }
         if out.len() < limit && truncated {
@@ -610,7 +617,8 @@ enum Pass {
     Done(usize),
     /// A source was cut and fewer than `limit` pairs came out: a larger cap must be tried.
     Grow,
-    /// A range delete changed the table while the pass read it (see `Inner::range_epoch`): read again.
+    /// The table may have changed against the memtables' copy while the pass read it (see
+    /// `Inner::table_epoch`): read again.
     Again,
 }
 
@@ -699,7 +707,7 @@ impl Inner {
 
     /// Applies one operation of a logged batch: to the active memtable, and for a range delete to the table too.
     /// REQUIRES: the memtable lock is held (`m`); for a range delete, no memtable is being committed and
-    /// `range_epoch` is odd.
+    /// `table_epoch` is odd.
     fn apply(&self, m: &mut Mem, op: Op) -> Result<()> {
         match op {
             Op::Put(k, v) => {
@@ -769,6 +777,7 @@ impl Inner {
         {
             let mut m = self.mem.write();
             let act = std::mem::replace(&mut m.active, Memtable::new());
+            self.table_epoch.fetch_add(2, Ordering::SeqCst);
             m.bytes = 0;
             m.imm = Some((Arc::new(act.freeze()), old.number));
         }
