@@ -126,3 +126,57 @@ fn run_all_operations() {
     let db = Db::open(fs, Path::new("db"), opts).unwrap();
     assert_eq!(db.scan(b"", None, usize::MAX, false).unwrap(), want);
 }
+
+/// Scans beside rounds of writes, range deletes, and memtable freezes and commits. Round `r` sets `k0` to `k9`, in
+/// order and one write each, to `r`, and every fifth round ends with a range delete of them all. So every state
+/// holds a run `k0..=kj` at some `r` followed by either nothing or the rest at `r - 1`, and every scan must see
+/// one of those states, whatever it raced with.
+#[test]
+fn scans_see_one_state_beside_range_deletes_and_commits() {
+    let opts = Options { memtable_bytes: 1024, ..Options::tiny() };
+    let db = Arc::new(Db::open(Arc::new(vfs::MemFs::new()), Path::new("db"), opts).unwrap());
+    let stop = Arc::new(AtomicBool::new(false));
+    let readers: Vec<_> = (0..2)
+        .map(|r| {
+            let (db, stop) = (db.clone(), stop.clone());
+            std::thread::spawn(move || {
+                let mut scans = 0u64;
+                while !stop.load(Ordering::Relaxed) {
+                    let mut got = db.scan(b"k", Some(b"l"), 20, r == 1).unwrap();
+                    if r == 1 {
+                        got.reverse();
+                    }
+                    assert!(one_state(&got), "a scan saw no state of the store: {got:?}");
+                    scans += 1;
+                }
+                scans
+            })
+        })
+        .collect();
+    let w = WriteOptions::default();
+    for round in 1..=3000 * scale() as u64 {
+        for j in 0..10 {
+            // The value's padding fills the memtable, so it is frozen and committed every round or two.
+            db.put(format!("k{j}").as_bytes(), format!("{round:08}{:40}", "").as_bytes(), w).unwrap();
+        }
+        if round % 5 == 0 {
+            db.delete_range(b"k", b"l", w).unwrap();
+        }
+    }
+    stop.store(true, Ordering::Relaxed);
+    for r in readers {
+        assert!(r.join().unwrap() > 0);
+    }
+    assert!(db.stats().memtables_committed > 100, "{:?}", db.stats());
+}
+
+/// Whether `got` (ascending) is `k0..=kj` at one round followed by nothing or by the rest at the round before.
+fn one_state(got: &[(Vec<u8>, Vec<u8>)]) -> bool {
+    let round = |v: &[u8]| std::str::from_utf8(&v[..8]).unwrap().parse::<u64>().unwrap();
+    let keys_in_order = got.iter().enumerate().all(|(i, (k, _))| *k == format!("k{i}").into_bytes());
+    let Some(first) = got.first().map(|(_, v)| round(v)) else { return true };
+    let cut = got.iter().position(|(_, v)| round(v) != first).unwrap_or(got.len());
+    keys_in_order
+        && got[cut..].iter().all(|(_, v)| round(v) + 1 == first)
+        && (cut == got.len() || got.len() == 10)
+}
