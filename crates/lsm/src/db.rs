@@ -44,6 +44,8 @@ mod open;
 #[path = "range_reduce/mod.rs"]
 pub(crate) mod range_reduce;
 mod read;
+#[cfg(test)]
+mod tests;
 mod write;
 
 use write::WriteQueue;

@@ -130,6 +130,15 @@ pub trait RangeDeleteStrategy: Send + Sync {
         None
     }
 
+    /// A counter that moves whenever records outside the LSM sources are merged with only the registered
+    /// snapshots (and the sequence numbers from `published` on) kept apart. A reader at an implicit snapshot,
+    /// which no such merge keeps apart, loads it before it reads its snapshot and again after its last look at
+    /// those records; if it moved, a delete the reader sees may have been merged into a newer one it does not
+    /// see, so the reader reads again at a new snapshot.
+    fn generation(&self) -> u64 {
+        0
+    }
+
     /// Makes every record so far durable outside the WAL (called in the memtable flush before its MANIFEST edit,
     /// so the WAL may then be dropped). `snapshots`: live snapshots; `published`: the last visible sequence
     /// (snapshots taken meanwhile are at or after it). Returns the state to record in the edit if it changed.

@@ -35,7 +35,7 @@
 //! file list in the MANIFEST ([`RangeIndexState`]) and re-applied at open.
 
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard, Weak};
 
 use gloran::{Cursor, GlobalIndex, IndexOptions, LiveFile};
@@ -140,6 +140,7 @@ impl RangeDeleteStrategy for GlobalRangeDeletes {
             dirty: AtomicBool::new(true),
             epoch: Mutex::new(Arc::new(())),
             pending_gc: Mutex::new(None),
+            generation: AtomicU64::new(0),
         })))
     }
 }
@@ -154,6 +155,8 @@ struct Instance {
     epoch: Mutex<Arc<()>>,
     /// A planned GC: watermark, and the epoch whose readers must finish first.
     pending_gc: Mutex<Option<(u64, Weak<()>)>>,
+    /// Moves before every flush and GC that disjointizes (see `RangeDeleteStrategy::generation`).
+    generation: AtomicU64,
 }
 
 impl Instance {
@@ -181,6 +184,8 @@ impl Instance {
         let mut s = snapshots.to_vec();
         s.extend(published..=idx.last_seq().max(published));
         idx.set_snapshots(s);
+        // Before the merged levels can be read (the write lock is held): see `RangeDeleteStrategy::generation`.
+        self.generation.fetch_add(1, Ordering::AcqRel);
         idx.flush().map_err(conv)?;
         self.dirty.store(true, Ordering::Release);
         Ok(())
@@ -238,6 +243,10 @@ impl RangeDeleteStrategy for Instance {
         Some(e)
     }
 
+    fn generation(&self) -> u64 {
+        self.generation.load(Ordering::Acquire)
+    }
+
     fn flush(
         &self,
         snapshots: &[u64],
@@ -277,6 +286,7 @@ impl RangeDeleteStrategy for Instance {
                 let mut s = snapshots.to_vec();
                 s.extend(published..=idx.last_seq().max(published));
                 idx.set_snapshots(s);
+                self.generation.fetch_add(1, Ordering::AcqRel);
                 idx.gc(w).map_err(conv)?;
                 self.dirty.store(true, Ordering::Release);
             }

@@ -250,7 +250,6 @@ fn run_all_operations(global: bool) {
     assert_eq!(db.scan(&ReadOptions::default(), b"", b"\xff", usize::MAX).unwrap(), want);
 }
 
-/// Repetitions from `RANGEDB_TEST_SCALE` (default 1).
 /// Memtables of `buffer` bytes, tables as large, L1 four times that, and L0 triggers that keep flushes and
 /// compactions running all through a test.
 fn small_options(buffer: usize) -> Options {
@@ -266,6 +265,79 @@ fn small_options(buffer: usize) -> Options {
     }
 }
 
+/// Repetitions from `RANGEDB_TEST_SCALE` (default 1).
 fn scale() -> u32 {
     std::env::var("RANGEDB_TEST_SCALE").ok().and_then(|s| s.parse().ok()).unwrap_or(1)
+}
+
+/// Scans at the latest state beside rounds of writes, range deletes, flushes, compactions and query-driven
+/// rewrites, under both range-delete strategies. Round `r` sets `k0` to `k9`, in order and one write each, to
+/// `r`, and every fifth round ends with a range delete of them all. So every state holds a run `k0..=kj` at some
+/// `r` followed by either nothing or the rest at `r - 1`, and every scan must see one of those states.
+#[test]
+fn scans_see_one_state_beside_range_deletes_and_rewrites() {
+    for (global, mode) in [
+        (false, lsm::RangeReduceMode::Off),
+        (true, lsm::RangeReduceMode::Off),
+        (false, lsm::RangeReduceMode::BlindMergeOnScan),
+        (true, lsm::RangeReduceMode::BlindMergeOnScan),
+    ] {
+        let strategy: Arc<dyn lsm::RangeDeleteStrategy> = if global {
+            Arc::new(lsm::GlobalRangeDeletes::with_options(gloran::IndexOptions {
+                buffer_bytes: 2048,
+                node_size: 256,
+                ..Default::default()
+            }))
+        } else {
+            Arc::new(lsm::LocalTombstones)
+        };
+        let mut o = Options { range_delete_strategy: strategy, ..small_options(4 << 10) };
+        o.range_reduce.mode = mode;
+        let db = Arc::new(Db::open(Arc::new(vfs::MemFs::new()), "/db", o).unwrap());
+        let stop = Arc::new(AtomicBool::new(false));
+        let readers: Vec<_> = (0..2)
+            .map(|_| {
+                let (db, stop) = (db.clone(), stop.clone());
+                std::thread::spawn(move || {
+                    let mut scans = 0u64;
+                    while !stop.load(Ordering::Relaxed) {
+                        let got = db.scan(&ReadOptions::default(), b"k", b"l", usize::MAX).unwrap();
+                        assert!(one_state(&got), "global {global}, {mode:?}: a scan saw no state: {got:?}");
+                        scans += 1;
+                    }
+                    scans
+                })
+            })
+            .collect();
+        let w = WriteOptions::default();
+        for round in 1..=2000 * u64::from(scale()) {
+            for j in 0..10 {
+                let v = format!("{round:08}{:40}", "");
+                db.put(&w, format!("k{j}").as_bytes(), v.as_bytes()).unwrap();
+            }
+            if round % 5 == 0 {
+                db.delete_range(&w, b"k", b"l").unwrap();
+            }
+        }
+        stop.store(true, Ordering::Relaxed);
+        for r in readers {
+            assert!(r.join().unwrap() > 0);
+        }
+        let st = db.stats();
+        assert!(st.flushes > 20 && st.compactions > 5, "{}", st.to_json());
+        if mode != lsm::RangeReduceMode::Off {
+            assert!(st.range_reduce.rewrites > 0, "{}", st.to_json());
+        }
+    }
+}
+
+/// Whether `got` (ascending) is `k0..=kj` at one round followed by nothing or by the rest at the round before.
+fn one_state(got: &[(Vec<u8>, Vec<u8>)]) -> bool {
+    let round = |v: &[u8]| std::str::from_utf8(&v[..8]).unwrap().parse::<u64>().unwrap();
+    let keys_in_order = got.iter().enumerate().all(|(i, (k, _))| *k == format!("k{i}").into_bytes());
+    let Some(first) = got.first().map(|(_, v)| round(v)) else { return true };
+    let cut = got.iter().position(|(_, v)| round(v) != first).unwrap_or(got.len());
+    keys_in_order
+        && got[cut..].iter().all(|(_, v)| round(v) + 1 == first)
+        && (cut == got.len() || got.len() == 10)
 }

@@ -20,6 +20,18 @@ use super::{Inner, lock};
 impl Inner {
     pub(super) fn get(&self, opts: &ReadOptions, key: &[u8]) -> Result<Option<Vec<u8>>> {
         self.counters.gets.fetch_add(1, Ordering::Relaxed);
+        loop {
+            let generation = self.range_deletes.generation();
+            let r = self.get_once(opts, key)?;
+            // A registered snapshot is kept apart by every merge of the range records; an implicit one only by
+            // those before it was read (see `RangeDeleteStrategy::generation`).
+            if opts.snapshot.is_some() || self.range_deletes.generation() == generation {
+                return Ok(r);
+            }
+        }
+    }
+
+    fn get_once(&self, opts: &ReadOptions, key: &[u8]) -> Result<Option<Vec<u8>>> {
         // Pinned before the sources are captured: GC of the global index waits for reads older than its decision.
         let _pin = self.range_deletes.pin();
         // The implicit snapshot is read with the sources under the state lock: every compaction installed in the
@@ -29,6 +41,8 @@ impl Inner {
             let snap = opts.snapshot.unwrap_or_else(|| self.last_seq.load(Ordering::Acquire));
             (s.mem.clone(), s.imm.clone(), s.current.clone(), snap)
         };
+        #[cfg(test)]
+        super::tests::after_capture();
         let strategy = &*self.range_deletes;
         let local = strategy.keeps_local_tombstones();
         let mut examined = 0u64;
@@ -113,15 +127,27 @@ impl Inner {
 
     pub(super) fn iter(&self, opts: &ReadOptions) -> Result<DbIter> {
         let pin = self.range_deletes.pin();
-        // The implicit snapshot is read with the sources under the state lock: every compaction installed in the
-        // captured version used an oldest-snapshot no larger than it, and no memtable switch splits the pair.
-        let (mem, imm, v, snapshot) = {
-            let s = lock(&self.state);
-            let snap = opts.snapshot.unwrap_or_else(|| self.last_seq.load(Ordering::Acquire));
-            (s.mem.clone(), s.imm.clone(), s.current.clone(), snap)
-        };
         let lo = opts.lower_bound.as_deref();
         let hi = opts.upper_bound.as_deref();
+        let (mem, imm, v, snapshot, global) = loop {
+            let generation = self.range_deletes.generation();
+            // The implicit snapshot is read with the sources under the state lock: every compaction installed in
+            // the captured version used an oldest-snapshot no larger than it, and no memtable switch splits the
+            // pair.
+            let (mem, imm, v, snapshot) = {
+                let s = lock(&self.state);
+                let snap = opts.snapshot.unwrap_or_else(|| self.last_seq.load(Ordering::Acquire));
+                (s.mem.clone(), s.imm.clone(), s.current.clone(), snap)
+            };
+            #[cfg(test)]
+            super::tests::after_capture();
+            // The cursor holds the range records as they are now, so only a merge before it is taken matters
+            // (see `get`).
+            let global = self.range_deletes.cover(lo.unwrap_or_default(), hi, snapshot)?;
+            if opts.snapshot.is_some() || self.range_deletes.generation() == generation {
+                break (mem, imm, v, snapshot, global);
+            }
+        };
         let mut children: Vec<Box<dyn InternalIter>> = Vec::new();
         let mut frags: Vec<Arc<Fragments>> = Vec::new();
         for m in std::iter::once(&mem).chain(imm.iter().rev()) {
@@ -149,7 +175,6 @@ impl Inner {
         }
         let (children, read_sink) = self.range_reduce_children(children, 1 + imm.len(), &v, opts);
         let tombstones = self.range_deletes.iterator_tombstones(frags, snapshot);
-        let global = self.range_deletes.cover(lo.unwrap_or_default(), hi, snapshot)?;
         let mut it = DbIter::new(
             MergingIter::new(children),
             snapshot,
