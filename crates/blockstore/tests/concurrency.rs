@@ -263,3 +263,100 @@ fn run_all_volume_operations() {
     check(&v);
     v.check_invariants().unwrap();
 }
+
+/// Reads beside one writer, cache flushes, checkpoints and garbage collection that relocates live blocks. Every
+/// block the writer writes holds its write's number and its own address, so a reader can tell what it got: each
+/// block must be whole (one write's, at its own address, or never written), and a later read of a block must
+/// never return an older write than an earlier read did (a relocated copy installed over newer data, or a read
+/// plan gone stale, would).
+#[test]
+fn reads_see_whole_blocks_that_never_go_back_in_time() {
+    const BLOCKS: u64 = 96;
+    let opts = Options {
+        segment_cache_bytes: 8 * BLOCK_SIZE,
+        journal_flush_bytes: 16 * BLOCK_SIZE as u64,
+        journal_reset_bytes: 64 * BLOCK_SIZE as u64,
+        data_file_bytes: 64 << 10,
+        checkpoint_bytes: 4 << 10,
+        gc_garbage_percent: 0,
+        ..Options::default()
+    };
+    let store = Store::open(Arc::new(MemFs::new()), Path::new("/s"), opts).unwrap();
+    let v = store.create_volume("v", BLOCKS * BLOCK_SIZE as u64).unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let helpers: Vec<_> = (0..2)
+        .map(|kind| {
+            let (v, stop) = (v.clone(), stop.clone());
+            std::thread::spawn(move || {
+                while !stop.load(Ordering::Relaxed) {
+                    if kind == 0 {
+                        v.flush_cache().unwrap();
+                        v.checkpoint().unwrap();
+                    } else {
+                        v.collect_garbage(80).unwrap();
+                    }
+                }
+            })
+        })
+        .collect();
+    let readers: Vec<_> = (0..2u64)
+        .map(|r| {
+            let (v, stop) = (v.clone(), stop.clone());
+            std::thread::spawn(move || {
+                let mut seen = vec![0u64; BLOCKS as usize];
+                let mut n = r;
+                while !stop.load(Ordering::Relaxed) {
+                    let start = (n * 13) % (BLOCKS - 12);
+                    let mut buf = vec![0u8; 12 * BLOCK_SIZE];
+                    v.read(&mut buf, start * BLOCK_SIZE as u64).unwrap();
+                    for (i, block) in buf.chunks(BLOCK_SIZE).enumerate() {
+                        let b = start + i as u64;
+                        let write = stamp_of(block, b);
+                        assert!(
+                            write >= seen[b as usize],
+                            "block {b}: write {write} after {}",
+                            seen[b as usize]
+                        );
+                        seen[b as usize] = write;
+                    }
+                    n += 2;
+                }
+            })
+        })
+        .collect();
+    let mut x = 12345u64;
+    let writes = 1500 * std::env::var("RANGEDB_TEST_SCALE").ok().and_then(|s| s.parse().ok()).unwrap_or(1u64);
+    for write in 1..=writes {
+        x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        let start = (x >> 33) % BLOCKS;
+        let len = 1 + (x >> 20) % 8.min(BLOCKS - start);
+        let mut buf = Vec::with_capacity((len as usize) * BLOCK_SIZE);
+        for b in start..start + len {
+            buf.extend(stamp(write, b));
+        }
+        v.write(&buf, start * BLOCK_SIZE as u64, write % 97 == 0).unwrap();
+    }
+    stop.store(true, Ordering::Relaxed);
+    for h in helpers.into_iter().chain(readers) {
+        h.join().unwrap();
+    }
+    let st = v.stats();
+    assert!(st.gc_blocks_relocated > 0 && st.cache_flushes > 10, "{st:?}");
+}
+
+/// A block of write `write` at address `block`: the pair repeated (compressible, so units get compressed too).
+fn stamp(write: u64, block: u64) -> Vec<u8> {
+    let mut pair = write.to_le_bytes().to_vec();
+    pair.extend(block.to_le_bytes());
+    pair.repeat(BLOCK_SIZE / 16)
+}
+
+/// The write number a block read back holds (0: never written). Panics unless it is one whole block of `stamp`.
+fn stamp_of(block: &[u8], at: u64) -> u64 {
+    if block.iter().all(|&x| x == 0) {
+        return 0;
+    }
+    let write = u64::from_le_bytes(block[..8].try_into().unwrap());
+    assert_eq!(block, stamp(write, at), "block {at} is not whole");
+    write
+}
