@@ -270,12 +270,14 @@ fn scale() -> u32 {
     std::env::var("RANGEDB_TEST_SCALE").ok().and_then(|s| s.parse().ok()).unwrap_or(1)
 }
 
-/// Scans at the latest state beside rounds of writes, range deletes, flushes, compactions and query-driven
-/// rewrites, under both range-delete strategies. Round `r` sets `k0` to `k9`, in order and one write each, to
-/// `r`, and every fifth round ends with a range delete of them all. So every state holds a run `k0..=kj` at some
-/// `r` followed by either nothing or the rest at `r - 1`, and every scan must see one of those states.
+/// Reads beside rounds of writes, range deletes, flushes, compactions and query-driven rewrites, under both
+/// range-delete strategies: scans at the latest state, scans and a get at a held snapshot, and iterators stepped
+/// slowly in either direction. Round `r` sets `k0` to `k9`, in order and one write each, to `r`, and every fifth
+/// round ends with a range delete of them all. So every state holds a run `k0..=kj` at some `r` followed by either
+/// nothing or the rest at `r - 1`, and every read must see one of those states (a snapshot, the same one each
+/// time).
 #[test]
-fn scans_see_one_state_beside_range_deletes_and_rewrites() {
+fn reads_see_one_state_beside_range_deletes_and_rewrites() {
     for (global, mode) in [
         (false, lsm::RangeReduceMode::Off),
         (true, lsm::RangeReduceMode::Off),
@@ -295,14 +297,60 @@ fn scans_see_one_state_beside_range_deletes_and_rewrites() {
         o.range_reduce.mode = mode;
         let db = Arc::new(Db::open(Arc::new(vfs::MemFs::new()), "/db", o).unwrap());
         let stop = Arc::new(AtomicBool::new(false));
-        let readers: Vec<_> = (0..2)
-            .map(|_| {
+        let readers: Vec<_> = (0..3)
+            .map(|kind| {
                 let (db, stop) = (db.clone(), stop.clone());
                 std::thread::spawn(move || {
                     let mut scans = 0u64;
                     while !stop.load(Ordering::Relaxed) {
-                        let got = db.scan(&ReadOptions::default(), b"k", b"l", usize::MAX).unwrap();
-                        assert!(one_state(&got), "global {global}, {mode:?}: a scan saw no state: {got:?}");
+                        let what = format!("global {global}, {mode:?}, reader {kind}");
+                        match kind {
+                            0 => {
+                                let got = db.scan(&ReadOptions::default(), b"k", b"l", usize::MAX).unwrap();
+                                assert!(one_state(&got), "{what}: a scan saw no state: {got:?}");
+                            }
+                            1 => {
+                                // A snapshot reads the same before and after the writes, flushes and merges
+                                // that run while it is held.
+                                let s = db.snapshot();
+                                let ro = ReadOptions { snapshot: Some(s.seq()), ..Default::default() };
+                                let first = db.scan(&ro, b"k", b"l", usize::MAX).unwrap();
+                                assert!(one_state(&first), "{what}: a snapshot saw no state: {first:?}");
+                                std::thread::sleep(std::time::Duration::from_millis(2));
+                                let k3 = db.get_opt(&ro, b"k3").unwrap();
+                                assert_eq!(
+                                    k3,
+                                    first.iter().find(|(k, _)| k == b"k3").map(|(_, v)| v.clone())
+                                );
+                                assert_eq!(db.scan(&ro, b"k", b"l", usize::MAX).unwrap(), first, "{what}");
+                            }
+                            _ => {
+                                // An iterator stepped slowly, either way, still reads the state it began with.
+                                let ro = ReadOptions {
+                                    lower_bound: Some(b"k".to_vec()),
+                                    upper_bound: Some(b"l".to_vec()),
+                                    ..Default::default()
+                                };
+                                let mut it = db.iter(&ro).unwrap();
+                                let reverse = scans % 2 == 1;
+                                if reverse {
+                                    it.seek_to_last()
+                                } else {
+                                    it.seek_to_first()
+                                }
+                                let mut got = Vec::new();
+                                while it.valid() {
+                                    got.push((it.key().to_vec(), it.value().to_vec()));
+                                    std::thread::yield_now();
+                                    if reverse { it.prev() } else { it.next() }
+                                }
+                                it.status().unwrap();
+                                if reverse {
+                                    got.reverse();
+                                }
+                                assert!(one_state(&got), "{what}: an iterator saw no state: {got:?}");
+                            }
+                        }
                         scans += 1;
                     }
                     scans
