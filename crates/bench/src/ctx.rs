@@ -50,6 +50,32 @@ impl Ctx {
         }
     }
 
+    /// The `--set` value for `key` as a comma-separated list of names, or `default` when absent; an empty value
+    /// is an empty list. Every name must be one of `known`, or with `prefix` (filters that name families, such
+    /// as workloads) the start of one or an extension of one: a misspelt name is an error, never a run that
+    /// silently leaves something out.
+    pub fn list(
+        &self,
+        key: &str,
+        default: &[&str],
+        known: &[&str],
+        prefix: bool,
+    ) -> crate::Result<Vec<String>> {
+        let Some(v) = self.set.get(key) else {
+            return Ok(default.iter().map(|s| s.to_string()).collect());
+        };
+        let names: Vec<String> =
+            v.split(',').map(str::trim).filter(|x| !x.is_empty()).map(String::from).collect();
+        for x in &names {
+            let ok =
+                known.iter().any(|k| k == x || (prefix && (k.starts_with(x.as_str()) || x.starts_with(k))));
+            if !ok {
+                return Err(format!("--set {key}: unknown name {x:?} (known: {})", known.join(", ")).into());
+            }
+        }
+        Ok(names)
+    }
+
     /// `quick` when the run is quick, else `full`.
     pub fn scale<T>(&self, quick: T, full: T) -> T {
         if self.quick { quick } else { full }
@@ -90,6 +116,24 @@ impl FromStr for Fraction {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn lists_refuse_unknown_names() {
+        let mut ctx = Ctx::for_tests(PathBuf::from("scratch"));
+        let known = ["rask", "rangemap", "len-"];
+        assert_eq!(ctx.list("systems", &["rask"], &known, false).unwrap(), ["rask"]);
+        ctx.set.insert("systems".into(), " rangemap, rask ,".into());
+        assert_eq!(ctx.list("systems", &[], &known, false).unwrap(), ["rangemap", "rask"]);
+        ctx.set.insert("systems".into(), "rask,ranjemap".into());
+        let e = ctx.list("systems", &[], &known, false).unwrap_err().to_string();
+        assert!(e.contains("unknown name \"ranjemap\""), "{e}");
+        // Prefixes: the start of a known name, or a known family's member.
+        ctx.set.insert("systems".into(), "range,len-100".into());
+        assert!(ctx.list("systems", &[], &known, false).is_err());
+        assert_eq!(ctx.list("systems", &[], &known, true).unwrap(), ["range", "len-100"]);
+        ctx.set.insert("systems".into(), String::new());
+        assert!(ctx.list("systems", &["rask"], &known, false).unwrap().is_empty());
+    }
 
     #[test]
     fn fractions_parse_and_junk_is_refused() {

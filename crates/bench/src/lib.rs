@@ -33,6 +33,26 @@ pub trait Experiment: Sync {
     fn name(&self) -> &'static str;
     /// One line for `rangedb bench list`: what is measured against which peers.
     fn about(&self) -> &'static str;
+    /// Every `--set` key the experiment reads (a test checks the list against the source).
+    fn settings(&self) -> &'static [&'static str];
     /// Runs the experiment. With `ctx.quick` it must finish within a few minutes on two cores.
     fn run(&self, ctx: &Ctx) -> Result<Report>;
+}
+
+/// Refuses `--set` keys that none of `experiments` reads, so a misspelt key is an error instead of a run with
+/// the default it meant to change.
+pub fn check_settings(experiments: &[&dyn Experiment], ctx: &Ctx) -> Result<()> {
+    for key in ctx.set.keys() {
+        if !experiments.iter().any(|e| e.settings().contains(&key.as_str())) {
+            let mut known: Vec<&str> =
+                experiments.iter().flat_map(|e| e.settings().iter().copied()).collect();
+            known.sort_unstable();
+            known.dedup();
+            let whose = if experiments.len() == 1 { experiments[0].name() } else { "these experiments" };
+            return Err(
+                format!("--set {key}: {whose} has no such setting (known: {})", known.join(", ")).into()
+            );
+        }
+    }
+    Ok(())
 }

@@ -78,6 +78,7 @@ pub fn run(args: BenchArgs) -> Result<ExitCode, bench::Error> {
         set,
         progress: std::io::stderr().is_terminal(),
     };
+    bench::check_settings(&chosen, &ctx)?;
     std::fs::create_dir_all(&ctx.scratch)?;
     let many = chosen.len() > 1;
     for e in chosen {

@@ -36,6 +36,21 @@ fn bench_rejects_unknown_experiments_and_bad_settings() {
     let out = rangedb().args(["bench", "machine", "--quick", "--set", "scan_log2_bytes=5"]).output().unwrap();
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("scan_log2_bytes"));
+    // A misspelt key or name is refused before anything runs, not ignored.
+    for (set, want) in [
+        ("scan_log2_byte=22", "machine has no such setting"),
+        ("systems=rask,ranjemap", "unknown name \"ranjemap\""),
+        ("workloads=ebs-wirte-heavy", "unknown name \"ebs-wirte-heavy\""),
+    ] {
+        let exp = if set.starts_with("scan") { "machine" } else { "rask" };
+        let out = rangedb().args(["bench", exp, "--quick", "--set", set]).output().unwrap();
+        assert!(!out.status.success(), "{set}");
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains(want),
+            "{set}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
 }
 
 #[test]

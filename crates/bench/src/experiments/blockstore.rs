@@ -47,6 +47,10 @@ impl Experiment for BlockStoreBench {
         "blockstore"
     }
 
+    fn settings(&self) -> &'static [&'static str] {
+        &["iodepth", "ops", "parts", "runtime_s", "size_mb", "unit_blocks", "volume_mb"]
+    }
+
     fn about(&self) -> &'static str {
         "block store vs per-block index, qcow2-style table, plain file and qemu-nbd: EBS traces, GC, fio; \
          --set ops=N volume_mb=N size_mb=N runtime_s=N iodepth=N unit_blocks=N parts=store,index,gc,local,nbd"
@@ -54,8 +58,9 @@ impl Experiment for BlockStoreBench {
 
     fn run(&self, ctx: &Ctx) -> Result<Report> {
         let mut report = Report::new(self.name(), ctx.quick);
-        let parts: String = ctx.setting("parts", "store,index,gc,local,nbd".to_string())?;
-        let on = |p: &str| parts.split(',').any(|x| x == p);
+        let all_parts = ["store", "index", "gc", "local", "nbd"];
+        let parts = ctx.list("parts", &all_parts, &all_parts, false)?;
+        let on = |p: &str| parts.iter().any(|x| x == p);
         let dir = ctx.scratch.join("blockstore");
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir)?;

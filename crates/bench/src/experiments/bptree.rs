@@ -53,6 +53,10 @@ impl Experiment for BpTreeBench {
         "bptree"
     }
 
+    fn settings(&self) -> &'static [&'static str] {
+        &["long_scans", "n", "only", "ops", "scans", "sweep", "sweep_n"]
+    }
+
     fn about(&self) -> &'static str {
         "BP-tree vs btreemap, crossbeam-skipmap, btree-sorted-leaves: paper 6.1 microbenchmarks, leaf sweep, YCSB \
          A/B/C/E/X/Y uniform+zipfian, 16-64 byte string keys; --set n=N ops=N scans=N long_scans=N sweep=0|1"
@@ -69,8 +73,9 @@ impl Experiment for BpTreeBench {
         };
         let sweep: u32 = ctx.setting("sweep", 1)?;
         let sweep_n: usize = ctx.setting("sweep_n", ctx.scale(250_000, p.n))?;
-        let only: String = ctx.setting("only", "micro,sweep,ycsb,strings".to_string())?;
-        let part = |name: &str| only.split(',').any(|x| x.trim() == name);
+        let parts = ["micro", "sweep", "ycsb", "strings"];
+        let only = ctx.list("only", &parts, &parts, false)?;
+        let part = |name: &str| only.iter().any(|x| x == name);
         report.note(
             "YCSB keys: workloads::KeySampler (uniform; scrambled zipfian theta 0.99) over the loaded keys.",
         );

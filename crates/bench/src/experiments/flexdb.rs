@@ -534,6 +534,22 @@ impl Experiment for FlexDbBench {
         "flexdb"
     }
 
+    fn settings(&self) -> &'static [&'static str] {
+        &[
+            "dataset_mib",
+            "datasets",
+            "gc_start_utilization",
+            "phases",
+            "reads",
+            "rewrite_extents",
+            "scans",
+            "systems",
+            "threads",
+            "writers",
+            "ycsb_ops",
+        ]
+    }
+
     fn about(&self) -> &'static str {
         "flexdb vs rocksdb and lsm-local (FlexFile paper §6.3): sequential/Zipfian/Zipfian-composite writes of the \
          ZippyDB/UDB/SYS datasets with bytes written, GET and SCAN(50) after Zipfian updates, recovery time, YCSB \
@@ -560,12 +576,17 @@ impl Experiment for FlexDbBench {
             (f.0, f.1)
         };
         // Subsets, e.g. to profile one phase of one system; the defaults are everything but `flexdb-rewrite`.
-        let only_systems: String =
-            ctx.setting("systems", "flexdb,flexdb-defrag,rocksdb,lsm-local".to_string())?;
-        let only_systems: Vec<&str> = only_systems.split(',').map(str::trim).collect();
-        let phases: String = ctx.setting("phases", "writes,reads,recovery,ycsb".to_string())?;
-        let phase = |p: &str| phases.split(',').any(|x| x.trim() == p);
-        let only_datasets: String = ctx.setting("datasets", "zippydb,udb,sys".to_string())?;
+        let only_systems = ctx.list(
+            "systems",
+            &["flexdb", "flexdb-defrag", "rocksdb", "lsm-local"],
+            &["flexdb", "flexdb-defrag", "flexdb-rewrite", "rocksdb", "lsm-local"],
+            false,
+        )?;
+        let all_phases = ["writes", "reads", "recovery", "ycsb"];
+        let phases = ctx.list("phases", &all_phases, &all_phases, false)?;
+        let phase = |p: &str| phases.iter().any(|x| x == p);
+        let all_datasets = ["zippydb", "udb", "sys"];
+        let only_datasets = ctx.list("datasets", &all_datasets, &all_datasets, false)?;
         let cfg = Config {
             memtable: ((bytes / 160) as usize).max(4 << 20),
             cache: (bytes / 5) as usize,
@@ -618,13 +639,12 @@ impl Experiment for FlexDbBench {
             ("rocksdb", open_rocks),
             ("lsm-local", open_lsm),
         ];
-        for (name, open) in systems.into_iter().filter(|(n, _)| only_systems.contains(n)) {
+        for (name, open) in systems.into_iter().filter(|(n, _)| only_systems.iter().any(|x| x == n)) {
             let dir = ctx.scratch.join(format!("flexdb-bench-{name}"));
             let _ = std::fs::remove_dir_all(&dir);
             // Writes.
-            let write_sets = datasets
-                .iter()
-                .filter(|d| phase("writes") && only_datasets.split(',').any(|x| x.trim() == d.name));
+            let write_sets =
+                datasets.iter().filter(|d| phase("writes") && only_datasets.iter().any(|x| x == d.name));
             for d in write_sets {
                 for dist in dists {
                     let per = d.n / writers as u64;

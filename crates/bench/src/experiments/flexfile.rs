@@ -42,6 +42,20 @@ impl Experiment for FlexFileBench {
         "flexfile"
     }
 
+    fn settings(&self) -> &'static [&'static str] {
+        &[
+            "at_size_ops",
+            "at_size_secs",
+            "cold",
+            "insert_range_secs",
+            "patterns",
+            "peers",
+            "prefault",
+            "rewrite_secs",
+            "size_mib",
+        ]
+    }
+
     fn about(&self) -> &'static str {
         "FlexFile Table 2 / Fig. 11: 4 KiB random insert, random write, sequential write building a file, then \
          sequential and random 4 KiB reads; FlexFile vs ext4 insert-range, rewrite and pwrite; --set size_mib=N \
@@ -55,7 +69,8 @@ impl Experiment for FlexFileBench {
         // 0: no budget. ext4 insert-range slows as the file grows, so stopping it early flatters it: its ops/s over
         // the part it finished is an upper bound on its ops/s over the whole build.
         let insert_range_secs: u64 = ctx.setting("insert_range_secs", 0)?;
-        let patterns: String = ctx.setting("patterns", "random-insert,random-write,seq-write".to_string())?;
+        let all_patterns = ["random-insert", "random-write", "seq-write"];
+        let patterns = ctx.list("patterns", &all_patterns, &all_patterns, false)?;
         let cold: u8 = ctx.setting("cold", 0)?;
         // See `prefault_page_cache`: 1 gives every build the same starting point on a virtual machine.
         let prefault: u8 = ctx.setting("prefault", 1)?;
@@ -65,8 +80,9 @@ impl Experiment for FlexFileBench {
         let at_size_secs: u64 = ctx.setting("at_size_secs", 60)?;
         // `peers=` (empty) runs FlexFile alone, e.g. to check that inserts stay flat at 1 GiB without waiting
         // for ext4 insert-range, whose cost grows with the file.
-        let only: String = ctx.setting("peers", "ext4-insert-range,ext4-rewrite,ext4-pwrite".to_string())?;
-        let wanted: Vec<&str> = only.split(',').map(str::trim).collect();
+        let all_peers = ["ext4-insert-range", "ext4-rewrite", "ext4-pwrite"];
+        let wanted = ctx.list("peers", &all_peers, &all_peers, false)?;
+        let wanted: Vec<&str> = wanted.iter().map(String::as_str).collect();
         let root = ctx.scratch.join("flexfile-bench");
         let fs: Arc<dyn Fs> = Arc::new(OsFs::new());
         let _ = std::fs::remove_dir_all(&root);
@@ -74,7 +90,7 @@ impl Experiment for FlexFileBench {
         let nblocks = size_mib * (1 << 20) / BLOCK as u64;
         let mut plot = Plot::new("Random 4 KiB inserts (Fig. 11a)", "MiB written", "ops per second");
         plot.log_y = true;
-        for pattern in patterns.split(',').map(str::trim) {
+        for pattern in patterns.iter().map(String::as_str) {
             let ops = gen_offsets(pattern, nblocks, ctx.seed)?;
             report.workload(pattern, json!({ "size_mib": size_mib, "block": BLOCK, "ops": ops.len() }));
             // FlexFile.

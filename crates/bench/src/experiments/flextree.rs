@@ -28,6 +28,10 @@ impl Experiment for FlexTreeBench {
         "flextree"
     }
 
+    fn settings(&self) -> &'static [&'static str] {
+        &["head_sample", "sizes"]
+    }
+
     fn about(&self) -> &'static str {
         "FlexFile Table 1: append, lookup, insert-at-head of N extents; FlexTree vs absolute-offset B-tree and sorted \
          Vec; --set sizes=100000,1000000 head_sample=N"
@@ -37,8 +41,10 @@ impl Experiment for FlexTreeBench {
         let mut report = Report::new(self.name(), ctx.quick);
         let default_sizes = if ctx.quick { "100000,1000000" } else { "100000,1000000,10000000" };
         let sizes: String = ctx.setting("sizes", default_sizes.to_string())?;
-        let sizes: Vec<u64> =
-            sizes.split(',').map(|s| s.trim().parse::<u64>()).collect::<std::result::Result<_, _>>()?;
+        let sizes: Vec<u64> = sizes
+            .split(',')
+            .map(|s| s.trim().parse::<u64>().map_err(|e| format!("--set sizes={s}: {e}")))
+            .collect::<std::result::Result<_, _>>()?;
         let sample: u64 = ctx.setting("head_sample", ctx.scale(500, 2000))?;
         let mut head_points: Vec<(String, Vec<(f64, f64)>)> =
             ["flexfile", "btreemap", "sorted-vec"].iter().map(|s| (s.to_string(), Vec::new())).collect();

@@ -361,6 +361,10 @@ impl Experiment for Gloran {
         "gloran"
     }
 
+    fn settings(&self) -> &'static [&'static str] {
+        &["fresh", "kv", "len", "n", "ops", "systems"]
+    }
+
     fn about(&self) -> &'static str {
         "range deletes in the engine (GLORAN §6): lsm-gloran vs lsm-local, rocksdb DeleteRange, decomp, \
          lookup&delete, scan&delete; range-delete share and length sweeps, YCSB-A zipf, scans, space; \
@@ -425,9 +429,8 @@ impl Experiment for Gloran {
         let mut perm: Vec<u64> = (0..n).collect();
         perm.shuffle(&mut rng);
         let seeks: Vec<u64> = (0..ops / 10).map(|_| rng.random_range(0..n)).collect();
-        let only: Option<Vec<String>> =
-            ctx.set.get("systems").map(|s| s.split(',').map(|x| x.trim().to_string()).collect());
-        for name in SYSTEMS.into_iter().filter(|s| only.as_ref().is_none_or(|o| o.iter().any(|x| x == s))) {
+        let only = ctx.list("systems", &SYSTEMS, &SYSTEMS, false)?;
+        for name in SYSTEMS.into_iter().filter(|s| only.iter().any(|x| x == s)) {
             let dir = ctx.scratch.join(format!("gloran-{name}"));
             let _ = std::fs::remove_dir_all(&dir);
             let (mut sys, desc) = open(name, &dir, cfg, Shape::DEFAULT)?;
@@ -501,8 +504,7 @@ impl Experiment for Gloran {
             let ops_plan = plan(ctx.seed ^ (0x6b76 + j as u64), kv_ops, kv_n, 0.5, 0.10, false)?;
             let mut perm: Vec<u64> = (0..kv_n).collect();
             perm.shuffle(&mut SmallRng::seed_from_u64(ctx.seed ^ (0x6b76 + j as u64)));
-            for name in SYSTEMS.into_iter().filter(|s| only.as_ref().is_none_or(|o| o.iter().any(|x| x == s)))
-            {
+            for name in SYSTEMS.into_iter().filter(|s| only.iter().any(|x| x == s)) {
                 let dir = ctx.scratch.join(format!("gloran-{name}-{w}"));
                 let _ = std::fs::remove_dir_all(&dir);
                 let (sys, _) = open(name, &dir, cfg, shape)?;

@@ -34,6 +34,10 @@ impl Experiment for GloranIndex {
         "gloran_index"
     }
 
+    fn settings(&self) -> &'static [&'static str] {
+        &["fpr_density_pct", "fpr_queries", "fpr_records", "probes", "records", "universe"]
+    }
+
     fn about(&self) -> &'static str {
         "GLORAN's global range-record index alone: point coverage checks vs fragmented tombstone lists (global and \
          per level), estimator FPR vs bits per range vs a per-key Bloom filter; --set records=N universe=N probes=N"

@@ -323,6 +323,10 @@ impl Experiment for Lsm {
         "lsm"
     }
 
+    fn settings(&self) -> &'static [&'static str] {
+        &["n", "ops", "reads", "seeks"]
+    }
+
     fn about(&self) -> &'static str {
         "lsm-local vs rocksdb: db_bench workloads, GLORAN lookup workload with 1%/5% range deletes, write/space \
          amplification, compaction debt; --set n=KEYS reads=N seeks=N ops=N"

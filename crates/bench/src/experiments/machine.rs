@@ -33,6 +33,10 @@ impl Experiment for Machine {
         "machine"
     }
 
+    fn settings(&self) -> &'static [&'static str] {
+        &["disk_bytes", "fsyncs", "scan_log2_bytes", "scan_trials"]
+    }
+
     fn about(&self) -> &'static str {
         "memory bandwidth, random cache-line cost (scan test: affine alpha and r), disk write bandwidth, fsync \
          latency; --set scan_log2_bytes=21..36 scan_trials=N disk_bytes=N fsyncs=N"

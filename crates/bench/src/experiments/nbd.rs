@@ -40,6 +40,10 @@ impl Experiment for Nbd {
         "nbd"
     }
 
+    fn settings(&self) -> &'static [&'static str] {
+        &["iodepth", "only_ours", "runtime_s", "size_mb", "workers"]
+    }
+
     fn about(&self) -> &'static str {
         "NBD server end to end under fio (4k random, 128k sequential) vs qemu-nbd raw and qcow2; \
          --set size_mb=N runtime_s=N iodepth=N workers=N only_ours=true"

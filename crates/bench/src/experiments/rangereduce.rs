@@ -423,6 +423,21 @@ impl Experiment for RangeReduceBench {
         "rangereduce"
     }
 
+    fn settings(&self) -> &'static [&'static str] {
+        &[
+            "background",
+            "file_kib",
+            "n",
+            "queries",
+            "reps",
+            "shorts",
+            "systems",
+            "updates",
+            "workloads",
+            "ycsb_ops",
+        ]
+    }
+
     fn about(&self) -> &'static str {
         "RangeReduce (Bounded-Merge, Level-Renaming) vs lsm-local, Merge-on-Scan ablations and rocksdb: range-query \
          latency, bytes read per query, compaction debt, space amplification, data movement; --set n=KEYS \
@@ -449,6 +464,10 @@ impl Experiment for RangeReduceBench {
         };
         if reps == 0 {
             return Err("--set reps must be at least 1".into());
+        }
+        // The long query spans a quarter of the keys and the short ones a ten-thousandth: both need room.
+        if n < 10_000 {
+            return Err(format!("--set n={n}: expected at least 10000 keys").into());
         }
         let systems_set: String = ctx.setting("systems", SYSTEMS.join(","))?;
         let systems: Vec<&str> =

@@ -223,16 +223,17 @@ fn rask_breakdown(ops: &[Op]) -> String {
 const PEERS: [&str; 5] =
     ["btreemap-per-block", "btreemap-eager", "btreemap-lazy", "rangemap", "interval-tree"];
 
+/// Runs the systems named in `only` (RASK, its ablation and the peers) on `ops` and records a row each.
 fn run_workload(
     report: &mut Report,
     name: &str,
     ops: &[Op],
-    only: &Option<Vec<String>>,
+    only: &[String],
     reps: usize,
     breakdown: bool,
 ) -> Result<()> {
     let opts = Options::default();
-    let want = |s: &str| only.as_ref().is_none_or(|o| o.iter().any(|x| x == s));
+    let want = |s: &str| only.iter().any(|x| x == s);
     let mut notes: Vec<String> = Vec::new();
     let mut record_note = |n: String| notes.push(n);
     let mut record = |system: &str, (stats, bytes, summary): (Stats, usize, Option<String>)| {
@@ -288,13 +289,16 @@ fn unreachable_opts<T>() -> T {
     }
 }
 
-fn run_parallel(report: &mut Report, name: &str, ops: &[Op], threads: usize, reps: usize) {
+/// The concurrent index against the peers behind a mutex, on `threads` threads; `only` as in [`run_workload`]
+/// (`rask-btree-internal` and `interval-tree` have no concurrent form).
+fn run_parallel(report: &mut Report, name: &str, ops: &[Op], only: &[String], threads: usize, reps: usize) {
+    let want = |s: &str| only.iter().any(|x| x == s);
     let n = (ops.len() / threads) as u64;
     let at = |t: usize, i: u64| ops[i as usize * threads + t];
     let best = |runs: Vec<(Stats, usize)>| {
         runs.into_iter().max_by(|a, b| a.0.ops_per_sec().total_cmp(&b.0.ops_per_sec()))
     };
-    let runs = (0..reps.max(1))
+    let runs = (0..if want("rask") { reps.max(1) } else { 0 })
         .map(|_| {
             let before = alloc::live_bytes();
             let rask: ConcurrentRask<WriteRef> =
@@ -343,7 +347,9 @@ fn run_parallel(report: &mut Report, name: &str, ops: &[Op], threads: usize, rep
         });
         (stats, alloc::live_bytes().saturating_sub(before))
     }
-    for peer in ["btreemap-per-block", "btreemap-eager", "btreemap-lazy", "rangemap"] {
+    for peer in
+        ["btreemap-per-block", "btreemap-eager", "btreemap-lazy", "rangemap"].into_iter().filter(|p| want(p))
+    {
         let runs = (0..reps.max(1))
             .map(|_| match peer {
                 "btreemap-per-block" => locked(PerBlock::default, threads, n, &at),
@@ -365,6 +371,10 @@ impl Experiment for RaskBench {
         "rask"
     }
 
+    fn settings(&self) -> &'static [&'static str] {
+        &["breakdown", "ops", "reps", "space", "systems", "workloads"]
+    }
+
     fn about(&self) -> &'static str {
         "RASK vs btreemap-per-block, btreemap-eager/lazy, rangemap, interval-tree: synthetic EBS write/read-heavy, \
          range-length and read/write sweeps, 1-2 threads; throughput, P99-P99.99, memory; --set ops=N space=N \
@@ -377,11 +387,13 @@ impl Experiment for RaskBench {
         let space: u64 = ctx.setting("space", 1u64 << 20)?;
         let reps: usize = ctx.setting("reps", 3)?;
         let breakdown: bool = ctx.setting::<u8>("breakdown", 0)? != 0;
-        let only: Option<Vec<String>> =
-            ctx.set.get("systems").map(|s| s.split(',').map(|x| x.trim().to_string()).collect());
-        let workloads: Option<Vec<String>> =
-            ctx.set.get("workloads").map(|s| s.split(',').map(|x| x.trim().to_string()).collect());
-        let run_wl = |w: &str| workloads.as_ref().is_none_or(|o| o.iter().any(|x| w.starts_with(x.as_str())));
+        let systems: Vec<&str> = ["rask", "rask-btree-internal"].into_iter().chain(PEERS).collect();
+        let only = ctx.list("systems", &systems, &systems, false)?;
+        // Workload names: the two synthetic traces (and their `/Nt` concurrent runs), the sweeps `len-N` and
+        // `wr-N`, and `trace:FILE`; a filter is a prefix of names.
+        let families = ["ebs-write-heavy", "ebs-read-heavy", "len-", "wr-", "trace:"];
+        let workloads = ctx.list("workloads", &[""], &families, true)?;
+        let run_wl = |w: &str| workloads.iter().any(|x| w.starts_with(x.as_str()));
         if space < 64 {
             return Err("--set space must be at least 64 blocks".into());
         }
@@ -478,7 +490,7 @@ impl Experiment for RaskBench {
                     &name,
                     json!({"threads": t, "write_pct": pct, "ops": n, "peers": "behind a Mutex", "reps": reps}),
                 );
-                run_parallel(&mut report, &name, &ops, t, reps);
+                run_parallel(&mut report, &name, &ops, &only, t, reps);
                 bar.inc(1);
             }
         }
