@@ -48,10 +48,11 @@ pub fn check_settings(experiments: &[&dyn Experiment], ctx: &Ctx) -> Result<()> 
                 experiments.iter().flat_map(|e| e.settings().iter().copied()).collect();
             known.sort_unstable();
             known.dedup();
-            let whose = if experiments.len() == 1 { experiments[0].name() } else { "these experiments" };
-            return Err(
-                format!("--set {key}: {whose} has no such setting (known: {})", known.join(", ")).into()
-            );
+            let what = match experiments {
+                [one] => format!("{} reads no such setting", one.name()),
+                _ => "no chosen experiment reads it".to_string(),
+            };
+            return Err(format!("--set {key}: {what} (known: {})", known.join(", ")).into());
         }
     }
     Ok(())

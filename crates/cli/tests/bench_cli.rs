@@ -38,7 +38,7 @@ fn bench_rejects_unknown_experiments_and_bad_settings() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("scan_log2_bytes"));
     // A misspelt key or name is refused before anything runs, not ignored.
     for (set, want) in [
-        ("scan_log2_byte=22", "machine has no such setting"),
+        ("scan_log2_byte=22", "machine reads no such setting"),
         ("systems=rask,ranjemap", "unknown name \"ranjemap\""),
         ("workloads=ebs-wirte-heavy", "unknown name \"ebs-wirte-heavy\""),
     ] {
