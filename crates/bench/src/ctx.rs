@@ -50,6 +50,20 @@ impl Ctx {
         }
     }
 
+    /// [`Ctx::setting`] for a number that must be at least `min` (a count the experiment divides by or draws
+    /// from, where 0 would leave nothing to measure).
+    pub fn setting_min<T>(&self, key: &str, default: T, min: T) -> crate::Result<T>
+    where
+        T: FromStr + PartialOrd + std::fmt::Display,
+        T::Err: std::fmt::Display,
+    {
+        let v = self.setting(key, default)?;
+        if v < min {
+            return Err(format!("--set {key}={v}: expected at least {min}").into());
+        }
+        Ok(v)
+    }
+
     /// The `--set` value for `key` as a comma-separated list of names, or `default` when absent; an empty value
     /// is an empty list. Every name must be one of `known`, or with `prefix` (filters that name families, such
     /// as workloads) the start of one or an extension of one: a misspelt name is an error, never a run that
@@ -116,6 +130,17 @@ impl FromStr for Fraction {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn numbers_below_their_minimum_are_refused() {
+        let mut ctx = Ctx::for_tests(PathBuf::from("scratch"));
+        assert_eq!(ctx.setting_min("n", 5u64, 1).unwrap(), 5);
+        ctx.set.insert("n".into(), "0".into());
+        let e = ctx.setting_min("n", 5u64, 1).unwrap_err().to_string();
+        assert_eq!(e, "--set n=0: expected at least 1");
+        ctx.set.insert("n".into(), "1".into());
+        assert_eq!(ctx.setting_min("n", 5u64, 1).unwrap(), 1);
+    }
 
     #[test]
     fn lists_refuse_unknown_names() {

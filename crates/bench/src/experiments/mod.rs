@@ -46,10 +46,10 @@ mod tests {
     use std::collections::BTreeSet;
 
     /// The `--set` keys `src` reads: string literals passed to `ctx.setting` (with or without a turbofish),
-    /// `ctx.list` and `ctx.set.get`.
+    /// `ctx.setting_min`, `ctx.list` and `ctx.set.get`.
     fn keys_read(src: &str) -> BTreeSet<String> {
         let mut keys = BTreeSet::new();
-        for call in ["ctx.setting", "ctx.list", "ctx.set.get"] {
+        for call in ["ctx.setting", "ctx.setting_min", "ctx.list", "ctx.set.get"] {
             for (at, _) in src.match_indices(call) {
                 let mut rest = &src[at + call.len()..];
                 if let Some(r) = rest.strip_prefix("::<") {
