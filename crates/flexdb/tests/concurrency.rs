@@ -180,3 +180,49 @@ fn one_state(got: &[(Vec<u8>, Vec<u8>)]) -> bool {
         && got[cut..].iter().all(|(_, v)| round(v) + 1 == first)
         && (cut == got.len() || got.len() == 10)
 }
+
+/// Batches that rewrite `k0` to `k9` at once, some behind a range delete of them in the same batch, beside lone
+/// range deletes and memtable commits: every scan sees the ten keys at one round, or none.
+#[test]
+fn batches_are_seen_whole_beside_range_deletes_and_commits() {
+    let opts = Options { memtable_bytes: 1024, ..Options::tiny() };
+    let db = Arc::new(Db::open(Arc::new(vfs::MemFs::new()), Path::new("db"), opts).unwrap());
+    let stop = Arc::new(AtomicBool::new(false));
+    let readers: Vec<_> = (0..2)
+        .map(|r| {
+            let (db, stop) = (db.clone(), stop.clone());
+            std::thread::spawn(move || {
+                let mut scans = 0u64;
+                while !stop.load(Ordering::Relaxed) {
+                    let got = db.scan(b"k", Some(b"l"), 20, r == 1).unwrap();
+                    let whole =
+                        got.is_empty() || (got.len() == 10 && got.iter().all(|(_, v)| *v == got[0].1));
+                    assert!(whole, "a scan saw part of a batch: {got:?}");
+                    scans += 1;
+                }
+                scans
+            })
+        })
+        .collect();
+    let w = WriteOptions::default();
+    for round in 1..=2000 * scale() {
+        if round % 7 == 0 {
+            db.delete_range(b"k", b"l", w).unwrap();
+            continue;
+        }
+        let mut ops = Vec::new();
+        if round % 3 == 0 {
+            ops.push(Op::DeleteRange(b"k".as_slice().into(), b"l".as_slice().into()));
+        }
+        let v = format!("{round:08}{:40}", "").into_bytes();
+        for j in [3, 7, 0, 9, 4, 1, 8, 2, 6, 5] {
+            ops.push(Op::Put(format!("k{j}").into_bytes().into(), v.clone().into()));
+        }
+        db.write(ops, w).unwrap();
+    }
+    stop.store(true, Ordering::Relaxed);
+    for r in readers {
+        assert!(r.join().unwrap() > 0);
+    }
+    assert!(db.stats().memtables_committed > 100, "{:?}", db.stats());
+}

@@ -389,3 +389,82 @@ fn one_state(got: &[(Vec<u8>, Vec<u8>)]) -> bool {
         && got[cut..].iter().all(|(_, v)| round(v) + 1 == first)
         && (cut == got.len() || got.len() == 10)
 }
+
+/// Batches that rewrite `k0` to `k9` at once, some behind a range delete of them in the same batch, beside
+/// lone range deletes, flushes, compactions and index merges, under both strategies: every scan and every
+/// slowly stepped iterator sees the ten keys at one round, or none.
+#[test]
+fn batches_are_seen_whole_beside_range_deletes_and_merges() {
+    for global in [false, true] {
+        let strategy: Arc<dyn lsm::RangeDeleteStrategy> = if global {
+            Arc::new(lsm::GlobalRangeDeletes::with_options(gloran::IndexOptions {
+                buffer_bytes: 2048,
+                node_size: 256,
+                ..Default::default()
+            }))
+        } else {
+            Arc::new(lsm::LocalTombstones)
+        };
+        let o = Options { range_delete_strategy: strategy, ..small_options(4 << 10) };
+        let db = Arc::new(Db::open(Arc::new(vfs::MemFs::new()), "/db", o).unwrap());
+        let stop = Arc::new(AtomicBool::new(false));
+        let whole = |got: &[(Vec<u8>, Vec<u8>)]| {
+            got.is_empty() || (got.len() == 10 && got.iter().all(|(_, v)| *v == got[0].1))
+        };
+        let readers: Vec<_> = (0..2)
+            .map(|kind| {
+                let (db, stop) = (db.clone(), stop.clone());
+                std::thread::spawn(move || {
+                    let mut reads = 0u64;
+                    while !stop.load(Ordering::Relaxed) {
+                        let got = if kind == 0 {
+                            db.scan(&ReadOptions::default(), b"k", b"l", usize::MAX).unwrap()
+                        } else {
+                            let ro = ReadOptions {
+                                lower_bound: Some(b"k".to_vec()),
+                                upper_bound: Some(b"l".to_vec()),
+                                ..Default::default()
+                            };
+                            let mut it = db.iter(&ro).unwrap();
+                            it.seek_to_first();
+                            let mut got = Vec::new();
+                            while it.valid() {
+                                got.push((it.key().to_vec(), it.value().to_vec()));
+                                std::thread::yield_now();
+                                it.next();
+                            }
+                            it.status().unwrap();
+                            got
+                        };
+                        assert!(whole(&got), "global {global}, reader {kind}: part of a batch: {got:?}");
+                        reads += 1;
+                    }
+                    reads
+                })
+            })
+            .collect();
+        let w = WriteOptions::default();
+        for round in 1..=2000 * u64::from(scale()) {
+            if round % 7 == 0 {
+                db.delete_range(&w, b"k", b"l").unwrap();
+                continue;
+            }
+            let mut b = lsm::WriteBatch::new();
+            if round % 3 == 0 {
+                b.delete_range(b"k", b"l");
+            }
+            let v = format!("{round:08}{:40}", "");
+            // Written in a scrambled order, so no prefix of the batch is a key-ordered prefix.
+            for j in [3, 7, 0, 9, 4, 1, 8, 2, 6, 5] {
+                b.put(format!("k{j}").as_bytes(), v.as_bytes());
+            }
+            db.write(&w, b).unwrap();
+        }
+        stop.store(true, Ordering::Relaxed);
+        for r in readers {
+            assert!(r.join().unwrap() > 0);
+        }
+        let st = db.stats();
+        assert!(st.flushes > 20 && st.compactions > 5, "{}", st.to_json());
+    }
+}
