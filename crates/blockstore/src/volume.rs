@@ -46,6 +46,8 @@ use crate::{BLOCK_SIZE, Error, Options, Result};
 
 mod batch;
 mod open;
+#[cfg(test)]
+mod tests;
 
 /// An open volume. Shared by every connection; internally synchronised.
 #[derive(Debug)]
@@ -72,6 +74,9 @@ struct Shared {
     /// the volume was poisoned (writers and drains wait for the flusher).
     cv: Condvar,
     shutdown: AtomicBool,
+    /// Tests: how long the flusher sleeps between finding nothing to do and waiting (widens that window).
+    #[cfg(test)]
+    pause_before_wait_ms: std::sync::atomic::AtomicU64,
 }
 
 impl Shared {
@@ -632,6 +637,9 @@ impl State {
 impl Drop for Volume {
     fn drop(&mut self) {
         self.shared.shutdown.store(true, Ordering::Release);
+        // Through the lock: a flusher that found no shutdown holds it until it waits, and a notification sent
+        // before it waits would be lost, leaving this join waiting for it forever.
+        drop(self.shared.lock());
         self.shared.cv.notify_all();
         if let Some(h) = self.flusher.take() {
             let _ = h.join();

@@ -177,6 +177,10 @@ pub(super) fn flusher(sh: &Shared) {
                 if sh.shutdown.load(Ordering::Acquire) {
                     return;
                 }
+                #[cfg(test)]
+                std::thread::sleep(std::time::Duration::from_millis(
+                    sh.pause_before_wait_ms.load(Ordering::Relaxed),
+                ));
                 s = sh.wait(s);
             }
         };

@@ -203,6 +203,8 @@ impl Volume {
             state: Mutex::new(state),
             cv: Condvar::new(),
             shutdown: AtomicBool::new(false),
+            #[cfg(test)]
+            pause_before_wait_ms: std::sync::atomic::AtomicU64::new(0),
         });
         let flusher = if background {
             let sh = shared.clone();
