@@ -9,7 +9,7 @@ use crate::Store;
 
 /// Dropping a volume set `shutdown` and notified the flusher without taking the lock: a flusher between finding
 /// no shutdown and starting to wait missed the notification and waited forever, and so did the drop joining it
-/// (a fuzz run of whole-volume recovery stalled for a quarter of an hour, once).
+/// (the likely cause of a fuzz run of whole-volume recovery that stalled once and could not be repeated).
 #[test]
 fn regression_drop_never_loses_the_flushers_wakeup() {
     let store = Store::open(Arc::new(MemFs::new()), Path::new("/s"), Options::default()).unwrap();
