@@ -31,6 +31,6 @@ pub mod record;
 pub mod table;
 pub mod wal;
 
-pub use db::{Db, DbIter, Stats};
+pub use db::{Db, DbIter, Pair, Stats};
 pub use error::{Error, Result};
 pub use options::{Defrag, Options, WriteOptions};

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use flexdb::wal::Op;
-use flexdb::{Db, Options, WriteOptions};
+use flexdb::{Db, Options, Pair, WriteOptions};
 
 fn scale() -> u32 {
     std::env::var("RANGEDB_TEST_SCALE").ok().and_then(|s| s.parse().ok()).unwrap_or(1)
@@ -133,45 +133,25 @@ fn run_all_operations() {
 /// one of those states, whatever it raced with.
 #[test]
 fn scans_see_one_state_beside_range_deletes_and_commits() {
-    let opts = Options { memtable_bytes: 1024, ..Options::tiny() };
-    let db = Arc::new(Db::open(Arc::new(vfs::MemFs::new()), Path::new("db"), opts).unwrap());
-    let stop = Arc::new(AtomicBool::new(false));
-    let readers: Vec<_> = (0..2)
-        .map(|r| {
-            let (db, stop) = (db.clone(), stop.clone());
-            std::thread::spawn(move || {
-                let mut scans = 0u64;
-                while !stop.load(Ordering::Relaxed) {
-                    let mut got = db.scan(b"k", Some(b"l"), 20, r == 1).unwrap();
-                    if r == 1 {
-                        got.reverse();
-                    }
-                    assert!(one_state(&got), "a scan saw no state of the store: {got:?}");
-                    scans += 1;
+    scan_beside(
+        |got| assert!(one_state(got), "a scan saw no state of the store: {got:?}"),
+        |db| {
+            let w = WriteOptions::default();
+            for round in 1..=3000 * scale() as u64 {
+                for j in 0..10 {
+                    // The value's padding fills the memtable, so it is frozen and committed every round or two.
+                    db.put(format!("k{j}").as_bytes(), format!("{round:08}{:40}", "").as_bytes(), w).unwrap();
                 }
-                scans
-            })
-        })
-        .collect();
-    let w = WriteOptions::default();
-    for round in 1..=3000 * scale() as u64 {
-        for j in 0..10 {
-            // The value's padding fills the memtable, so it is frozen and committed every round or two.
-            db.put(format!("k{j}").as_bytes(), format!("{round:08}{:40}", "").as_bytes(), w).unwrap();
-        }
-        if round % 5 == 0 {
-            db.delete_range(b"k", b"l", w).unwrap();
-        }
-    }
-    stop.store(true, Ordering::Relaxed);
-    for r in readers {
-        assert!(r.join().unwrap() > 0);
-    }
-    assert!(db.stats().memtables_committed > 100, "{:?}", db.stats());
+                if round % 5 == 0 {
+                    db.delete_range(b"k", b"l", w).unwrap();
+                }
+            }
+        },
+    );
 }
 
 /// Whether `got` (ascending) is `k0..=kj` at one round followed by nothing or by the rest at the round before.
-fn one_state(got: &[(Vec<u8>, Vec<u8>)]) -> bool {
+fn one_state(got: &[Pair]) -> bool {
     let round = |v: &[u8]| std::str::from_utf8(&v[..8]).unwrap().parse::<u64>().unwrap();
     let keys_in_order = got.iter().enumerate().all(|(i, (k, _))| *k == format!("k{i}").into_bytes());
     let Some(first) = got.first().map(|(_, v)| round(v)) else { return true };
@@ -185,6 +165,35 @@ fn one_state(got: &[(Vec<u8>, Vec<u8>)]) -> bool {
 /// range deletes and memtable commits: every scan sees the ten keys at one round, or none.
 #[test]
 fn batches_are_seen_whole_beside_range_deletes_and_commits() {
+    scan_beside(
+        |got| {
+            let whole = got.is_empty() || (got.len() == 10 && got.iter().all(|(_, v)| *v == got[0].1));
+            assert!(whole, "a scan saw part of a batch: {got:?}");
+        },
+        |db| {
+            let w = WriteOptions::default();
+            for round in 1..=2000 * scale() {
+                if round % 7 == 0 {
+                    db.delete_range(b"k", b"l", w).unwrap();
+                    continue;
+                }
+                let mut ops = Vec::new();
+                if round % 3 == 0 {
+                    ops.push(Op::DeleteRange(b"k".as_slice().into(), b"l".as_slice().into()));
+                }
+                let v = format!("{round:08}{:40}", "").into_bytes();
+                for j in [3, 7, 0, 9, 4, 1, 8, 2, 6, 5] {
+                    ops.push(Op::Put(format!("k{j}").into_bytes().into(), v.clone().into()));
+                }
+                db.write(ops, w).unwrap();
+            }
+        },
+    );
+}
+
+/// Runs `write` on a store with a 1 KiB memtable (frozen and committed every few writes) while two threads scan
+/// `[k, l)`, one forward and one backward, and pass each result, ascending, to `check`.
+fn scan_beside(check: fn(&[Pair]), write: impl FnOnce(&Db)) {
     let opts = Options { memtable_bytes: 1024, ..Options::tiny() };
     let db = Arc::new(Db::open(Arc::new(vfs::MemFs::new()), Path::new("db"), opts).unwrap());
     let stop = Arc::new(AtomicBool::new(false));
@@ -194,32 +203,18 @@ fn batches_are_seen_whole_beside_range_deletes_and_commits() {
             std::thread::spawn(move || {
                 let mut scans = 0u64;
                 while !stop.load(Ordering::Relaxed) {
-                    let got = db.scan(b"k", Some(b"l"), 20, r == 1).unwrap();
-                    let whole =
-                        got.is_empty() || (got.len() == 10 && got.iter().all(|(_, v)| *v == got[0].1));
-                    assert!(whole, "a scan saw part of a batch: {got:?}");
+                    let mut got = db.scan(b"k", Some(b"l"), 20, r == 1).unwrap();
+                    if r == 1 {
+                        got.reverse();
+                    }
+                    check(&got);
                     scans += 1;
                 }
                 scans
             })
         })
         .collect();
-    let w = WriteOptions::default();
-    for round in 1..=2000 * scale() {
-        if round % 7 == 0 {
-            db.delete_range(b"k", b"l", w).unwrap();
-            continue;
-        }
-        let mut ops = Vec::new();
-        if round % 3 == 0 {
-            ops.push(Op::DeleteRange(b"k".as_slice().into(), b"l".as_slice().into()));
-        }
-        let v = format!("{round:08}{:40}", "").into_bytes();
-        for j in [3, 7, 0, 9, 4, 1, 8, 2, 6, 5] {
-            ops.push(Op::Put(format!("k{j}").into_bytes().into(), v.clone().into()));
-        }
-        db.write(ops, w).unwrap();
-    }
+    write(&db);
     stop.store(true, Ordering::Relaxed);
     for r in readers {
         assert!(r.join().unwrap() > 0);

@@ -137,15 +137,7 @@ fn all_operations_beside_each_other_complete_and_agree() {
 fn run_all_operations(global: bool) {
     use std::collections::BTreeMap;
     let fs: Arc<dyn vfs::Fs> = Arc::new(vfs::MemFs::new());
-    let strategy: Arc<dyn lsm::RangeDeleteStrategy> = if global {
-        Arc::new(lsm::GlobalRangeDeletes::with_options(gloran::IndexOptions {
-            buffer_bytes: 2048,
-            node_size: 256,
-            ..Default::default()
-        }))
-    } else {
-        Arc::new(lsm::LocalTombstones)
-    };
+    let strategy = strategy(global);
     let o = Options { range_delete_strategy: strategy, ..small_options(8 << 10) };
     let db = Arc::new(Db::open(fs.clone(), "/db", o.clone()).unwrap());
     let stop = Arc::new(AtomicBool::new(false));
@@ -284,15 +276,7 @@ fn reads_see_one_state_beside_range_deletes_and_rewrites() {
         (false, lsm::RangeReduceMode::BlindMergeOnScan),
         (true, lsm::RangeReduceMode::BlindMergeOnScan),
     ] {
-        let strategy: Arc<dyn lsm::RangeDeleteStrategy> = if global {
-            Arc::new(lsm::GlobalRangeDeletes::with_options(gloran::IndexOptions {
-                buffer_bytes: 2048,
-                node_size: 256,
-                ..Default::default()
-            }))
-        } else {
-            Arc::new(lsm::LocalTombstones)
-        };
+        let strategy = strategy(global);
         let mut o = Options { range_delete_strategy: strategy, ..small_options(4 << 10) };
         o.range_reduce.mode = mode;
         let db = Arc::new(Db::open(Arc::new(vfs::MemFs::new()), "/db", o).unwrap());
@@ -326,28 +310,7 @@ fn reads_see_one_state_beside_range_deletes_and_rewrites() {
                             }
                             _ => {
                                 // An iterator stepped slowly, either way, still reads the state it began with.
-                                let ro = ReadOptions {
-                                    lower_bound: Some(b"k".to_vec()),
-                                    upper_bound: Some(b"l".to_vec()),
-                                    ..Default::default()
-                                };
-                                let mut it = db.iter(&ro).unwrap();
-                                let reverse = scans % 2 == 1;
-                                if reverse {
-                                    it.seek_to_last()
-                                } else {
-                                    it.seek_to_first()
-                                }
-                                let mut got = Vec::new();
-                                while it.valid() {
-                                    got.push((it.key().to_vec(), it.value().to_vec()));
-                                    std::thread::yield_now();
-                                    if reverse { it.prev() } else { it.next() }
-                                }
-                                it.status().unwrap();
-                                if reverse {
-                                    got.reverse();
-                                }
+                                let got = read_slowly(&db, scans % 2 == 1);
                                 assert!(one_state(&got), "{what}: an iterator saw no state: {got:?}");
                             }
                         }
@@ -396,15 +359,7 @@ fn one_state(got: &[(Vec<u8>, Vec<u8>)]) -> bool {
 #[test]
 fn batches_are_seen_whole_beside_range_deletes_and_merges() {
     for global in [false, true] {
-        let strategy: Arc<dyn lsm::RangeDeleteStrategy> = if global {
-            Arc::new(lsm::GlobalRangeDeletes::with_options(gloran::IndexOptions {
-                buffer_bytes: 2048,
-                node_size: 256,
-                ..Default::default()
-            }))
-        } else {
-            Arc::new(lsm::LocalTombstones)
-        };
+        let strategy = strategy(global);
         let o = Options { range_delete_strategy: strategy, ..small_options(4 << 10) };
         let db = Arc::new(Db::open(Arc::new(vfs::MemFs::new()), "/db", o).unwrap());
         let stop = Arc::new(AtomicBool::new(false));
@@ -420,21 +375,7 @@ fn batches_are_seen_whole_beside_range_deletes_and_merges() {
                         let got = if kind == 0 {
                             db.scan(&ReadOptions::default(), b"k", b"l", usize::MAX).unwrap()
                         } else {
-                            let ro = ReadOptions {
-                                lower_bound: Some(b"k".to_vec()),
-                                upper_bound: Some(b"l".to_vec()),
-                                ..Default::default()
-                            };
-                            let mut it = db.iter(&ro).unwrap();
-                            it.seek_to_first();
-                            let mut got = Vec::new();
-                            while it.valid() {
-                                got.push((it.key().to_vec(), it.value().to_vec()));
-                                std::thread::yield_now();
-                                it.next();
-                            }
-                            it.status().unwrap();
-                            got
+                            read_slowly(&db, reads % 2 == 1)
                         };
                         assert!(whole(&got), "global {global}, reader {kind}: part of a batch: {got:?}");
                         reads += 1;
@@ -466,5 +407,46 @@ fn batches_are_seen_whole_beside_range_deletes_and_merges() {
         }
         let st = db.stats();
         assert!(st.flushes > 20 && st.compactions > 5, "{}", st.to_json());
+    }
+}
+
+/// The pairs of `[k, l)`, ascending, read through an iterator that yields the thread after every step (so writes,
+/// flushes and merges run while it is open), walking forward or backward.
+fn read_slowly(db: &Db, reverse: bool) -> Vec<(Vec<u8>, Vec<u8>)> {
+    let ro = ReadOptions {
+        lower_bound: Some(b"k".to_vec()),
+        upper_bound: Some(b"l".to_vec()),
+        ..Default::default()
+    };
+    let mut it = db.iter(&ro).unwrap();
+    if reverse {
+        it.seek_to_last()
+    } else {
+        it.seek_to_first()
+    }
+    let mut got = Vec::new();
+    while it.valid() {
+        got.push((it.key().to_vec(), it.value().to_vec()));
+        std::thread::yield_now();
+        if reverse { it.prev() } else { it.next() }
+    }
+    it.status().unwrap();
+    if reverse {
+        got.reverse();
+    }
+    got
+}
+
+/// The range-delete strategy under test: GLORAN's index with a tiny buffer and nodes (flushes and merges all
+/// the time), or local tombstones.
+fn strategy(global: bool) -> Arc<dyn lsm::RangeDeleteStrategy> {
+    if global {
+        Arc::new(lsm::GlobalRangeDeletes::with_options(gloran::IndexOptions {
+            buffer_bytes: 2048,
+            node_size: 256,
+            ..Default::default()
+        }))
+    } else {
+        Arc::new(lsm::LocalTombstones)
     }
 }

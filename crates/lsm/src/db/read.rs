@@ -8,14 +8,23 @@ use crate::db_iter::DbIter;
 use crate::error::Result;
 use crate::ikey::{self, Kind};
 use crate::iter::{InternalIter, MergingIter};
+use crate::memtable::MemTable;
 use crate::options::ReadOptions;
 use crate::rangedel;
 use crate::stats::{LevelStats, SpaceAmp, Stats, load};
 use crate::table::GetStats;
 use crate::tombstones::Fragments;
-use crate::version::NUM_LEVELS;
+use crate::version::{NUM_LEVELS, Version};
 
 use super::{Inner, lock};
+
+/// What a read captures at its start: the memtables, the version and the sequence number it reads at.
+struct Sources {
+    mem: Arc<MemTable>,
+    imm: Vec<Arc<MemTable>>,
+    v: Arc<Version>,
+    snapshot: u64,
+}
 
 impl Inner {
     pub(super) fn get(&self, opts: &ReadOptions, key: &[u8]) -> Result<Option<Vec<u8>>> {
@@ -31,18 +40,24 @@ impl Inner {
         }
     }
 
-    fn get_once(&self, opts: &ReadOptions, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        // Pinned before the sources are captured: GC of the global index waits for reads older than its decision.
-        let _pin = self.range_deletes.pin();
-        // The implicit snapshot is read with the sources under the state lock: every compaction installed in the
-        // captured version used an oldest-snapshot no larger than it, and no memtable switch splits the pair.
-        let (mem, imm, v, snapshot) = {
+    /// The sources a read sees and its snapshot. The implicit snapshot is read with the sources under the state
+    /// lock: every compaction installed in the captured version used an oldest-snapshot no larger than it, and
+    /// no memtable switch splits the pair.
+    fn capture(&self, opts: &ReadOptions) -> Sources {
+        let sources = {
             let s = lock(&self.state);
-            let snap = opts.snapshot.unwrap_or_else(|| self.last_seq.load(Ordering::Acquire));
-            (s.mem.clone(), s.imm.clone(), s.current.clone(), snap)
+            let snapshot = opts.snapshot.unwrap_or_else(|| self.last_seq.load(Ordering::Acquire));
+            Sources { mem: s.mem.clone(), imm: s.imm.clone(), v: s.current.clone(), snapshot }
         };
         #[cfg(test)]
         super::tests::after_capture();
+        sources
+    }
+
+    fn get_once(&self, opts: &ReadOptions, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        // Pinned before the sources are captured: GC of the global index waits for reads older than its decision.
+        let _pin = self.range_deletes.pin();
+        let Sources { mem, imm, v, snapshot } = self.capture(opts);
         let strategy = &*self.range_deletes;
         let local = strategy.keeps_local_tombstones();
         let mut examined = 0u64;
@@ -131,16 +146,7 @@ impl Inner {
         let hi = opts.upper_bound.as_deref();
         let (mem, imm, v, snapshot, global) = loop {
             let generation = self.range_deletes.generation();
-            // The implicit snapshot is read with the sources under the state lock: every compaction installed in
-            // the captured version used an oldest-snapshot no larger than it, and no memtable switch splits the
-            // pair.
-            let (mem, imm, v, snapshot) = {
-                let s = lock(&self.state);
-                let snap = opts.snapshot.unwrap_or_else(|| self.last_seq.load(Ordering::Acquire));
-                (s.mem.clone(), s.imm.clone(), s.current.clone(), snap)
-            };
-            #[cfg(test)]
-            super::tests::after_capture();
+            let Sources { mem, imm, v, snapshot } = self.capture(opts);
             // The cursor holds the range records as they are now, so only a merge before it is taken matters
             // (see `get`).
             let global = self.range_deletes.cover(lo.unwrap_or_default(), hi, snapshot)?;
