@@ -3,7 +3,8 @@
 //! Writers own disjoint sets of blocks (interleaved 8-block chunks, plus one writer with a private region of long
 //! ranges and deletes), so each writer's reads of its own blocks must match its model exactly, however the
 //! others' writes split, merge and resplit the leaves they share. A reader scans everything and checks that every
-//! piece it sees is a correct piece of some write (write ranges are generated up front). Small leaves make every
+//! piece it sees is a correct piece of some write (write ranges are generated up front) and that no block goes
+//! back to an older write between its scans. Small leaves make every
 //! structural change and cross-leaf put frequent.
 #![cfg(not(feature = "shuttle"))]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -72,6 +73,9 @@ fn stress(seed: u64, opts: Options, ops_per_thread: usize) {
     let models: Vec<Model> = std::thread::scope(|s| {
         let reader = s.spawn(|| {
             let mut scans = 0;
+            // Each block has one writer, whose write numbers rise: a block seen at write `w` must never be seen
+            // at an older write later (deleted in between is fine).
+            let mut seen: HashMap<u64, u64> = HashMap::new();
             while !done.load(Ordering::Relaxed) || scans == 0 {
                 let all = rask.to_vec();
                 let mut last = None;
@@ -84,6 +88,14 @@ fn stress(seed: u64, opts: Options, ops_per_thread: usize) {
                         first == r.first() && w.covers(r),
                         "piece {r:?} = {v:?} is not part of write {w:?} (seed {seed})"
                     );
+                    for b in r.first()..=r.last() {
+                        let before = seen.insert(b, v.write).unwrap_or(0);
+                        assert!(
+                            v.write >= before,
+                            "block {b}: write {} after {before} (seed {seed})",
+                            v.write
+                        );
+                    }
                 }
                 scans += 1;
             }
