@@ -45,6 +45,22 @@ pub struct FlexdbOpts {
 }
 
 impl FlexdbOpts {
+    /// The flags given, as typed on the command line.
+    pub fn given(&self) -> Vec<&'static str> {
+        [
+            ("--memtable-bytes", self.memtable_bytes.is_some()),
+            ("--interval-max-keys", self.interval_max_keys.is_some()),
+            ("--interval-max-bytes", self.interval_max_bytes.is_some()),
+            ("--cache-bytes", self.cache_bytes.is_some()),
+            ("--rebuild-interval", self.rebuild_interval.is_some()),
+            ("--rebuild-threads", self.rebuild_threads.is_some()),
+            ("--gc-start-utilization", self.gc_start_utilization.is_some()),
+        ]
+        .into_iter()
+        .filter_map(|(flag, set)| set.then_some(flag))
+        .collect()
+    }
+
     fn options(&self, create: bool) -> Options {
         let d = Options::default();
         let mut flexfile = d.flexfile.clone();

@@ -94,7 +94,8 @@ enum Reply {
 }
 
 fn err(e: Error) -> Reply {
-    Reply::Err(e.kind_name(), e.to_string())
+    let kind = e.kind_name();
+    Reply::Err(kind, crate::kv::err_message(kind, &e.to_string()))
 }
 
 /// Runs one shell session: a reply line per command line.

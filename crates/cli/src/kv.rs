@@ -97,10 +97,17 @@ impl std::fmt::Display for KvError {
     }
 }
 
+/// The message of an `ERR <kind> <message>` line: on one line, and without the engines' own "invalid argument: "
+/// prefix, which would repeat the kind (`ERR invalid invalid argument: ...`).
+pub fn err_message(kind: &str, text: &str) -> String {
+    let text = if kind == "invalid" { text.strip_prefix("invalid argument: ").unwrap_or(text) } else { text };
+    text.replace('\n', " ")
+}
+
 impl KvError {
-    /// An error answered as `ERR <kind> <msg>` (the message on one line).
+    /// An error answered as `ERR <kind> <msg>`.
     pub fn new(kind: &'static str, msg: impl Into<String>) -> Self {
-        KvError { kind, msg: msg.into().replace('\n', " ") }
+        KvError { kind, msg: err_message(kind, &msg.into()) }
     }
 
     fn parse(msg: impl Into<String>) -> Self {
@@ -117,7 +124,7 @@ impl From<lsm::Error> for KvError {
             },
             e => e.kind(),
         };
-        KvError { kind, msg: e.to_string().replace('\n', " ") }
+        KvError { kind, msg: err_message(kind, &e.to_string()) }
     }
 }
 
@@ -448,9 +455,52 @@ pub fn session(
     Ok(())
 }
 
+impl ExecArgs {
+    /// The LSM engine's option flags given, as typed on the command line.
+    fn lsm_flags_given(&self) -> Vec<&'static str> {
+        [
+            ("--write-buffer-size", self.write_buffer_size.is_some()),
+            ("--max-write-buffer-number", self.max_write_buffer_number.is_some()),
+            ("--level0-file-num-compaction-trigger", self.level0_file_num_compaction_trigger.is_some()),
+            ("--level0-slowdown-writes-trigger", self.level0_slowdown_writes_trigger.is_some()),
+            ("--level0-stop-writes-trigger", self.level0_stop_writes_trigger.is_some()),
+            ("--max-bytes-for-level-base", self.max_bytes_for_level_base.is_some()),
+            ("--max-bytes-for-level-multiplier", self.max_bytes_for_level_multiplier.is_some()),
+            ("--target-file-size-base", self.target_file_size_base.is_some()),
+            ("--block-size", self.block_size.is_some()),
+            ("--bloom-bits-per-key", self.bloom_bits_per_key.is_some()),
+            ("--compression", self.compression.is_some()),
+            ("--block-cache-size", self.block_cache_size.is_some()),
+            ("--range-delete-strategy", self.range_delete_strategy.is_some()),
+            ("--disable-auto-compactions", self.disable_auto_compactions),
+        ]
+        .into_iter()
+        .filter_map(|(flag, set)| set.then_some(flag))
+        .collect()
+    }
+
+    /// Refuses option flags of the other engine: ignoring them would run with settings the caller did not ask for.
+    fn check_engine_flags(&self) -> Result<(), String> {
+        let (other, foreign) = match self.engine.as_str() {
+            "lsm" => ("flexdb", self.flexdb.given()),
+            "flexdb" => ("lsm", self.lsm_flags_given()),
+            _ => return Ok(()),
+        };
+        match foreign.as_slice() {
+            [] => Ok(()),
+            flags => Err(format!(
+                "{} {} only with --engine {other}",
+                flags.join(", "),
+                if flags.len() == 1 { "applies" } else { "apply" }
+            )),
+        }
+    }
+}
+
 /// Runs `rangedb kv`.
 pub fn run(args: KvArgs) -> Result<ExitCode, Box<dyn std::error::Error + Send + Sync>> {
     let KvCommand::Exec(a) = args.command;
+    a.check_engine_flags()?;
     let mut engine = match a.engine.as_str() {
         "lsm" => open_lsm(&a).map_err(|e| format!("{} {}", e.kind, e.msg))?,
         "flexdb" => crate::flexdb::open_engine(&a.dir, a.create, &a.flexdb).map_err(|e| e.to_string())?,
@@ -474,6 +524,14 @@ mod tests {
         }
         assert!(decode_token("0xabc").is_err());
         assert!(decode_token("@1").is_err());
+    }
+
+    #[test]
+    fn error_messages_do_not_repeat_their_kind() {
+        let e = KvError::new("invalid", "invalid argument: memtable_bytes must be at least 1 KiB\nreally");
+        assert_eq!(e.to_string(), "invalid memtable_bytes must be at least 1 KiB really");
+        // Only the invalid kind's own prefix goes.
+        assert_eq!(err_message("io", "invalid argument: x"), "invalid argument: x");
     }
 
     #[test]

@@ -63,3 +63,29 @@ fn flexdb_gc_start_utilization_flag() {
     assert!(!garbled.status.success());
     assert!(String::from_utf8_lossy(&garbled.stderr).contains("expected N/D"));
 }
+
+#[test]
+fn options_of_the_other_engine_are_refused_not_ignored() {
+    let dir = tempfile::tempdir().unwrap();
+    for (engine, flags, want) in [
+        (
+            "flexdb",
+            &["--write-buffer-size", "4096"][..],
+            "--write-buffer-size applies only with --engine lsm",
+        ),
+        (
+            "lsm",
+            &["--memtable-bytes", "4096", "--cache-bytes", "8192"][..],
+            "--memtable-bytes, --cache-bytes apply only with --engine flexdb",
+        ),
+    ] {
+        let out = run(engine, flags, &dir.path().join(engine), "put a 1\n");
+        assert!(!out.status.success(), "{engine} {flags:?}");
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains(want),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(out.stdout.is_empty(), "nothing may run");
+    }
+}
