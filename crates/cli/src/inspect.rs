@@ -212,7 +212,10 @@ fn db(dir: &Path, action: &str) -> Res<()> {
     // MANIFEST, unreferenced files deleted). Through an overlay the recovered state is read while the directory
     // stays as it was: a damaged database keeps every byte for the next look.
     let view = || -> Arc<dyn vfs::Fs> { Arc::new(vfs::OverlayFs::new(fs.clone())) };
-    let current = vfs::read_all(&*fs, &dir.join("CURRENT"))?;
+    let current = vfs::read_all(&*fs, &dir.join("CURRENT")).map_err(|e| match e.kind() {
+        std::io::ErrorKind::NotFound => format!("{} holds no LSM database (no CURRENT file)", dir.display()),
+        _ => format!("{}: {e}", dir.join("CURRENT").display()),
+    })?;
     let mname = String::from_utf8_lossy(&current).trim().to_string();
     println!("CURRENT -> {mname}");
     match action {

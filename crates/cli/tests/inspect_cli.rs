@@ -123,3 +123,16 @@ fn check_reports_a_flipped_byte_in_each_file_kind() {
         assert!(!out.status.success(), "{kind}: db check passed over a damaged file");
     }
 }
+
+#[test]
+fn a_directory_without_a_database_is_named_in_the_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = rangedb(&["inspect", "db"], dir.path());
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("holds no LSM database (no CURRENT file)")
+            && err.contains(&*dir.path().to_string_lossy()),
+        "{err}"
+    );
+}
