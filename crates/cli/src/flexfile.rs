@@ -192,6 +192,9 @@ fn command(f: &mut FlexFile, line: &str) -> Reply {
 /// `rangedb inspect flexfile DIR` (alias `rangedb flexfile inspect DIR`): read-only; exits non-zero when a check
 /// fails.
 pub fn inspect(dir: &Path) -> Result<ExitCode, bench::Error> {
+    if !dir.exists() {
+        return Err(format!("{}: no such file or directory", dir.display()).into());
+    }
     let fs: Arc<dyn vfs::Fs> = Arc::new(vfs::OsFs::new());
     let tfile = fs.open(&dir.join(TREE_FILE), OpenMode::ReadOnly)?;
     let mut problems = Vec::new();

@@ -266,6 +266,10 @@ fn db(dir: &Path, action: &str) -> Res<()> {
 
 /// Runs `rangedb inspect`.
 pub fn run(a: InspectArgs) -> Res<ExitCode> {
+    // Named here: the engines' open errors do not say which path they could not find.
+    if !a.path.exists() {
+        return Err(format!("{}: no such file or directory", a.path.display()).into());
+    }
     match a.kind.as_str() {
         "wal" => wal(&a.path, &a.action)?,
         "manifest" => manifest(&a.path, &a.action)?,

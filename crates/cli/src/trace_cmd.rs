@@ -174,6 +174,9 @@ fn print_stats(label: &str, s: &TraceStats) {
 fn stats(a: StatsArgs) -> Result<ExitCode, bench::Error> {
     let mut failed = false;
     for path in &a.traces {
+        if !path.exists() {
+            return Err(format!("{}: no such file or directory", path.display()).into());
+        }
         let format = if a.format == "auto" { sniff(path, a.block_size)? } else { parse_format(&a.format)? };
         let mut opts = TraceOptions::new(format);
         opts.block_size = a.block_size;

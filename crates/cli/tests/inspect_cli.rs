@@ -125,7 +125,7 @@ fn check_reports_a_flipped_byte_in_each_file_kind() {
 }
 
 #[test]
-fn a_directory_without_a_database_is_named_in_the_error() {
+fn a_missing_path_or_database_is_named_in_the_error() {
     let dir = tempfile::tempdir().unwrap();
     let out = rangedb(&["inspect", "db"], dir.path());
     assert!(!out.status.success());
