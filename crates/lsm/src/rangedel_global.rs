@@ -31,8 +31,9 @@
 //! sequence number of every table, one past the largest sequence number of every table — memtable entries are
 //! newer than every table's). Readers that started before that decision may still hold older versions and
 //! memtables; every read takes a [`ReadPin`] on the current epoch before it captures its sources, the decision
-//! starts a new epoch, and GC runs only when the old epoch has no pin left. The watermark is persisted with the
-//! file list in the MANIFEST ([`RangeIndexState`]) and re-applied at open.
+//! starts a new epoch, and GC runs only when the old epoch, and every epoch before it, has no pin left (a later
+//! decision must not release readers an earlier one waits for). The watermark is persisted with the file list in
+//! the MANIFEST ([`RangeIndexState`]) and re-applied at open.
 
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -139,7 +140,7 @@ impl RangeDeleteStrategy for GlobalRangeDeletes {
             // The first flush always reports the state, so the open edit records that this database is global.
             dirty: AtomicBool::new(true),
             epoch: Mutex::new(Arc::new(())),
-            pending_gc: Mutex::new(None),
+            pending_gc: Mutex::new(Vec::new()),
             generation: AtomicU64::new(0),
         })))
     }
@@ -153,8 +154,9 @@ struct Instance {
     dirty: AtomicBool,
     /// Readers pin the current epoch (see the module documentation).
     epoch: Mutex<Arc<()>>,
-    /// A planned GC: watermark, and the epoch whose readers must finish first.
-    pending_gc: Mutex<Option<(u64, Weak<()>)>>,
+    /// Planned GCs, oldest first: each watermark with the epoch its decision closed. A plan waits for the
+    /// readers of its epoch and of every older one.
+    pending_gc: Mutex<Vec<(u64, Weak<()>)>>,
     /// Moves before every flush and GC that disjointizes (see `RangeDeleteStrategy::generation`).
     generation: AtomicU64,
 }
@@ -195,9 +197,23 @@ impl Instance {
         self.dirty.swap(false, Ordering::AcqRel).then(|| Self::state(idx))
     }
 
+    /// How many planned GCs, oldest first, may run: a plan's readers are those of its epoch and of every older
+    /// one (they all started before its decision), so it is ready when none of them holds a pin.
+    fn gc_ready_count(p: &[(u64, Weak<()>)]) -> usize {
+        p.iter().take_while(|(_, epoch)| epoch.strong_count() == 0).count()
+    }
+
+    /// The highest watermark among the ready plans, if any.
     fn gc_ready(&self) -> Option<u64> {
         let p = self.pending_gc.lock().unwrap_or_else(|p| p.into_inner());
-        p.as_ref().filter(|(_, epoch)| epoch.strong_count() == 0).map(|(w, _)| *w)
+        p[..Self::gc_ready_count(&p)].iter().map(|&(w, _)| w).max()
+    }
+
+    /// [`Instance::gc_ready`], removing the ready plans.
+    fn take_ready_gc(&self) -> Option<u64> {
+        let mut p = self.pending_gc.lock().unwrap_or_else(|p| p.into_inner());
+        let n = Self::gc_ready_count(&p);
+        p.drain(..n).map(|(w, _)| w).max()
     }
 }
 
@@ -278,18 +294,17 @@ impl RangeDeleteStrategy for Instance {
         if idx.needs_flush() {
             self.flush_locked(&mut idx, snapshots, published)?;
         }
-        if let Some(w) = self.gc_ready() {
-            *self.pending_gc.lock().unwrap_or_else(|p| p.into_inner()) = None;
-            if w > idx.watermark() {
-                // No snapshot older than `w` exists (it was at most the oldest when planned, and later ones are
-                // newer); keep the live ones apart while the bottom level is rewritten.
-                let mut s = snapshots.to_vec();
-                s.extend(published..=idx.last_seq().max(published));
-                idx.set_snapshots(s);
-                self.generation.fetch_add(1, Ordering::AcqRel);
-                idx.gc(w).map_err(conv)?;
-                self.dirty.store(true, Ordering::Release);
-            }
+        if let Some(w) = self.take_ready_gc()
+            && w > idx.watermark()
+        {
+            // No snapshot older than `w` exists (it was at most the oldest when planned, and later ones are
+            // newer); keep the live ones apart while the bottom level is rewritten.
+            let mut s = snapshots.to_vec();
+            s.extend(published..=idx.last_seq().max(published));
+            idx.set_snapshots(s);
+            self.generation.fetch_add(1, Ordering::AcqRel);
+            idx.gc(w).map_err(conv)?;
+            self.dirty.store(true, Ordering::Release);
         }
         Ok(self.take_state(&idx))
     }
@@ -311,7 +326,9 @@ impl RangeDeleteStrategy for Instance {
             return;
         }
         let old = std::mem::replace(&mut *self.epoch.lock().unwrap_or_else(|p| p.into_inner()), Arc::new(()));
-        *self.pending_gc.lock().unwrap_or_else(|p| p.into_inner()) = Some((w, Arc::downgrade(&old)));
+        // Appended, never replacing an older plan: readers pinned to an older epoch may still hold versions
+        // with entries below `w`.
+        self.pending_gc.lock().unwrap_or_else(|p| p.into_inner()).push((w, Arc::downgrade(&old)));
     }
 
     fn state_recorded(&self) -> Result<()> {

@@ -304,7 +304,9 @@ fn reads_see_one_state_beside_range_deletes_and_rewrites() {
                                 let k3 = db.get_opt(&ro, b"k3").unwrap();
                                 assert_eq!(
                                     k3,
-                                    first.iter().find(|(k, _)| k == b"k3").map(|(_, v)| v.clone())
+                                    first.iter().find(|(k, _)| k == b"k3").map(|(_, v)| v.clone()),
+                                    "{what}: get of k3 at snapshot {} against its scan {first:?}",
+                                    s.seq()
                                 );
                                 assert_eq!(db.scan(&ro, b"k", b"l", usize::MAX).unwrap(), first, "{what}");
                             }

@@ -17,7 +17,11 @@ pub(super) fn after_capture() {
 
 /// Runs `read` on another thread, stopped right after it captured its snapshot while `write` runs here, and
 /// returns what it read.
-fn read_across<T: Send + 'static>(db: &Arc<Db>, read: fn(&Db) -> T, write: impl FnOnce(&Db)) -> T {
+fn read_across<T: Send + 'static>(
+    db: &Arc<Db>,
+    read: impl FnOnce(&Db) -> T + Send + 'static,
+    write: impl FnOnce(&Db),
+) -> T {
     let (entered, wait_entered) = mpsc::channel();
     let (go, wait_go) = mpsc::channel::<()>();
     let reader = {
@@ -82,4 +86,41 @@ fn regression_get_across_an_index_flush_keeps_the_deletes_of_its_snapshot() {
     let db = store_with_a_deleted_key();
     let got = read_across(&db, |db| db.get(b"k").unwrap(), delete_again_and_flush);
     assert_eq!(got, None);
+}
+
+/// Global-index GC used to wait only for the readers of the epoch the latest plan closed: a second bottommost
+/// compaction replaced the first plan, and the GC ran while a lookup that had pinned the first epoch still held
+/// a version with an entry below the watermark. The GC clipped the delete covering that entry, and the lookup,
+/// at a registered snapshot (so no retry), returned the deleted value.
+#[test]
+fn regression_gc_waits_for_readers_of_every_older_epoch() {
+    let opts = Options {
+        create_if_missing: true,
+        disable_auto_compactions: true,
+        range_delete_strategy: Arc::new(GlobalRangeDeletes::new()),
+        ..Options::default()
+    };
+    let db = Arc::new(Db::open(Arc::new(vfs::MemFs::new()), "/db", opts).unwrap());
+    let w = WriteOptions::default();
+    db.put(&w, b"k", b"old").unwrap();
+    db.flush().unwrap();
+    db.delete_range(&w, b"a", b"z").unwrap();
+    let snap = db.snapshot();
+    let at = snap.seq();
+    let got = read_across(
+        &db,
+        move |db| db.get_opt(&ReadOptions { snapshot: Some(at), ..Default::default() }, b"k").unwrap(),
+        |db| {
+            // Two bottommost compactions, each planning a GC, then a flush, which runs what is ready.
+            for key in [&b"zz"[..], b"zzz", b"zzzz"] {
+                db.put(&w, key, b"x").unwrap();
+                db.flush().unwrap();
+                db.compact_range(None, None).unwrap();
+            }
+            db.put(&w, b"zzzzz", b"x").unwrap();
+            db.flush().unwrap();
+        },
+    );
+    assert_eq!(got, None);
+    drop(snap);
 }
