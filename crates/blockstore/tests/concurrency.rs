@@ -168,15 +168,7 @@ fn run_all_volume_operations() {
     const REGION: u64 = 64; // blocks per writer
     const WRITERS: u64 = 3;
     let fs: Arc<dyn Fs> = Arc::new(MemFs::new());
-    let opts = Options {
-        segment_cache_bytes: 8 * BLOCK_SIZE,
-        journal_flush_bytes: 32 * BLOCK_SIZE as u64,
-        journal_reset_bytes: 64 * BLOCK_SIZE as u64,
-        data_file_bytes: 64 << 10,
-        checkpoint_bytes: 4 << 10,
-        gc_garbage_percent: 0,
-        ..Options::default()
-    };
+    let opts = tiny_options();
     let store = Store::open(fs.clone(), Path::new("/s"), opts.clone()).unwrap();
     let v = store.create_volume("v", REGION * WRITERS * BLOCK_SIZE as u64).unwrap();
     let stop = Arc::new(AtomicBool::new(false));
@@ -272,15 +264,7 @@ fn run_all_volume_operations() {
 #[test]
 fn reads_see_whole_blocks_that_never_go_back_in_time() {
     const BLOCKS: u64 = 96;
-    let opts = Options {
-        segment_cache_bytes: 8 * BLOCK_SIZE,
-        journal_flush_bytes: 16 * BLOCK_SIZE as u64,
-        journal_reset_bytes: 64 * BLOCK_SIZE as u64,
-        data_file_bytes: 64 << 10,
-        checkpoint_bytes: 4 << 10,
-        gc_garbage_percent: 0,
-        ..Options::default()
-    };
+    let opts = Options { journal_flush_bytes: 16 * BLOCK_SIZE as u64, ..tiny_options() };
     let store = Store::open(Arc::new(MemFs::new()), Path::new("/s"), opts).unwrap();
     let v = store.create_volume("v", BLOCKS * BLOCK_SIZE as u64).unwrap();
     let stop = Arc::new(AtomicBool::new(false));
@@ -359,4 +343,18 @@ fn stamp_of(block: &[u8], at: u64) -> u64 {
     let write = u64::from_le_bytes(block[..8].try_into().unwrap());
     assert_eq!(block, stamp(write, at), "block {at} is not whole");
     write
+}
+
+/// A tiny cache, journal, data files and checkpoint interval, and collection without a garbage threshold, so every
+/// background mechanism runs all through a short test.
+fn tiny_options() -> Options {
+    Options {
+        segment_cache_bytes: 8 * BLOCK_SIZE,
+        journal_flush_bytes: 32 * BLOCK_SIZE as u64,
+        journal_reset_bytes: 64 * BLOCK_SIZE as u64,
+        data_file_bytes: 64 << 10,
+        checkpoint_bytes: 4 << 10,
+        gc_garbage_percent: 0,
+        ..Options::default()
+    }
 }

@@ -392,7 +392,7 @@ impl Experiment for RaskBench {
         // Workload names: the two synthetic traces (and their `/Nt` concurrent runs), the sweeps `len-N` and
         // `wr-N`, and `trace:FILE`; a filter is a prefix of names.
         let families = ["ebs-write-heavy", "ebs-read-heavy", "len-", "wr-", "trace:"];
-        let workloads = ctx.list("workloads", &[""], &families, true)?;
+        let workloads = ctx.list("workloads", &families, &families, true)?;
         let run_wl = |w: &str| workloads.iter().any(|x| w.starts_with(x.as_str()));
         if space < 64 {
             return Err("--set space must be at least 64 blocks".into());

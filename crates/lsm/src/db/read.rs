@@ -29,12 +29,13 @@ struct Sources {
 impl Inner {
     pub(super) fn get(&self, opts: &ReadOptions, key: &[u8]) -> Result<Option<Vec<u8>>> {
         self.counters.gets.fetch_add(1, Ordering::Relaxed);
+        // A registered snapshot is kept apart by every merge of the range records; an implicit one only by those
+        // before it was read (see `RangeDeleteStrategy::generation`), so only an implicit one needs the check.
+        let implicit = opts.snapshot.is_none();
         loop {
-            let generation = self.range_deletes.generation();
+            let generation = implicit.then(|| self.range_deletes.generation());
             let r = self.get_once(opts, key)?;
-            // A registered snapshot is kept apart by every merge of the range records; an implicit one only by
-            // those before it was read (see `RangeDeleteStrategy::generation`).
-            if opts.snapshot.is_some() || self.range_deletes.generation() == generation {
+            if generation.is_none_or(|g| self.range_deletes.generation() == g) {
                 return Ok(r);
             }
         }
@@ -144,13 +145,14 @@ impl Inner {
         let pin = self.range_deletes.pin();
         let lo = opts.lower_bound.as_deref();
         let hi = opts.upper_bound.as_deref();
+        let implicit = opts.snapshot.is_none();
         let (mem, imm, v, snapshot, global) = loop {
-            let generation = self.range_deletes.generation();
+            let generation = implicit.then(|| self.range_deletes.generation());
             let Sources { mem, imm, v, snapshot } = self.capture(opts);
             // The cursor holds the range records as they are now, so only a merge before it is taken matters
             // (see `get`).
             let global = self.range_deletes.cover(lo.unwrap_or_default(), hi, snapshot)?;
-            if opts.snapshot.is_some() || self.range_deletes.generation() == generation {
+            if generation.is_none_or(|g| self.range_deletes.generation() == g) {
                 break (mem, imm, v, snapshot, global);
             }
         };
