@@ -11,11 +11,19 @@
 //! under 16 MiB gives each under 16 KiB, less than one full interval. So the cache uses fewer partitions than
 //! asked when the budget is small ([`MIN_INTERVALS_PER_PARTITION`] full intervals each). Write-through: the committer installs the new array of every
 //! interval it changes, so a cached interval is never stale; an interval that is removed is dropped.
+//!
+//! The paper keeps a cache pointer in each sparse-index entry so a hit needs no lookup; the reference
+//! implementation follows it under the partition's lock and clears it on eviction through a back-pointer to the
+//! entry. Our entries move within their leaves, so nothing can point back at them. Instead each entry holds a
+//! [`CacheSlot`]: the index of the slot where its interval was last installed or found in its partition. A lookup
+//! takes the partition lock, as the reference does, and trusts the hint only if that slot still holds the same
+//! id; otherwise it falls back to the partition's map and refreshes the hint. A stale hint is never wrong, only
+//! slower, because the map stays the authority: an id occupies at most one slot.
 
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use parking_lot::Mutex;
 
@@ -23,6 +31,35 @@ use crate::interval::Interval;
 
 /// A decoded interval.
 pub type IntervalData = Arc<Interval>;
+
+/// A sparse-index entry's cache pointer: the slot its interval last occupied in its partition, or none. See the
+/// module comment.
+#[derive(Debug)]
+pub struct CacheSlot(AtomicU32);
+
+const NO_SLOT: u32 = u32::MAX;
+
+impl Default for CacheSlot {
+    fn default() -> Self {
+        CacheSlot(AtomicU32::new(NO_SLOT))
+    }
+}
+
+impl CacheSlot {
+    fn load(&self) -> usize {
+        self.0.load(Ordering::Relaxed) as usize
+    }
+
+    #[cfg(test)]
+    fn slot(&self) -> Option<usize> {
+        (self.0.load(Ordering::Relaxed) != NO_SLOT).then(|| self.load())
+    }
+
+    fn store(&self, i: usize) {
+        // Relaxed: the hint is only read under the partition lock and checked against the slot it names.
+        self.0.store(u32::try_from(i).unwrap_or(NO_SLOT), Ordering::Relaxed);
+    }
+}
 
 struct Slot {
     id: u64,
@@ -96,10 +133,22 @@ impl IntervalCache {
         &self.parts[(h % self.parts.len() as u64) as usize]
     }
 
-    /// The cached interval `id`, marking it recently used.
-    pub fn get(&self, id: u64) -> Option<IntervalData> {
+    /// The cached interval `id`, marking it recently used. `hint` is the interval's cache pointer: followed when
+    /// it still names `id`'s slot, refreshed otherwise.
+    pub fn get(&self, id: u64, hint: &CacheSlot) -> Option<IntervalData> {
         let mut p = self.part(id).lock();
-        let hit = p.map.get(&id).copied().and_then(|i| {
+        let h = hint.load();
+        let at = match p.slots.get(h) {
+            Some(Some(s)) if s.id == id => Some(h),
+            _ => {
+                let at = p.map.get(&id).copied();
+                if let Some(i) = at {
+                    hint.store(i);
+                }
+                at
+            }
+        };
+        let hit = at.and_then(|i| {
             let s = p.slots[i].as_mut()?;
             s.referenced = true;
             Some(s.data.clone())
@@ -112,13 +161,13 @@ impl IntervalCache {
         hit
     }
 
-    /// Installs (or replaces) interval `id`, evicting by CLOCK to stay within the partition's budget. An interval
-    /// larger than the whole partition is not cached.
+    /// Installs (or replaces) interval `id`, evicting by CLOCK to stay within the partition's budget, and points
+    /// `hint` (if given) at its slot. An interval larger than the whole partition is not cached.
     ///
     /// Evicted intervals are freed after the partition lock is released: they were usually allocated by another
     /// thread, and freeing them means taking that thread's allocator lock, which with the partition lock held made
     /// two readers queue behind each other (a two-thread GET benchmark scaled not at all).
-    pub fn put(&self, id: u64, data: IntervalData) {
+    pub fn put(&self, id: u64, data: IntervalData, hint: Option<&CacheSlot>) {
         let bytes = data.charge();
         let mut evicted: Vec<IntervalData> = Vec::new();
         let mut p = self.part(id).lock();
@@ -165,6 +214,9 @@ impl IntervalCache {
         };
         p.map.insert(id, i);
         p.bytes += bytes;
+        if let Some(hint) = hint {
+            hint.store(i);
+        }
         drop(p);
         drop(evicted);
     }
@@ -213,16 +265,16 @@ mod tests {
     fn clock_keeps_referenced_and_respects_budget() {
         let c = IntervalCache::new(4 * data(4).charge(), 1, data(4).charge());
         for id in 0..4 {
-            c.put(id, data(4));
+            c.put(id, data(4), None);
         }
-        assert!(c.get(0).is_some());
-        c.put(10, data(4));
+        assert!(c.get(0, &CacheSlot::default()).is_some());
+        c.put(10, data(4), None);
         // 0 was referenced, so the hand skipped it and evicted 1.
-        assert!(c.get(0).is_some());
-        assert!(c.get(1).is_none());
+        assert!(c.get(0, &CacheSlot::default()).is_some());
+        assert!(c.get(1, &CacheSlot::default()).is_none());
         assert!(c.bytes() <= 4 * data(4).charge());
         c.remove(0);
-        assert!(c.get(0).is_none());
+        assert!(c.get(0, &CacheSlot::default()).is_none());
     }
 
     /// With the reference's 1,024 partitions, an 8 MiB cache gave each partition 8 KiB, so no interval of the
@@ -237,12 +289,96 @@ mod tests {
         let c = IntervalCache::new(8 << 20, 1024, max);
         assert!(c.partitions() >= 1 && c.partitions() <= (8 << 20) / (MIN_INTERVALS_PER_PARTITION * max));
         for id in 0..(8 << 20) / (2 * max) as u64 {
-            c.put(id, full.clone());
+            c.put(id, full.clone(), None);
         }
         // Half the budget in full intervals: each partition holds its share, so nearly all stay.
-        let held = (0..(8 << 20) / (2 * max) as u64).filter(|&id| c.get(id).is_some()).count();
+        let held = (0..(8 << 20) / (2 * max) as u64).filter(|&id| c.get(id, &CacheSlot::default()).is_some()).count();
         assert!(held * 10 >= 9 * ((8 << 20) / (2 * max)), "only {held} intervals cached");
         // A large budget keeps the requested partitioning.
         assert_eq!(IntervalCache::new(1 << 30, 1024, max).partitions(), 1024);
+    }
+
+    /// An interval tagged `tag` in its one value, so a test can tell versions apart.
+    fn tagged(tag: u32) -> IntervalData {
+        Arc::new(Interval::from_recs(&[(b"k".to_vec(), tag.to_le_bytes().to_vec())]))
+    }
+
+    fn tag(d: &IntervalData) -> u32 {
+        u32::from_le_bytes(d.rec(0).1.try_into().unwrap())
+    }
+
+    #[test]
+    fn cache_pointer_is_set_on_install_and_refreshed_by_lookup() {
+        let c = IntervalCache::new(8 * data(4).charge(), 1, data(4).charge());
+        let h = CacheSlot::default();
+        c.put(7, data(4), Some(&h));
+        let at = h.slot().expect("an install sets the pointer");
+        assert_eq!(c.get(7, &h).map(|d| d.len()), Some(4));
+        let fresh = CacheSlot::default();
+        assert_eq!(c.get(7, &fresh).map(|d| d.len()), Some(4));
+        assert_eq!(fresh.slot(), Some(at), "a lookup through the map refreshes the pointer");
+    }
+
+    /// A pointer left behind when its interval moved to another slot, or when its slot went to another interval,
+    /// must lead to the right interval or to none.
+    #[test]
+    fn stale_cache_pointer_never_yields_another_interval() {
+        let c = IntervalCache::new(8 * tagged(0).charge(), 1, tagged(0).charge());
+        let (h2, h3) = (CacheSlot::default(), CacheSlot::default());
+        c.put(2, tagged(20), Some(&h2));
+        c.put(3, tagged(30), Some(&h3));
+        let (s2, s3) = (h2.slot().unwrap(), h3.slot().unwrap());
+        assert_ne!(s2, s3);
+        c.remove(2);
+        c.remove(3);
+        // Interval 2 comes back in interval 3's old slot, without touching its pointer.
+        c.put(2, tagged(21), None);
+        c.put(4, tagged(40), None);
+        assert!(c.get(3, &h3).is_none(), "slot {s3} now holds interval 2");
+        assert_eq!(c.get(2, &h2).map(|d| tag(&d)), Some(21));
+        assert_eq!(h2.slot(), Some(s3), "the lookup followed the map and refreshed the pointer");
+        // A pointer naming a slot that holds another interval.
+        let wrong = CacheSlot::default();
+        wrong.store(s2);
+        assert_eq!(c.get(2, &wrong).map(|d| tag(&d)), Some(21));
+        assert_eq!(c.get(4, &h2).map(|d| tag(&d)), Some(40));
+    }
+
+    /// Random installs, replacements, removals and lookups with pointers that go stale: a lookup returns the
+    /// latest version of its interval or nothing, never an older version or another interval.
+    #[test]
+    fn cache_with_stale_pointers_matches_a_model() {
+        use rand::rngs::SmallRng;
+        use rand::{Rng, SeedableRng};
+        use std::collections::HashMap as Model;
+
+        let seed = std::env::var("RANGEDB_SEED").map_or(5, |s| s.parse().expect("RANGEDB_SEED must be a number"));
+        let mut rng = SmallRng::seed_from_u64(seed);
+        let c = IntervalCache::new(6 * tagged(0).charge(), 1, tagged(0).charge());
+        let hints: Vec<CacheSlot> = (0..12).map(|_| CacheSlot::default()).collect();
+        let mut model: Model<u64, u32> = Model::new();
+        let mut version = 0u32;
+        for _ in 0..20_000 {
+            let id = rng.random_range(0..12u64);
+            // Most calls use the interval's own pointer; some another's, as after an index entry moved.
+            let h = &hints[if rng.random_bool(0.8) { id as usize } else { rng.random_range(0..12) }];
+            match rng.random_range(0..10) {
+                0..=2 => {
+                    version += 1;
+                    c.put(id, tagged(version), rng.random_bool(0.5).then_some(h));
+                    model.insert(id, version);
+                }
+                3 => {
+                    c.remove(id);
+                    model.remove(&id);
+                }
+                _ => {
+                    if let Some(d) = c.get(id, h) {
+                        assert_eq!(Some(tag(&d)), model.get(&id).copied(), "interval {id}");
+                    }
+                }
+            }
+        }
+        assert!(c.bytes() <= 6 * tagged(0).charge());
     }
 }

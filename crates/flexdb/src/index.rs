@@ -24,6 +24,7 @@
 //! increase; each interval starts where the previous one ends; no node is empty; every pivot is greater than
 //! every key left of it and at most the smallest key right of it; parent and sibling links agree.
 
+use crate::cache::CacheSlot;
 use crate::error::{Error, Result};
 use crate::hints::Hints;
 
@@ -34,7 +35,7 @@ pub const INTERNAL_MAX: usize = 64;
 const NIL: u32 = u32::MAX;
 
 /// One interval of the table file.
-#[derive(Clone, Debug)]
+#[derive(Debug)]
 pub struct Interval {
     /// Smallest key of the interval (empty for interval 0, which covers every key below interval 1).
     pub key: Box<[u8]>,
@@ -43,6 +44,16 @@ pub struct Interval {
     pub size: u64,
     /// Stable identity for the interval cache.
     pub id: u64,
+    /// The paper's cache pointer (§5.3): where the interval was last seen in its cache partition, so a hit skips
+    /// the partition's map. A hint only: the cache checks the slot still holds `id` (see `cache.rs`). Readers
+    /// update it under the index's shared lock, hence atomic.
+    pub cache_slot: CacheSlot,
+}
+
+impl Interval {
+    fn new(key: Box<[u8]>, poff: i64, size: u64, id: u64) -> Self {
+        Interval { key, poff, size, id, cache_slot: CacheSlot::default() }
+    }
 }
 
 #[derive(Debug)]
@@ -104,7 +115,7 @@ fn leaf(ents: Vec<Interval>, parent: u32, shift: i64) -> Node {
 impl SparseIndex {
     /// An index of one empty interval at offset 0.
     pub fn new() -> Self {
-        let iv = Interval { key: Box::new([]), poff: 0, size: 0, id: 0 };
+        let iv = Interval::new(Box::new([]), 0, 0, 0);
         let mut idx = SparseIndex {
             nodes: Vec::new(),
             free: Vec::new(),
@@ -132,7 +143,7 @@ impl SparseIndex {
             if end < off || (i > 0 && anchors[i - 1].0 >= *key) || (i == 0 && (off != 0 || !key.is_empty())) {
                 return Err(Error::corruption("index", "interval anchors out of order"));
             }
-            ivs.push(Interval { key: key.clone(), poff: off as i64, size: end - off, id: i as u64 });
+            ivs.push(Interval::new(key.clone(), off as i64, end - off, i as u64));
         }
         let mut idx = SparseIndex {
             nodes: Vec::new(),
@@ -400,7 +411,7 @@ impl SparseIndex {
         let rest = old.size - keep;
         old.size = keep;
         let poff = old.poff + keep as i64;
-        ents.insert(p.ent + 1, Interval { key, poff, size: rest, id });
+        ents.insert(p.ent + 1, Interval::new(key, poff, rest, id));
         let at = Pos { leaf: p.leaf, ent: p.ent + 1 };
         if ents.len() <= LEAF_MAX {
             if !hinted {

@@ -271,7 +271,7 @@ impl Table {
     /// rather than one per extent.
     fn load_with(&self, idx: &SparseIndex, p: Pos, ra: Option<&mut ReadAhead>) -> Result<IntervalData> {
         let iv = idx.get(p);
-        if let Some(d) = self.cache.get(iv.id) {
+        if let Some(d) = self.cache.get(iv.id, &iv.cache_slot) {
             return Ok(d);
         }
         let size = usize::try_from(iv.size).map_err(|_| Error::corruption("index", "interval too large"))?;
@@ -285,7 +285,7 @@ impl Table {
             return Err(Error::corruption("table", "interval holds a key below its index key"));
         }
         let data: IntervalData = Arc::new(data);
-        self.cache.put(iv.id, data.clone());
+        self.cache.put(iv.id, data.clone(), Some(&iv.cache_slot));
         Ok(data)
     }
 
@@ -518,7 +518,7 @@ impl Table {
             drop(file);
             self.maybe_merge(idx, p, recs)?;
         } else {
-            self.cache.put(id, packed(recs));
+            self.cache.put(id, packed(recs), Some(&idx.get(p).cache_slot));
         }
         Ok(())
     }
@@ -596,11 +596,12 @@ impl Table {
             if let Some(next) = tail.first() {
                 // The next chunk's first key becomes the new interval's index key.
                 let new = idx.split(at, size, next.0.into());
-                self.cache.put(id, packed(chunk));
+                // `split` may have moved `at`'s entry; its hint is refreshed by the next lookup.
+                self.cache.put(id, packed(chunk), None);
                 at = new;
                 self.stats.splits.fetch_add(1, Ordering::Relaxed);
             } else {
-                self.cache.put(id, packed(chunk));
+                self.cache.put(id, packed(chunk), Some(&idx.get(at).cache_slot));
             }
             off += size;
             rest = tail;
@@ -621,12 +622,13 @@ impl Table {
                     let gone = idx.remove(n);
                     self.cache.remove(gone.id);
                     self.stats.merges.fetch_add(1, Ordering::Relaxed);
-                    self.cache.put(id, packed(&all));
+                    // Entries left of a removed one do not move: `p` is still this interval.
+                    self.cache.put(id, packed(&all), Some(&idx.get(p).cache_slot));
                     return Ok(());
                 }
             }
         }
-        self.cache.put(id, packed(recs));
+        self.cache.put(id, packed(recs), Some(&idx.get(p).cache_slot));
         Ok(())
     }
 
@@ -667,7 +669,7 @@ impl Table {
                 idx.remove(ps);
                 self.cache.remove(id);
             } else {
-                self.cache.put(id, packed(&recs));
+                self.cache.put(id, packed(&recs), Some(&idx.get(ps).cache_slot));
             }
         } else {
             let pe_id = idx.get(pe).id;
@@ -696,7 +698,7 @@ impl Table {
                 if file.get_tag(base)? != ANCHOR_TAG {
                     file.set_tag(base, ANCHOR_TAG)?;
                 }
-                self.cache.put(pe_id, packed(&rest));
+                self.cache.put(pe_id, packed(&rest), Some(&idx.get(pe).cache_slot));
             }
             let sid = idx.get(ps).id;
             if !s_keep.is_empty() {
@@ -709,7 +711,7 @@ impl Table {
                 idx.remove(ps);
                 self.cache.remove(sid);
             } else {
-                self.cache.put(sid, packed(&s_keep));
+                self.cache.put(sid, packed(&s_keep), Some(&idx.get(ps).cache_slot));
             }
         }
         #[cfg(feature = "invariants")]
