@@ -77,10 +77,7 @@ fn unhex(t: &str) -> Result<Vec<u8>, String> {
     if h.len() % 2 != 0 {
         return Err(format!("odd number of hex digits: {t}"));
     }
-    (0..h.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(&h[i..i + 2], 16).map_err(|_| format!("bad hex: {t}")))
-        .collect()
+    crate::kv::decode_hex(h).ok_or_else(|| format!("bad hex: {t}"))
 }
 
 fn num(t: Option<&str>) -> Result<u64, String> {
@@ -99,14 +96,13 @@ fn err(e: Error) -> Reply {
 }
 
 /// Runs one shell session: a reply line per command line.
-pub fn session(f: &mut FlexFile, input: impl BufRead, mut out: impl Write) -> std::io::Result<()> {
-    for line in input.lines() {
-        let line = line?;
-        let line = line.trim();
-        if line.is_empty() {
-            continue;
-        }
-        let reply = command(f, line);
+pub fn session(f: &mut FlexFile, mut input: impl BufRead, mut out: impl Write) -> std::io::Result<()> {
+    while let Some(line) = crate::kv::read_line(&mut input)? {
+        let reply = match &line {
+            Ok(line) if line.trim().is_empty() => continue,
+            Ok(line) => command(f, line.trim()),
+            Err(e) => Reply::Err(e.kind, e.msg.clone()),
+        };
         match reply {
             Reply::Line(s) => writeln!(out, "{s}")?,
             Reply::Err(kind, msg) => writeln!(out, "ERR {kind} {msg}")?,
@@ -328,6 +324,21 @@ pub fn inspect(dir: &Path) -> Result<ExitCode, bench::Error> {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+
+    /// Data with a multi-byte character among its hex digits panicked (a `&str` sliced inside the character);
+    /// a line that is not UTF-8 ended the session.
+    #[test]
+    fn regression_malformed_bytes_are_parse_errors_and_the_session_goes_on() {
+        let fs: Arc<dyn vfs::Fs> = Arc::new(vfs::MemFs::new());
+        let mut f = FlexFile::create(fs, Path::new("/s"), Options::default()).unwrap();
+        let script: &[u8] = b"write 0 0xa\xc3\xa90\nwrite 0 0x+a\n\xff\ninsert 0 0xab\r\nsize\n";
+        let mut out = Vec::new();
+        session(&mut f, script, &mut out).unwrap();
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "ERR parse bad hex: 0xa\u{e9}0\nERR parse bad hex: 0x+a\nERR parse line is not valid UTF-8\nOK\n1\n"
+        );
+    }
 
     #[test]
     fn shell_session_follows_the_spec() {

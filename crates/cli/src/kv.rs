@@ -87,8 +87,8 @@ pub struct ExecArgs {
 /// A failure answered as `ERR <kind> <message>`.
 #[derive(Debug)]
 pub struct KvError {
-    kind: &'static str,
-    msg: String,
+    pub(crate) kind: &'static str,
+    pub(crate) msg: String,
 }
 
 impl std::fmt::Display for KvError {
@@ -300,13 +300,7 @@ pub fn decode_token(t: &str) -> KvResult<Vec<u8>> {
         if hex.len() % 2 != 0 {
             return Err(KvError::parse(format!("odd-length hex token {t}")));
         }
-        return (0..hex.len())
-            .step_by(2)
-            .map(|i| {
-                u8::from_str_radix(&hex[i..i + 2], 16)
-                    .map_err(|_| KvError::parse(format!("bad hex token {t}")))
-            })
-            .collect();
+        return decode_hex(hex).ok_or_else(|| KvError::parse(format!("bad hex token {t}")));
     }
     if t.starts_with('@') {
         return Err(KvError::parse(format!("token {t} may not start with @")));
@@ -315,6 +309,35 @@ pub fn decode_token(t: &str) -> KvResult<Vec<u8>> {
         return Err(KvError::parse(format!("bad token {t:?}")));
     }
     Ok(t.as_bytes().to_vec())
+}
+
+/// The bytes of hex digits `h` (two per byte, either case), or `None` if `h` holds anything else or an odd count.
+/// Works on bytes: slicing the text two bytes at a time would split a multi-byte character (a panic), and
+/// `u8::from_str_radix` would take a `+` sign as a digit.
+pub fn decode_hex(h: &str) -> Option<Vec<u8>> {
+    let nibble = |c: u8| char::from(c).to_digit(16).map(|d| d as u8);
+    let h = h.as_bytes();
+    if h.len() % 2 != 0 {
+        return None;
+    }
+    h.chunks_exact(2).map(|p| Some(nibble(p[0])? << 4 | nibble(p[1])?)).collect()
+}
+
+/// Reads one command line without its line ending (`\n` or `\r\n`): `None` at the end of input, `Some(Err)`
+/// for a line that is not UTF-8. Such a line is a malformed line, answered with `ERR parse` while the session
+/// goes on, not a failure of the session.
+pub fn read_line(input: &mut dyn BufRead) -> std::io::Result<Option<KvResult<String>>> {
+    let mut buf = Vec::new();
+    if input.read_until(b'\n', &mut buf)? == 0 {
+        return Ok(None);
+    }
+    if buf.ends_with(b"\n") {
+        buf.pop();
+        if buf.ends_with(b"\r") {
+            buf.pop();
+        }
+    }
+    Ok(Some(String::from_utf8(buf).map_err(|_| KvError::parse("line is not valid UTF-8"))))
 }
 
 /// Encodes bytes as a token: plain when printable and unambiguous, else hex.
@@ -368,9 +391,15 @@ pub fn session(
     input: &mut dyn BufRead,
     out: &mut dyn Write,
 ) -> std::io::Result<()> {
-    let mut lines = input.lines();
-    while let Some(line) = lines.next() {
-        let line = line?;
+    while let Some(line) = read_line(input)? {
+        let line = match line {
+            Ok(line) => line,
+            Err(e) => {
+                writeln!(out, "ERR {} {}", e.kind, e.msg)?;
+                out.flush()?;
+                continue;
+            }
+        };
         let words: Vec<&str> = line.split_whitespace().collect();
         if words.is_empty() {
             continue;
@@ -408,13 +437,22 @@ pub fn session(
             "batch" => {
                 let [_, n] = words.as_slice() else { return Err(KvError::parse("usage: batch N")) };
                 let n: usize = n.parse().map_err(|_| KvError::parse(format!("bad count {n}")))?;
-                let mut ups = Vec::with_capacity(n);
+                // N comes from the input: reserve for a few lines only, or `batch 18446744073709551615` would
+                // abort the process before reading one.
+                let mut ups = Vec::with_capacity(n.min(1024));
                 let mut err = None;
                 for _ in 0..n {
-                    let Some(l) = lines.next() else {
+                    let l = read_line(input).map_err(|e| KvError { kind: "io", msg: e.to_string() })?;
+                    let Some(l) = l else {
                         return Err(KvError::parse("batch ended early"));
                     };
-                    let l = l.map_err(|e| KvError { kind: "io", msg: e.to_string() })?;
+                    let l = match l {
+                        Ok(l) => l,
+                        Err(e) => {
+                            err = err.or(Some(e));
+                            continue;
+                        }
+                    };
                     let w: Vec<&str> = l.split_whitespace().collect();
                     match parse_update(&w) {
                         Ok(u) => ups.push(u),
@@ -524,6 +562,36 @@ mod tests {
         }
         assert!(decode_token("0xabc").is_err());
         assert!(decode_token("@1").is_err());
+        assert_eq!(decode_token("0xA0ff").unwrap(), [0xa0, 0xff]);
+    }
+
+    /// Hex digits are taken byte by byte: a multi-byte character among them is an error, not a panic from
+    /// slicing inside it, and a `+` is not a digit (`u8::from_str_radix` took `+a` as 10).
+    #[test]
+    fn regression_hex_with_a_multibyte_character_or_a_sign_is_refused() {
+        for bad in ["a\u{e9}0", "\u{e9}\u{e9}", "+a", "-1", "0g", " a"] {
+            assert_eq!(decode_hex(bad), None, "{bad:?}");
+            assert!(decode_token(&format!("0x{bad}")).is_err(), "{bad:?}");
+        }
+        assert_eq!(decode_hex(""), Some(vec![]));
+        assert_eq!(decode_hex("00Ff7e"), Some(vec![0, 255, 0x7e]));
+    }
+
+    #[test]
+    fn lines_end_at_lf_or_crlf_and_need_not_be_utf8() {
+        let mut input: &[u8] = b"a b\r\nc\n\xff\r\n\nlast";
+        let mut lines = Vec::new();
+        while let Some(l) = read_line(&mut input).unwrap() {
+            lines.push(l.map_err(|e| e.msg));
+        }
+        let want: Vec<Result<String, String>> = vec![
+            Ok("a b".into()),
+            Ok("c".into()),
+            Err("line is not valid UTF-8".into()),
+            Ok(String::new()),
+            Ok("last".into()),
+        ];
+        assert_eq!(lines, want);
     }
 
     #[test]

@@ -6,7 +6,7 @@ use std::io::Write;
 use std::process::{Command, Output, Stdio};
 
 /// Runs `rangedb kv exec --engine ENGINE --create EXTRA.. --dir DIR` on `script`.
-fn run(engine: &str, extra: &[&str], dir: &std::path::Path, script: &str) -> Output {
+fn run(engine: &str, extra: &[&str], dir: &std::path::Path, script: impl AsRef<[u8]>) -> Output {
     let mut child = Command::new(env!("CARGO_BIN_EXE_rangedb"))
         .args(["kv", "exec", "--engine", engine, "--create"])
         .args(extra)
@@ -17,11 +17,11 @@ fn run(engine: &str, extra: &[&str], dir: &std::path::Path, script: &str) -> Out
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    child.stdin.take().unwrap().write_all(script.as_bytes()).unwrap();
+    child.stdin.take().unwrap().write_all(script.as_ref()).unwrap();
     child.wait_with_output().unwrap()
 }
 
-fn exec(engine: &str, dir: &std::path::Path, script: &str) -> String {
+fn exec(engine: &str, dir: &std::path::Path, script: impl AsRef<[u8]>) -> String {
     let out = run(engine, &["--sync"], dir, script);
     assert!(out.status.success(), "{engine}: {}", String::from_utf8_lossy(&out.stderr));
     String::from_utf8(out.stdout).unwrap()
@@ -41,6 +41,23 @@ fn both_engines_answer_the_spec_commands_alike() {
             exec(engine, &dir.path().join("db"), "get c\nget a\nscan 0x z\n"),
             "NOT_FOUND\nNOT_FOUND\nb 0x\ndd 5\nEND 2\n"
         );
+    }
+}
+
+/// A line that is not UTF-8, a hex token with a multi-byte character inside, and a batch count no memory could
+/// hold are malformed lines: each gets `ERR parse` and the session goes on (the spec). The first ended the session
+/// with exit status 1; the other two panicked (a `&str` sliced inside a character, a `Vec` reserving the count).
+#[test]
+fn regression_malformed_bytes_and_counts_are_parse_errors_and_the_session_goes_on() {
+    let script: &[u8] = b"put \xff\xfe v\nput 0xa\xc3\xa90 v\nput 0x+a v\nbatch 2\nput \xff x\nput y 1\n\
+                          put a 1\r\nget a\nget y\nbatch 18446744073709551615\nput b 2\n";
+    let want = "ERR parse line is not valid UTF-8\nERR parse bad hex token 0xa\u{e9}0\nERR parse bad hex token 0x+a\n\
+                ERR parse line is not valid UTF-8\nOK\n1\nNOT_FOUND\nERR parse batch ended early\n";
+    for engine in ["lsm", "flexdb"] {
+        let dir = tempfile::tempdir().unwrap();
+        assert_eq!(exec(engine, &dir.path().join("db"), script), want, "{engine}");
+        // The store was closed cleanly: the acknowledged put is there, neither rejected batch is.
+        assert_eq!(exec(engine, &dir.path().join("db"), "get a\nget y\nget b\n"), "1\nNOT_FOUND\nNOT_FOUND\n");
     }
 }
 
