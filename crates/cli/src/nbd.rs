@@ -78,6 +78,18 @@ pub fn serve(a: ServeArgs) -> Result<ExitCode, String> {
             a.dir.display()
         ));
     }
+    // Everything that can be checked before a volume is created is: a `--create` that then failed on a bad
+    // option left the new volume behind, and repeating the command with the option fixed met "exists already".
+    let max_payload = u32::try_from(a.max_payload).map_err(|_| "--max-payload is too large".to_string())?;
+    let opts = ServerOptions { max_payload, max_connections: a.max_connections, ..ServerOptions::default() };
+    opts.validate().map_err(|e| e.to_string())?;
+    match &a.unix {
+        Some(p) => remove_stale_socket(p)?,
+        None => {
+            use std::net::ToSocketAddrs;
+            a.listen.as_str().to_socket_addrs().map_err(|e| format!("listening on {}: {e}", a.listen))?;
+        }
+    }
     let store = Store::open(fs, &a.dir, Options::default())
         .map_err(|e| format!("opening store {}: {e}", a.dir.display()))?;
     let vol = if a.create {
@@ -94,19 +106,15 @@ pub fn serve(a: ServeArgs) -> Result<ExitCode, String> {
         .and_then(|e| e.with_description(format!("rangedb volume {volume}")))
         .map_err(|e| e.to_string())?;
     exports.add(export).map_err(|e| e.to_string())?;
-    let max_payload = u32::try_from(a.max_payload).map_err(|_| "--max-payload is too large".to_string())?;
-    let opts = ServerOptions { max_payload, max_connections: a.max_connections, ..ServerOptions::default() };
     let server =
         Server::new(exports, opts).map_err(|e| e.to_string())?.with_log(|m| eprintln!("rangedb nbd: {m}"));
-    if let Some(p) = &a.unix {
-        remove_stale_socket(p)?;
-    }
-    let running = match &a.unix {
-        Some(p) => server.listen_unix(p).map_err(|e| format!("listening on {}: {e}", p.display()))?,
-        None => {
-            server.listen_tcp(a.listen.as_str()).map_err(|e| format!("listening on {}: {e}", a.listen))?
-        }
+    let listening = match &a.unix {
+        Some(p) => server.listen_unix(p).map_err(|e| format!("listening on {}: {e}", p.display())),
+        None => server.listen_tcp(a.listen.as_str()).map_err(|e| format!("listening on {}: {e}", a.listen)),
     };
+    let running = listening.map_err(|e| {
+        if a.create { format!("{e} (the volume was created: serve it again without --create)") } else { e }
+    })?;
     eprintln!(
         "rangedb nbd: serving {} ({size} bytes{}) as {}",
         display(&path),
@@ -220,5 +228,28 @@ mod tests {
         assert!(e.contains("--create"), "{e}");
         let e = serve(args(false, Some(4096))).unwrap_err();
         assert!(e.contains("--size applies only"), "{e}");
+    }
+
+    /// `serve --create --max-connections 0` created the volume and then refused the option, so the same command
+    /// with the option fixed failed with "exists already".
+    #[test]
+    fn regression_a_bad_server_option_creates_no_volume() {
+        let dir = tempfile::tempdir().unwrap();
+        let args = |max_connections: usize, listen: &str| ServeArgs {
+            dir: dir.path().to_path_buf(),
+            create: true,
+            size: Some(1 << 20),
+            listen: listen.into(),
+            unix: None,
+            export: None,
+            read_only: false,
+            max_payload: 32 << 20,
+            max_connections,
+        };
+        let e = serve(args(0, "127.0.0.1:0")).unwrap_err();
+        assert!(e.contains("max_connections"), "{e}");
+        let e = serve(args(4, "not an address")).unwrap_err();
+        assert!(e.contains("listening on not an address"), "{e}");
+        assert!(!dir.path().join("default").exists(), "a volume was created");
     }
 }
