@@ -156,8 +156,9 @@ pub(crate) fn to_blocks(offset: u64, length: u64, block_size: u64) -> Result<(u6
     if block_size == 0 {
         return Err(LineError::Overflow);
     }
-    let end = offset.checked_add(length).ok_or(LineError::Overflow)?;
-    Ok((offset / block_size, (end - 1) / block_size))
+    // The last byte, not one past it: a request may end at the last byte of the 64-bit space.
+    let last = offset.checked_add(length - 1).ok_or(LineError::Overflow)?;
+    Ok((offset / block_size, last / block_size))
 }
 
 fn volume_name<'a>(field: &'a str, name: &'static str) -> Result<&'a str, LineError> {
@@ -213,6 +214,9 @@ mod tests {
         assert_eq!(to_blocks(1, 1, 4096), Ok((0, 0)));
         assert_eq!(to_blocks(0, 0, 4096), Err(LineError::ZeroLength));
         assert_eq!(to_blocks(u64::MAX, 2, 4096), Err(LineError::Overflow));
+        // Regression: a request ending at the last byte of the 64-bit space was refused as an overflow.
+        assert_eq!(to_blocks(u64::MAX - 4095, 4096, 4096), Ok((u64::MAX / 4096, u64::MAX / 4096)));
+        assert_eq!(to_blocks(u64::MAX, 1, 1), Ok((u64::MAX, u64::MAX)));
         assert_eq!(to_blocks(u64::MAX - 1, 1, 1), Ok((u64::MAX - 1, u64::MAX - 1)));
         assert_eq!(to_blocks(0, 1, 0), Err(LineError::Overflow));
     }
