@@ -9,3 +9,12 @@ pub enum Error {
     #[error("invalid argument: {0}")]
     InvalidArgument(String),
 }
+
+impl Error {
+    /// The message without the kind's prefix, for wrapping in another error that names the kind itself.
+    pub fn message(&self) -> &str {
+        match self {
+            Error::InvalidArgument(m) => m,
+        }
+    }
+}

@@ -40,7 +40,8 @@ impl TraceSource {
                 TraceError::InvalidArgument(format!("the synthetic trace has no volume `{name}`"))
             })?),
         };
-        let trace = SyntheticTrace::new(opts).map_err(|e| TraceError::InvalidArgument(e.to_string()))?;
+        // The message alone: `TraceError::InvalidArgument` names the kind already ("invalid argument: invalid ...").
+        let trace = SyntheticTrace::new(opts).map_err(|e| TraceError::InvalidArgument(e.message().to_string()))?;
         Ok(TraceSource::Synthetic { trace: Box::new(trace), volumes, only })
     }
 
@@ -72,5 +73,18 @@ impl Iterator for TraceSource {
                 Some(v) => trace.find(|op| op.volume == v).map(Ok),
             },
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Printed "invalid argument: invalid argument: at least one volume".
+    #[test]
+    fn regression_a_bad_synthetic_option_names_its_kind_once() {
+        let opts = SyntheticOptions { volumes: 0, ..SyntheticOptions::default() };
+        let Err(e) = TraceSource::synthetic(opts, None) else { panic!("zero volumes accepted") };
+        assert_eq!(e.to_string(), "invalid argument: at least one volume");
     }
 }
