@@ -83,10 +83,13 @@ fn wal(path: &Path, action: &str) -> Res<()> {
     Ok(())
 }
 
-fn manifest(path: &Path, action: &str) -> Res<()> {
+/// Dumps or checks a MANIFEST; returns whether the database keeps its range deletes in a global index (the last
+/// edit that names a range-index state says so).
+fn manifest(path: &Path, action: &str) -> Res<bool> {
     let (fs, name) = split(path);
     let mut r = LogReader::open(&*fs, path, &name)?;
     let mut n = 0;
+    let mut global = false;
     while let Some(rec) = r.next_record() {
         let e = lsm::edit::VersionEdit::decode(rec).map_err(|m| format!("{name}: {m}"))?;
         n += 1;
@@ -113,6 +116,13 @@ fn manifest(path: &Path, action: &str) -> Res<()> {
                 );
             }
         }
+        if let Some(ri) = &e.range_index {
+            global = true;
+            if action == "dump" {
+                let files: Vec<String> = ri.files.iter().map(|(l, f)| format!("L{l} #{f}")).collect();
+                println!("  range index: watermark {} files [{}]", ri.watermark, files.join(", "));
+            }
+        }
     }
     println!("{n} edits");
     if let Some(why) = r.tail_dropped() {
@@ -121,7 +131,7 @@ fn manifest(path: &Path, action: &str) -> Res<()> {
             return Err(why.to_string().into());
         }
     }
-    Ok(())
+    Ok(global)
 }
 
 fn read_block(f: &dyn vfs::File, h: Handle) -> Res<Block> {
@@ -218,38 +228,52 @@ fn db(dir: &Path, action: &str) -> Res<()> {
     })?;
     let mname = String::from_utf8_lossy(&current).trim().to_string();
     println!("CURRENT -> {mname}");
+    // A database opens only with the range-delete strategy it was created with; the MANIFEST tells which.
+    let options = |global: bool| -> Res<lsm::Options> {
+        Ok(lsm::Options {
+            create_if_missing: false,
+            disable_auto_compactions: true,
+            range_delete_strategy: lsm::strategy_by_name(if global { "global" } else { "local" })?,
+            ..Default::default()
+        })
+    };
     match action {
         "dump" | "layout" => {
             manifest(&dir.join(&mname), "dump")?;
-            for n in fs.list_dir(dir)? {
+            let mut names = fs.list_dir(dir)?;
+            // GLORAN's DR-tree files live in a subdirectory.
+            if let Some(i) = names.iter().position(|n| n == lsm::rangedel_global::INDEX_DIR) {
+                let sub = names.remove(i);
+                names.extend(fs.list_dir(&dir.join(&sub))?.into_iter().map(|n| format!("{sub}/{n}")));
+            }
+            for n in names {
                 let len = fs.open(&dir.join(&n), vfs::OpenMode::ReadOnly)?.len()?;
                 println!("{n:<20} {len}");
             }
         }
         "check" => {
-            manifest(&dir.join(&mname), "check")?;
+            let global = manifest(&dir.join(&mname), "check")?;
             // Opening replays the MANIFEST and WALs and checks references; then every table is read whole.
-            let o = lsm::Options {
-                create_if_missing: false,
-                disable_auto_compactions: true,
-                ..Default::default()
-            };
             let recovered = view();
-            let d = lsm::Db::open(recovered.clone(), dir, o)?;
+            let d = lsm::Db::open(recovered.clone(), dir, options(global)?)?;
             for fe in d.files() {
                 sst_on(recovered.clone(), &dir.join(lsm::filename::table_name(fe.info.number)), "check")?;
+            }
+            if d.check_range_deletes()? {
+                let g = d.stats().range_delete_global.unwrap_or_default();
+                let levels = g.level_areas.iter().filter(|&&a| a > 0).count();
+                println!(
+                    "global range index: ok, {} areas in {levels} levels",
+                    g.level_areas.iter().sum::<u64>()
+                );
             }
             let sa = d.space_amplification()?;
             println!("ok: {} live keys, {} stored entries", sa.live_entries, sa.total_entries);
             d.close()?;
         }
         "scan" => {
-            let o = lsm::Options {
-                create_if_missing: false,
-                disable_auto_compactions: true,
-                ..Default::default()
-            };
-            let d = lsm::Db::open(view(), dir, o)?;
+            let global = manifest_is_global(&dir.join(&mname))?;
+            let d = lsm::Db::open(view(), dir, options(global)?)?;
             let mut it = d.iter(&lsm::ReadOptions::default())?;
             it.seek_to_first();
             while it.valid() {
@@ -264,6 +288,18 @@ fn db(dir: &Path, action: &str) -> Res<()> {
     Ok(())
 }
 
+/// Whether the MANIFEST at `path` says the database keeps a global range index, without printing its edits.
+fn manifest_is_global(path: &Path) -> Res<bool> {
+    let (fs, name) = split(path);
+    let mut r = LogReader::open(&*fs, path, &name)?;
+    let mut global = false;
+    while let Some(rec) = r.next_record() {
+        let e = lsm::edit::VersionEdit::decode(rec).map_err(|m| format!("{name}: {m}"))?;
+        global |= e.range_index.is_some();
+    }
+    Ok(global)
+}
+
 /// Runs `rangedb inspect`.
 pub fn run(a: InspectArgs) -> Res<ExitCode> {
     // Named here: the engines' open errors do not say which path they could not find.
@@ -272,7 +308,9 @@ pub fn run(a: InspectArgs) -> Res<ExitCode> {
     }
     match a.kind.as_str() {
         "wal" => wal(&a.path, &a.action)?,
-        "manifest" => manifest(&a.path, &a.action)?,
+        "manifest" => {
+            manifest(&a.path, &a.action)?;
+        }
         "sst" => sst(&a.path, &a.action)?,
         "db" => db(&a.path, &a.action)?,
         "blockstore" => crate::blockstore_inspect::run(&a.path, &a.action)?,

@@ -74,9 +74,14 @@ pub struct ExecArgs {
     /// lsm: block cache bytes.
     #[arg(long)]
     block_cache_size: Option<usize>,
-    /// lsm: range-delete strategy (`local`).
+    /// lsm: range-delete strategy, `local` (range tombstones in the tables, the default) or `global` (GLORAN's
+    /// global index). A database keeps the strategy it was created with.
     #[arg(long)]
     range_delete_strategy: Option<String>,
+    /// lsm: RangeReduce mode (query-driven compactions): `bounded-merge` (the default), `mos-blind`,
+    /// `mos-file-size-aware` or `off`.
+    #[arg(long)]
+    range_reduce: Option<String>,
     /// lsm: disable automatic compactions.
     #[arg(long)]
     disable_auto_compactions: bool,
@@ -284,10 +289,14 @@ fn open_lsm(a: &ExecArgs) -> KvResult<Box<dyn KvEngine>> {
             other => return Err(KvError { kind: "invalid", msg: format!("unknown compression {other}") }),
         };
     }
-    if let Some(s) = &a.range_delete_strategy
-        && s != "local"
-    {
-        return Err(KvError { kind: "invalid", msg: format!("unknown range-delete strategy {s}") });
+    if let Some(s) = &a.range_delete_strategy {
+        o.range_delete_strategy = lsm::strategy_by_name(s)?;
+    }
+    if let Some(m) = &a.range_reduce {
+        o.range_reduce.mode = lsm::RangeReduceMode::from_name(m).ok_or_else(|| {
+            let names: Vec<&str> = lsm::RangeReduceMode::NAMED.iter().map(|(n, _)| *n).collect();
+            KvError::new("invalid", format!("unknown RangeReduce mode {m:?} ({})", names.join(" | ")))
+        })?;
     }
     let fs: Arc<dyn vfs::Fs> = Arc::new(vfs::OsFs::new());
     let db = lsm::Db::open(fs, &a.dir, o)?;
@@ -510,6 +519,7 @@ impl ExecArgs {
             ("--compression", self.compression.is_some()),
             ("--block-cache-size", self.block_cache_size.is_some()),
             ("--range-delete-strategy", self.range_delete_strategy.is_some()),
+            ("--range-reduce", self.range_reduce.is_some()),
             ("--disable-auto-compactions", self.disable_auto_compactions),
         ]
         .into_iter()
@@ -633,6 +643,7 @@ mod tests {
             compression: None,
             block_cache_size: None,
             range_delete_strategy: None,
+            range_reduce: None,
             disable_auto_compactions: false,
             flexdb: Default::default(),
         };

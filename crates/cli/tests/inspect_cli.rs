@@ -19,9 +19,16 @@ fn ok(args: &[&str], path: &Path) -> String {
 
 /// A database with one flushed table (puts and a range delete) and a WAL holding later writes.
 fn make_db(dir: &Path) {
+    make_db_with(dir, &[]);
+}
+
+/// [`make_db`] with extra `kv exec` flags.
+fn make_db_with(dir: &Path, flags: &[&str]) {
     let script = "put a 1\nput b 2\nput c 3\nput d 4\ndelrange b c\nflush\nput e 5\ndel a\n";
     let mut child = Command::new(env!("CARGO_BIN_EXE_rangedb"))
-        .args(["kv", "exec", "--engine", "lsm", "--create", "--sync", "--dir"])
+        .args(["kv", "exec", "--engine", "lsm", "--create", "--sync"])
+        .args(flags)
+        .arg("--dir")
         .arg(dir)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -135,4 +142,47 @@ fn a_missing_path_or_database_is_named_in_the_error() {
             && err.contains(&*dir.path().to_string_lossy()),
         "{err}"
     );
+}
+
+/// A database with GLORAN's global range index: `dump` and `layout` failed on its index directory ("is a
+/// directory"), and `check` and `scan` opened it with local tombstones, which the engine refuses.
+#[test]
+fn every_action_reads_a_database_with_a_global_range_index() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("db");
+    make_db_with(&dir, &["--range-delete-strategy", "global"]);
+    let listing = |d: &Path| -> Vec<(PathBuf, Vec<u8>)> {
+        let mut v: Vec<(PathBuf, Vec<u8>)> = files_with(d, |_| true)
+            .into_iter()
+            .filter(|p| p.is_file())
+            .map(|p| (p.clone(), std::fs::read(&p).unwrap()))
+            .collect();
+        v.extend(
+            files_with(&d.join("gloran"), |_| true)
+                .into_iter()
+                .map(|p| (p.clone(), std::fs::read(&p).unwrap())),
+        );
+        v
+    };
+    let before = listing(&dir);
+    let scan = ok(&["inspect", "db", "--action", "scan"], &dir);
+    assert_eq!(scan.split_once('\n').unwrap().1, "c 3\nd 4\ne 5\n");
+    let check = ok(&["inspect", "db", "--action", "check"], &dir);
+    assert!(
+        check.contains("global range index: ok, 1 areas") && check.contains("ok: 3 live keys"),
+        "{check}"
+    );
+    for action in ["dump", "layout"] {
+        let out = ok(&["inspect", "db", "--action", action], &dir);
+        assert!(out.contains("range index: watermark") && out.contains("gloran/"), "{action}: {out}");
+    }
+    assert!(listing(&dir) == before, "inspect db changed the database directory");
+
+    // A flipped byte in a DR-tree file's nodes (written before its footer) is reported.
+    let drt = files_with(&dir.join("gloran"), |n| n.ends_with(".drt")).pop().expect("a DR-tree file");
+    flip(&drt, std::fs::metadata(&drt).unwrap().len() / 2);
+    let out = rangedb(&["inspect", "db", "--action", "check"], &dir);
+    assert!(!out.status.success(), "check passed over a damaged DR-tree file");
+    let err = String::from_utf8_lossy(&out.stderr).to_lowercase();
+    assert!(err.contains("corrupt") || err.contains("checksum"), "{err}");
 }

@@ -57,7 +57,10 @@ fn regression_malformed_bytes_and_counts_are_parse_errors_and_the_session_goes_o
         let dir = tempfile::tempdir().unwrap();
         assert_eq!(exec(engine, &dir.path().join("db"), script), want, "{engine}");
         // The store was closed cleanly: the acknowledged put is there, neither rejected batch is.
-        assert_eq!(exec(engine, &dir.path().join("db"), "get a\nget y\nget b\n"), "1\nNOT_FOUND\nNOT_FOUND\n");
+        assert_eq!(
+            exec(engine, &dir.path().join("db"), "get a\nget y\nget b\n"),
+            "1\nNOT_FOUND\nNOT_FOUND\n"
+        );
     }
 }
 
@@ -104,5 +107,44 @@ fn options_of_the_other_engine_are_refused_not_ignored() {
             String::from_utf8_lossy(&out.stderr)
         );
         assert!(out.stdout.is_empty(), "nothing may run");
+    }
+}
+
+/// The spec's engine flags include the range-delete mode and RangeReduce: `--range-delete-strategy global` was
+/// refused as unknown, and RangeReduce had no flag.
+#[test]
+fn lsm_runs_with_global_range_deletes_and_every_range_reduce_mode() {
+    let script =
+        "put a 1\nput b 2\nput c 3\nflush\ndelrange a c\nput d 4\nscan 0x z\nflush\ncompact\nget b\nstats\n";
+    for mode in ["off", "bounded-merge", "mos-blind", "mos-file-size-aware"] {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("db");
+        let flags =
+            ["--range-delete-strategy", "global", "--range-reduce", mode, "--write-buffer-size", "4096"];
+        let out = run("lsm", &flags, &db, script);
+        assert!(out.status.success(), "{mode}: {}", String::from_utf8_lossy(&out.stderr));
+        let out = String::from_utf8(out.stdout).unwrap();
+        let lines: Vec<&str> = out.lines().collect();
+        assert_eq!(&lines[..10], ["OK", "OK", "OK", "OK", "OK", "OK", "c 3", "d 4", "END 2", "OK"], "{mode}");
+        assert_eq!(&lines[10..12], ["OK", "NOT_FOUND"], "{mode}");
+        // The global index's counters are in the stats line.
+        assert!(lines[12].contains("\"range_delete_global\":{\"lookups\":"), "{mode}: {}", lines[12]);
+        // The database keeps its strategy: opening it with local tombstones is refused, with the reason.
+        let local = run("lsm", &[], &db, "get c\n");
+        assert!(!local.status.success(), "{mode}");
+        assert!(String::from_utf8_lossy(&local.stderr).contains("global index"), "{mode}");
+        let again = run("lsm", &["--range-delete-strategy", "global"], &db, "get c\nget a\n");
+        assert_eq!(String::from_utf8_lossy(&again.stdout), "3\nNOT_FOUND\n", "{mode}");
+    }
+    let dir = tempfile::tempdir().unwrap();
+    for (flag, value, want) in [
+        ("--range-reduce", "sometimes", "unknown RangeReduce mode \"sometimes\""),
+        ("--range-delete-strategy", "nowhere", "unknown range-delete strategy \"nowhere\""),
+    ] {
+        let out = run("lsm", &[flag, value], &dir.path().join(value), "put a 1\n");
+        assert!(!out.status.success(), "{flag} {value}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(want) && !err.contains("invalid argument: "), "{err}");
+        assert!(out.stdout.is_empty());
     }
 }

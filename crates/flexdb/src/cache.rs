@@ -292,7 +292,9 @@ mod tests {
             c.put(id, full.clone(), None);
         }
         // Half the budget in full intervals: each partition holds its share, so nearly all stay.
-        let held = (0..(8 << 20) / (2 * max) as u64).filter(|&id| c.get(id, &CacheSlot::default()).is_some()).count();
+        let held = (0..(8 << 20) / (2 * max) as u64)
+            .filter(|&id| c.get(id, &CacheSlot::default()).is_some())
+            .count();
         assert!(held * 10 >= 9 * ((8 << 20) / (2 * max)), "only {held} intervals cached");
         // A large budget keeps the requested partitioning.
         assert_eq!(IntervalCache::new(1 << 30, 1024, max).partitions(), 1024);
@@ -352,7 +354,8 @@ mod tests {
         use rand::{Rng, SeedableRng};
         use std::collections::HashMap as Model;
 
-        let seed = std::env::var("RANGEDB_SEED").map_or(5, |s| s.parse().expect("RANGEDB_SEED must be a number"));
+        let seed =
+            std::env::var("RANGEDB_SEED").map_or(5, |s| s.parse().expect("RANGEDB_SEED must be a number"));
         let mut rng = SmallRng::seed_from_u64(seed);
         let c = IntervalCache::new(6 * tagged(0).charge(), 1, tagged(0).charge());
         let hints: Vec<CacheSlot> = (0..12).map(|_| CacheSlot::default()).collect();

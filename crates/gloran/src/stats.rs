@@ -75,6 +75,46 @@ pub struct Stats {
     pub level_areas: Vec<u64>,
 }
 
+impl Stats {
+    /// One JSON object with every field, for the engines' `stats` output.
+    pub fn to_json(&self) -> String {
+        let fields: [(&str, u64); 25] = [
+            ("lookups", self.lookups),
+            ("estimator_checks", self.estimator_checks),
+            ("estimator_positives", self.estimator_positives),
+            ("estimator_false_positives", self.estimator_false_positives),
+            ("index_probes", self.index_probes),
+            ("covered", self.covered),
+            ("nodes_read", self.nodes_read),
+            ("buffer_nodes_visited", self.buffer_nodes_visited),
+            ("span_checks", self.span_checks),
+            ("span_hits", self.span_hits),
+            ("records_inserted", self.records_inserted),
+            ("flushes", self.flushes),
+            ("compactions", self.compactions),
+            ("bytes_written", self.bytes_written),
+            ("gc_runs", self.gc_runs),
+            ("gc_areas_dropped", self.gc_areas_dropped),
+            ("gc_bytes_rewritten", self.gc_bytes_rewritten),
+            ("gc_estimators_dropped", self.gc_estimators_dropped),
+            ("estimator_rebuilds", self.estimator_rebuilds),
+            ("index_file_bytes", self.index_file_bytes),
+            ("buffer_bytes", self.buffer_bytes),
+            ("estimator_bytes", self.estimator_bytes),
+            ("estimator_raes", self.estimator_raes),
+            ("level_count", self.level_areas.len() as u64),
+            ("areas", self.level_areas.iter().sum()),
+        ];
+        let mut s = String::from("{");
+        for (k, v) in fields {
+            s.push_str(&format!("\"{k}\":{v},"));
+        }
+        let levels: Vec<String> = self.level_areas.iter().map(u64::to_string).collect();
+        s.push_str(&format!("\"level_areas\":[{}]}}", levels.join(",")));
+        s
+    }
+}
+
 impl Counters {
     pub(crate) fn fill(&self, s: &mut Stats) {
         s.lookups = get(&self.lookups);
@@ -92,4 +132,24 @@ impl Counters {
 
 pub(crate) fn add(a: &AtomicU64, n: u64) {
     a.fetch_add(n, Ordering::Relaxed);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn json_names_every_counter() {
+        let s = Stats { estimator_checks: 7, level_areas: vec![3, 4], ..Stats::default() };
+        let j = s.to_json();
+        assert!(j.starts_with("{\"lookups\":0,\"estimator_checks\":7,"), "{j}");
+        assert!(j.ends_with("\"level_count\":2,\"areas\":7,\"level_areas\":[3,4]}"), "{j}");
+        // Every field of the struct appears once (the Debug form lists them).
+        let debug = format!("{s:?}");
+        for field in debug.split(['{', ',']).filter_map(|f| f.split(':').next()).map(str::trim) {
+            if !field.is_empty() && !field.starts_with("Stats") && !field.starts_with(char::is_numeric) {
+                assert!(j.contains(&format!("\"{field}\":")), "{field} missing from {j}");
+            }
+        }
+    }
 }

@@ -291,6 +291,12 @@ impl Db {
         self.inner.stats()
     }
 
+    /// Reads and checks the structures the range-delete strategy keeps outside the tables (GLORAN's DR-tree
+    /// files and buffer): `Ok(false)` for a strategy that keeps none, an error naming the damage otherwise.
+    pub fn check_range_deletes(&self) -> Result<bool> {
+        self.inner.range_deletes.check()
+    }
+
     /// Counts stored entries and live keys exactly by a full scan.
     pub fn space_amplification(&self) -> Result<SpaceAmp> {
         self.inner.space_amplification()

@@ -202,6 +202,12 @@ pub trait RangeDeleteStrategy: Send + Sync {
     fn global_stats(&self) -> Option<gloran::Stats> {
         None
     }
+
+    /// Reads every persistent structure the strategy keeps outside the tables and checks it whole (checksums,
+    /// order, disjointness); `Ok(false)` if it keeps none.
+    fn check(&self) -> Result<bool> {
+        Ok(false)
+    }
 }
 
 /// RocksDB's range tombstones: kept in each memtable and in each table's range-deletion block.

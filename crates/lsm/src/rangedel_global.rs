@@ -345,6 +345,11 @@ impl RangeDeleteStrategy for Instance {
     fn global_stats(&self) -> Option<gloran::Stats> {
         Some(self.read().stats())
     }
+
+    fn check(&self) -> Result<bool> {
+        self.read().check().map_err(conv)?;
+        Ok(true)
+    }
 }
 
 /// A [`gloran::Cursor`] as the engine's [`RangeCover`].

@@ -175,6 +175,9 @@ impl Stats {
         }
         s.push_str(&format!("\"write_amplification\":{:.4},", self.write_amplification()));
         s.push_str(&format!("\"range_reduce\":{},", self.range_reduce.to_json()));
+        if let Some(g) = &self.range_delete_global {
+            s.push_str(&format!("\"range_delete_global\":{},", g.to_json()));
+        }
         let per_level: Vec<String> = self.compaction_levels.iter().map(|c| c.to_json()).collect();
         s.push_str(&format!("\"compaction_levels\":[{}],", per_level.join(",")));
         s.push_str(&format!("\"levels\":[{}]}}", levels.join(",")));

@@ -34,6 +34,26 @@ pub enum RangeReduceMode {
     BoundedMerge,
 }
 
+impl RangeReduceMode {
+    /// Every mode with its name, for command lines: `off`, `bounded-merge`, `mos-blind`, `mos-file-size-aware`.
+    pub const NAMED: [(&'static str, RangeReduceMode); 4] = [
+        ("off", RangeReduceMode::Off),
+        ("bounded-merge", RangeReduceMode::BoundedMerge),
+        ("mos-blind", RangeReduceMode::BlindMergeOnScan),
+        ("mos-file-size-aware", RangeReduceMode::FileSizeAwareMergeOnScan),
+    ];
+
+    /// The mode called `name` (see [`RangeReduceMode::NAMED`]).
+    pub fn from_name(name: &str) -> Option<RangeReduceMode> {
+        Self::NAMED.iter().find(|(n, _)| *n == name).map(|&(_, m)| m)
+    }
+
+    /// The mode's name (see [`RangeReduceMode::NAMED`]).
+    pub fn name(self) -> &'static str {
+        Self::NAMED.iter().find(|(_, m)| *m == self).map_or("off", |(n, _)| n)
+    }
+}
+
 /// One participating level of a query.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LevelEstimate {

@@ -41,7 +41,8 @@ impl TraceSource {
             })?),
         };
         // The message alone: `TraceError::InvalidArgument` names the kind already ("invalid argument: invalid ...").
-        let trace = SyntheticTrace::new(opts).map_err(|e| TraceError::InvalidArgument(e.message().to_string()))?;
+        let trace =
+            SyntheticTrace::new(opts).map_err(|e| TraceError::InvalidArgument(e.message().to_string()))?;
         Ok(TraceSource::Synthetic { trace: Box::new(trace), volumes, only })
     }
 
