@@ -395,7 +395,7 @@ impl Db {
         let inner = self.inner.clone();
         drop(self);
         let inner = Arc::try_unwrap(inner).map_err(|_| Error::invalid("store still shared"))?;
-        inner.writer.lock().sync()?;
+        inner.writer.lock().seal()?;
         let bg = inner.bg_error.lock().take();
         inner.table.close()?;
         match bg {

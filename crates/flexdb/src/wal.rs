@@ -8,6 +8,12 @@
 //! Files are `wal-NNNNNNNNNNNN.log`, numbered in creation order; recovery replays every one of them, oldest first,
 //! whatever its size. A log is synced when it is retired (its memtable frozen), so a torn or damaged record can
 //! only be legitimate at the tail of the newest log; anywhere else it is corruption.
+//!
+//! Within the newest log, sync marks separate a torn tail from damaged synced bytes. After a sync the writer's
+//! next append starts with a *sync mark* record, payload `4 | durable u64 LE`, naming the offset through which
+//! the sync made the log durable (`close` ends the log with one). A bad record before an offset a later valid mark
+//! names had been synced, so it is corruption; a bad record past every mark is a torn tail, since unsynced sectors
+//! may persist in any mix and valid records after a bad one prove nothing there.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -32,6 +38,34 @@ pub enum Op {
 const OP_PUT: u8 = 1;
 const OP_DELETE: u8 = 2;
 const OP_DELETE_RANGE: u8 = 3;
+/// First payload byte of a sync mark (not an operation: batches start with an opcode, or are empty).
+const OP_SYNC_MARK: u8 = 4;
+/// Bytes of a sync-mark record: header, marker byte, durable offset.
+const MARK_LEN: usize = 8 + 1 + 8;
+
+/// A sync-mark record naming `durable`.
+fn sync_mark(durable: u64) -> [u8; MARK_LEN] {
+    let mut m = [0u8; MARK_LEN];
+    m[4..8].copy_from_slice(&9u32.to_le_bytes());
+    m[8] = OP_SYNC_MARK;
+    m[9..].copy_from_slice(&durable.to_le_bytes());
+    let crc = vfs::crc32c::crc32c(&m[4..]);
+    m[..4].copy_from_slice(&crc.to_le_bytes());
+    m
+}
+
+/// The durable offset of a sync-mark record at `p`, if a valid one is there.
+fn mark_at(buf: &[u8], p: usize) -> Option<u64> {
+    let m = buf.get(p..p + MARK_LEN)?;
+    let ok = m[4..9] == [9, 0, 0, 0, OP_SYNC_MARK] && vfs::crc32c::crc32c(&m[4..]).to_le_bytes() == m[..4];
+    ok.then(|| u64::from_le_bytes(m[9..].try_into().unwrap_or([0; 8])))
+}
+
+/// The durable offset named by a valid sync mark after `at` that lies beyond `at`, if any. Looked for at every
+/// byte, since the damage hides where records start; a false match needs a 32-bit checksum to agree.
+fn durable_beyond(buf: &[u8], at: usize) -> Option<u64> {
+    (at + 1..buf.len()).filter_map(|p| mark_at(buf, p)).find(|&d| d > at as u64)
+}
 
 /// The file name of log `n`.
 pub fn file_name(n: u64) -> String {
@@ -149,13 +183,22 @@ pub fn read_log(fs: &dyn vfs::Fs, path: &Path, tail_ok: bool) -> Result<Replay> 
         let len = u32::from_le_bytes([rest[4], rest[5], rest[6], rest[7]]) as usize;
         if rest.len() - 8 < len || vfs::crc32c::crc32c(&rest[4..8 + len]) != crc {
             // Bytes past the last sync of the newest log may persist in any order (sector by sector), so a bad
-            // record there ends the log even with bytes after it: those were never synced either.
+            // record there ends the log even with bytes after it: those were never synced either. Unless a later
+            // sync mark shows this record had been synced.
             if !tail_ok {
                 return bad("damaged record");
             }
+            if let Some(d) = durable_beyond(&buf, at) {
+                return bad(&format!("damaged record inside the part a later sync made durable (through {d})"));
+            }
             break;
         }
-        out.batches.push(decode_payload(&rest[8..8 + len])?);
+        let payload = &rest[8..8 + len];
+        if payload.first() != Some(&OP_SYNC_MARK) {
+            out.batches.push(decode_payload(payload)?);
+        } else if len != 9 {
+            return bad("malformed sync mark");
+        }
         at += 8 + len;
     }
     out.dropped_bytes = (buf.len() - at) as u64;
@@ -172,6 +215,10 @@ pub struct WalWriter {
     pub bytes_written: u64,
     /// The record being appended, reused.
     scratch: Vec<u8>,
+    /// The offset through which the last successful sync made the log durable.
+    durable: u64,
+    /// The durable offset the last sync mark written carries.
+    marked: u64,
 }
 
 impl WalWriter {
@@ -179,17 +226,31 @@ impl WalWriter {
     pub fn create(fs: &dyn vfs::Fs, dir: &Path, number: u64) -> Result<Self> {
         let file = fs.open(&dir.join(file_name(number)), vfs::OpenMode::CreateTruncate)?;
         fs.sync_dir(dir)?;
-        Ok(WalWriter { number, file, len: 0, bytes_written: 0, scratch: Vec::new() })
+        Ok(WalWriter { number, file, len: 0, bytes_written: 0, scratch: Vec::new(), durable: 0, marked: 0 })
     }
 
     /// Appends one encoded record; syncs when `sync`.
     pub fn append(&mut self, rec: &[u8], sync: bool) -> Result<()> {
-        self.file.write_all_at(rec, self.len)?;
-        self.len += rec.len() as u64;
-        self.bytes_written += rec.len() as u64;
-        if sync {
-            self.file.sync_data()?;
+        if self.durable > self.marked {
+            // After a sync, a mark first (in the same write: the copy is small beside the sync it follows).
+            let mut both = Vec::with_capacity(MARK_LEN + rec.len());
+            both.extend_from_slice(&sync_mark(self.durable));
+            both.extend_from_slice(rec);
+            self.write(&both)?;
+            self.marked = self.durable;
+        } else {
+            self.write(rec)?;
         }
+        if sync {
+            self.sync()?;
+        }
+        Ok(())
+    }
+
+    fn write(&mut self, b: &[u8]) -> Result<()> {
+        self.file.write_all_at(b, self.len)?;
+        self.len += b.len() as u64;
+        self.bytes_written += b.len() as u64;
         Ok(())
     }
 
@@ -207,8 +268,22 @@ impl WalWriter {
     }
 
     /// Makes everything appended durable.
-    pub fn sync(&self) -> Result<()> {
-        Ok(self.file.sync_data()?)
+    pub fn sync(&mut self) -> Result<()> {
+        self.file.sync_data()?;
+        self.durable = self.len;
+        Ok(())
+    }
+
+    /// Syncs, then ends the log with a sync mark covering everything, so that damage anywhere in a log closed
+    /// cleanly is reported as corruption rather than read as a torn tail. No record may follow.
+    pub fn seal(&mut self) -> Result<()> {
+        self.sync()?;
+        if self.durable > self.marked {
+            self.write(&sync_mark(self.durable))?;
+            self.marked = self.durable;
+            self.sync()?;
+        }
+        Ok(())
     }
 }
 
@@ -225,6 +300,62 @@ mod tests {
         ];
         let rec = encode_batch(&ops);
         assert_eq!(decode_payload(&rec[8..]).unwrap(), ops);
+    }
+
+    /// Appends one single-put batch per value, syncing after the indexes in `syncs`; seals if asked.
+    fn log_of(values: &[&[u8]], syncs: &[usize], seal: bool) -> (vfs::MemFs, Vec<u8>) {
+        let fs = vfs::MemFs::new();
+        let mut w = WalWriter::create(&fs, Path::new("/"), 1).unwrap();
+        for (i, v) in values.iter().enumerate() {
+            w.append_batch(&[Op::Put(b"k".as_slice().into(), (*v).into())], syncs.contains(&i)).unwrap();
+        }
+        if seal {
+            w.seal().unwrap();
+        }
+        let bytes = vfs::read_all(&fs, &Path::new("/").join(file_name(1))).unwrap();
+        (fs, bytes)
+    }
+
+    fn replay(bytes: &[u8]) -> Result<Vec<Vec<Op>>> {
+        use vfs::Fs;
+        let fs = vfs::MemFs::new();
+        let f = fs.open(Path::new("/w"), vfs::OpenMode::CreateNew).unwrap();
+        f.write_all_at(bytes, 0).unwrap();
+        read_log(&fs, Path::new("/w"), true).map(|r| r.batches)
+    }
+
+    #[test]
+    fn sync_marks_are_not_batches() {
+        let values: Vec<&[u8]> = vec![b"1", b"", b"333", b"4444"];
+        let (_, bytes) = log_of(&values, &[0, 1, 2, 3], true);
+        let got = replay(&bytes).unwrap();
+        assert_eq!(got.len(), 4);
+        assert_eq!(got[1], vec![Op::Put(b"k".as_slice().into(), Box::new([]))]);
+    }
+
+    /// A bit flip in the newest log's synced records was read as a torn tail: every batch after it, all
+    /// acknowledged as durable, was dropped without an error.
+    #[test]
+    fn regression_damage_inside_the_synced_prefix_is_corruption() {
+        let values: Vec<&[u8]> = vec![b"aaaa", b"bbbb", b"cccc", b"dddd"];
+        // Synced after batch 2: the mark before batch 3 covers batches 0 to 2.
+        let (_, bytes) = log_of(&values, &[2], false);
+        for at in [0, 10, 30, 40] {
+            let mut bad = bytes.clone();
+            bad[at] ^= 0x04;
+            let e = replay(&bad).unwrap_err();
+            assert!(matches!(e, Error::Corruption { .. }) && e.to_string().contains("later sync"), "{at}: {e}");
+        }
+        // Batch 3 was never synced: damage there is a torn append.
+        let mut torn = bytes.clone();
+        let n = torn.len();
+        torn[n - 2] ^= 0x04;
+        assert_eq!(replay(&torn).unwrap().len(), 3);
+        // Sealed at close, the last batch is covered too.
+        let (_, sealed) = log_of(&values, &[2], true);
+        let mut bad = sealed.clone();
+        bad[sealed.len() - MARK_LEN - 2] ^= 0x04;
+        assert!(replay(&bad).is_err());
     }
 
     #[test]

@@ -341,8 +341,10 @@ impl Db {
         }
         let mut w = lock(&self.inner.wal);
         if let Some(w) = w.as_mut() {
-            w.writer.sync()?;
+            w.writer.seal()?;
         }
+        // Sealed: a later write (after a failed close) must not append past the final mark.
+        *w = None;
         Ok(())
     }
 }

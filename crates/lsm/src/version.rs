@@ -441,7 +441,9 @@ impl VersionSet {
         }
         // A damaged final record is a torn append that was never acknowledged (edits are synced before they take
         // effect). The check that WAL `log_number` still exists, done by the caller, catches a lost edit whose
-        // effects were relied on.
+        // effects were relied on. Damage that a later sync mark shows had been synced is corruption: the edits
+        // after it took effect, and dropping them would resurrect deleted files' data or lose new ones.
+        r.check_durable()?;
         if first {
             return Err(Error::corruption(name, "MANIFEST holds no complete edit"));
         }

@@ -9,10 +9,16 @@
 //! that is how a torn tail (a crash during an unsynced append) looks. [`LogReader`] reports it through
 //! [`LogReader::tail_dropped`] so the caller can decide whether a damaged tail is acceptable (the newest WAL) or
 //! corruption (any log that was completely synced before a newer one was started).
+//!
+//! Sync marks tell the two apart inside the newest log. After a sync, the writer's next append starts with a
+//! *sync mark*, a fragment of type [`SYNCED`] holding the offset through which the sync made the log durable.
+//! Damage before an offset that a later valid mark names lay in bytes that had been synced, so it is not a torn
+//! append but corruption ([`LogReader::check_durable`]). Damage past every mark is still read as a torn tail: a
+//! crash may leave unsynced sectors old or new in any mix, so valid records after a damaged one prove nothing.
 
 use std::sync::Arc;
 
-use crate::coding::{le_u32, masked_crc2};
+use crate::coding::{le_u32, le_u64, masked_crc2};
 use crate::error::{Error, Result};
 
 /// Log block size.
@@ -24,6 +30,11 @@ const FULL: u8 = 1;
 const FIRST: u8 = 2;
 const MIDDLE: u8 = 3;
 const LAST: u8 = 4;
+/// Fragment type of a sync mark: payload u64 LE, the log offset through which the log was durable when the mark
+/// was appended. Marks sit between records and are not records.
+pub const SYNCED: u8 = 5;
+/// Bytes of a sync mark (header and payload); a mark never crosses a block boundary.
+const MARK_SIZE: usize = HEADER_SIZE + 8;
 
 /// Appends records to a log file.
 #[derive(Debug)]
@@ -34,12 +45,18 @@ pub struct LogWriter {
     /// Offset within the current block.
     block_off: usize,
     buf: Vec<u8>,
+    /// The offset through which the last successful sync made the log durable.
+    durable: u64,
+    /// The durable offset the last sync mark written carries.
+    marked: u64,
 }
 
 impl LogWriter {
     /// A writer appending to `file`, which already holds `offset` bytes of log.
     pub fn new(file: Arc<dyn vfs::File>, offset: u64) -> Self {
-        LogWriter { file, offset, block_off: (offset % BLOCK_SIZE as u64) as usize, buf: Vec::new() }
+        let block_off = (offset % BLOCK_SIZE as u64) as usize;
+        // Nothing is claimed durable for bytes this writer did not sync itself.
+        LogWriter { file, offset, block_off, buf: Vec::new(), durable: 0, marked: 0 }
     }
 
     /// Bytes in the log.
@@ -55,6 +72,12 @@ impl LogWriter {
     /// Appends one record (not durable until [`LogWriter::sync`]).
     pub fn add_record(&mut self, rec: &[u8]) -> Result<()> {
         self.buf.clear();
+        // A sync since the last mark: say so before the record (when the block has room; else before a later one).
+        let mark = self.durable > self.marked && BLOCK_SIZE - self.block_off >= MARK_SIZE;
+        if mark {
+            push_mark(&mut self.buf, self.durable);
+            self.block_off += MARK_SIZE;
+        }
         let mut rest = rec;
         let mut first = true;
         loop {
@@ -86,13 +109,44 @@ impl LogWriter {
         }
         self.file.write_all_at(&self.buf, self.offset)?;
         self.offset += self.buf.len() as u64;
+        if mark {
+            self.marked = self.durable;
+        }
         Ok(())
     }
 
     /// Makes everything appended durable.
-    pub fn sync(&self) -> Result<()> {
-        Ok(self.file.sync_data()?)
+    pub fn sync(&mut self) -> Result<()> {
+        self.file.sync_data()?;
+        self.durable = self.offset;
+        Ok(())
     }
+
+    /// Syncs, then ends the log with a sync mark covering everything (when its block has room), so that damage
+    /// anywhere in a log closed cleanly is reported as corruption at the next open rather than read as a torn
+    /// tail. No record may follow.
+    pub fn seal(&mut self) -> Result<()> {
+        self.sync()?;
+        if self.durable > self.marked && BLOCK_SIZE - self.block_off >= MARK_SIZE {
+            let mut m = Vec::with_capacity(MARK_SIZE);
+            push_mark(&mut m, self.durable);
+            self.file.write_all_at(&m, self.offset)?;
+            self.offset += MARK_SIZE as u64;
+            self.block_off += MARK_SIZE;
+            self.marked = self.durable;
+            self.sync()?;
+        }
+        Ok(())
+    }
+}
+
+/// Appends a sync mark naming `durable`.
+fn push_mark(buf: &mut Vec<u8>, durable: u64) {
+    let payload = durable.to_le_bytes();
+    buf.extend_from_slice(&masked_crc2(&[SYNCED], &payload).to_le_bytes());
+    buf.extend_from_slice(&8u16.to_le_bytes());
+    buf.push(SYNCED);
+    buf.extend_from_slice(&payload);
 }
 
 /// Reads records back from a whole log image.
@@ -102,6 +156,8 @@ pub struct LogReader {
     pos: usize,
     name: String,
     tail_dropped: Option<String>,
+    /// Set when the damage lies inside the durable prefix a later sync mark names (see the module comment).
+    durable_damage: Option<String>,
     rec: Vec<u8>,
 }
 
@@ -113,7 +169,7 @@ impl LogReader {
 
     /// A reader over a log image.
     pub fn from_bytes(data: Vec<u8>, name: &str) -> Self {
-        LogReader { data, pos: 0, name: name.to_string(), tail_dropped: None, rec: Vec::new() }
+        LogReader { data, pos: 0, name: name.to_string(), tail_dropped: None, durable_damage: None, rec: Vec::new() }
     }
 
     /// If reading stopped at a damaged fragment rather than the clean end, why.
@@ -165,6 +221,7 @@ impl LogReader {
             }
             pos = start + len;
             match (ty, in_record) {
+                (SYNCED, false) if len == 8 => self.pos = pos,
                 (FULL, false) => {
                     self.rec.extend_from_slice(payload);
                     self.pos = pos;
@@ -186,8 +243,34 @@ impl LogReader {
     }
 
     fn damaged(&mut self, at: usize, why: &str) -> Option<&[u8]> {
-        self.tail_dropped = Some(format!("{} at offset {at}: {why}", self.name));
+        let msg = format!("{} at offset {at}: {why}", self.name);
+        if let Some(durable) = self.durable_beyond(at) {
+            self.durable_damage = Some(format!("{msg}, inside the part a later sync made durable (through {durable})"));
+        }
+        self.tail_dropped = Some(msg);
         None
+    }
+
+    /// The durable offset named by a valid sync mark after `at`, if it lies beyond `at`. Marks are looked for at
+    /// every byte (the damage may hide where fragments start); a false match needs a 32-bit checksum to agree.
+    fn durable_beyond(&self, at: usize) -> Option<u64> {
+        let d = &self.data;
+        (at + 1..d.len().saturating_sub(MARK_SIZE - 1))
+            .filter(|&p| p % BLOCK_SIZE + MARK_SIZE <= BLOCK_SIZE && d[p + 4..p + 7] == [8, 0, SYNCED])
+            .filter_map(|p| {
+                let payload = &d[p + HEADER_SIZE..p + MARK_SIZE];
+                (le_u32(d, p) == Some(masked_crc2(&[SYNCED], payload))).then(|| le_u64(payload, 0)).flatten()
+            })
+            .find(|&durable| durable > at as u64)
+    }
+
+    /// Converts damage inside the log's durable prefix into a corruption error. A damaged tail past every sync
+    /// mark stays acceptable (a torn append); [`LogReader::check_complete`] refuses that too.
+    pub fn check_durable(&self) -> Result<()> {
+        match &self.durable_damage {
+            Some(why) => Err(Error::corruption(self.name.clone(), why.clone())),
+            None => Ok(()),
+        }
     }
 
     /// Converts a damaged tail into a corruption error (for logs that must be complete).
@@ -250,6 +333,67 @@ mod tests {
         let (got, dropped) = read(bad);
         assert_eq!(got, vec![recs[0].clone()]);
         assert!(dropped);
+    }
+
+    /// Writes `recs`, syncing after the records whose index is in `syncs`, then sealing if asked.
+    fn write_synced(recs: &[Vec<u8>], syncs: &[usize], seal: bool) -> Vec<u8> {
+        let fs = MemFs::new();
+        let f = fs.open(Path::new("log"), OpenMode::CreateNew).unwrap();
+        let mut w = LogWriter::new(f, 0);
+        for (i, r) in recs.iter().enumerate() {
+            w.add_record(r).unwrap();
+            if syncs.contains(&i) {
+                w.sync().unwrap();
+            }
+        }
+        if seal {
+            w.seal().unwrap();
+        }
+        vfs::read_all(&fs, Path::new("log")).unwrap()
+    }
+
+    fn durable_damage(data: Vec<u8>) -> bool {
+        let mut r = LogReader::from_bytes(data, "log");
+        while r.next_record().is_some() {}
+        r.check_durable().is_err()
+    }
+
+    #[test]
+    fn sync_marks_are_not_records() {
+        // Sizes that put a mark at every position in a block, including where none fits.
+        let recs: Vec<Vec<u8>> = (0..60).map(|i| vec![i as u8; (i * 997) % (BLOCK_SIZE + 50)]).collect();
+        let syncs: Vec<usize> = (0..60).collect();
+        let data = write_synced(&recs, &syncs, true);
+        assert_eq!(read(data.clone()), (recs, false));
+        assert!(!durable_damage(data));
+    }
+
+    /// A bit flip in the newest WAL's synced records was read as a torn tail: every record after it, all of them
+    /// acknowledged as durable, was dropped without an error.
+    #[test]
+    fn regression_damage_inside_the_synced_prefix_is_corruption() {
+        let recs = vec![vec![1u8; 1000], vec![2u8; 50_000], vec![3u8; 10], vec![4u8; 20]];
+        // Synced after record 2: the mark before record 3 covers records 0 to 2.
+        let data = write_synced(&recs, &[2], false);
+        for at in [10, 1007 + 100, 1007 + 40_000] {
+            let mut bad = data.clone();
+            bad[at] ^= 0x10;
+            assert!(durable_damage(bad), "flip at {at}");
+        }
+        // Record 3 was never synced: damage there is a torn append.
+        let mut torn = data.clone();
+        let n = torn.len();
+        torn[n - 5] ^= 0x10;
+        assert!(!durable_damage(torn.clone()));
+        assert_eq!(read(torn).0, recs[..3].to_vec());
+        // Sealed, the last record is covered too.
+        let sealed = write_synced(&recs, &[2], true);
+        let mut bad = sealed.clone();
+        let n = sealed.len();
+        bad[n - 15 - 5] ^= 0x10;
+        assert!(durable_damage(bad));
+        // Cut short, a sealed log is indistinguishable from a torn one (no mark follows the cut).
+        assert!(!durable_damage(sealed[..n - 20].to_vec()));
     }
 
     #[test]

@@ -111,8 +111,11 @@ impl Db {
                 }
             }
             // Only the newest WAL can end in a torn append: older ones were synced before the next was started.
+            // In the newest, damage that a later sync mark shows had been synced is corruption too.
             if i + 1 < logs.len() {
                 r.check_complete()?;
+            } else {
+                r.check_durable()?;
             }
         }
         if !mem.is_empty() {
