@@ -189,7 +189,9 @@ pub fn read_log(fs: &dyn vfs::Fs, path: &Path, tail_ok: bool) -> Result<Replay> 
                 return bad("damaged record");
             }
             if let Some(d) = durable_beyond(&buf, at) {
-                return bad(&format!("damaged record inside the part a later sync made durable (through {d})"));
+                return bad(&format!(
+                    "damaged record inside the part a later sync made durable (through {d})"
+                ));
             }
             break;
         }
@@ -344,7 +346,10 @@ mod tests {
             let mut bad = bytes.clone();
             bad[at] ^= 0x04;
             let e = replay(&bad).unwrap_err();
-            assert!(matches!(e, Error::Corruption { .. }) && e.to_string().contains("later sync"), "{at}: {e}");
+            assert!(
+                matches!(e, Error::Corruption { .. }) && e.to_string().contains("later sync"),
+                "{at}: {e}"
+            );
         }
         // Batch 3 was never synced: damage there is a torn append.
         let mut torn = bytes.clone();

@@ -169,7 +169,14 @@ impl LogReader {
 
     /// A reader over a log image.
     pub fn from_bytes(data: Vec<u8>, name: &str) -> Self {
-        LogReader { data, pos: 0, name: name.to_string(), tail_dropped: None, durable_damage: None, rec: Vec::new() }
+        LogReader {
+            data,
+            pos: 0,
+            name: name.to_string(),
+            tail_dropped: None,
+            durable_damage: None,
+            rec: Vec::new(),
+        }
     }
 
     /// If reading stopped at a damaged fragment rather than the clean end, why.
@@ -245,7 +252,8 @@ impl LogReader {
     fn damaged(&mut self, at: usize, why: &str) -> Option<&[u8]> {
         let msg = format!("{} at offset {at}: {why}", self.name);
         if let Some(durable) = self.durable_beyond(at) {
-            self.durable_damage = Some(format!("{msg}, inside the part a later sync made durable (through {durable})"));
+            self.durable_damage =
+                Some(format!("{msg}, inside the part a later sync made durable (through {durable})"));
         }
         self.tail_dropped = Some(msg);
         None

@@ -144,7 +144,8 @@ impl Volume {
             }
         }
         let jmode = if read_only { OpenMode::ReadOnly } else { OpenMode::ReadWrite };
-        let (mut journal, records) = Journal::open(fs.open(&vfs::join(&dir, "journal"), jmode)?, read_only)?;
+        let jfile = fs.open(&vfs::join(&dir, "journal"), jmode)?;
+        let (mut journal, records) = Journal::open(jfile, read_only, last_journal_seq)?;
         let mut cache = SegmentCache::default();
         let mut next_journal_seq = last_journal_seq + 1;
         if !read_only && records.last().is_some_and(|&(seq, _)| seq <= last_journal_seq) {
