@@ -326,7 +326,7 @@ pub fn decode_token(t: &str) -> KvResult<Vec<u8>> {
 pub fn decode_hex(h: &str) -> Option<Vec<u8>> {
     let nibble = |c: u8| char::from(c).to_digit(16).map(|d| d as u8);
     let h = h.as_bytes();
-    if h.len() % 2 != 0 {
+    if !h.len().is_multiple_of(2) {
         return None;
     }
     h.chunks_exact(2).map(|p| Some(nibble(p[0])? << 4 | nibble(p[1])?)).collect()

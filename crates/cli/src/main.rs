@@ -36,7 +36,7 @@ enum Command {
     /// Script (`exec`) or inspect a FlexFile.
     Flexfile(flexfile::FlexfileArgs),
     /// Script a key-value engine from standard input (`kv exec --engine lsm`).
-    Kv(kv::KvArgs),
+    Kv(Box<kv::KvArgs>),
     /// Dump, lay out, check or scan engine files (wal, sst, manifest, db).
     Inspect(inspect::InspectArgs),
     /// Serve a block volume over NBD (`rangedb nbd serve --dir DIR ...`).
@@ -53,7 +53,7 @@ fn main() -> ExitCode {
         Command::Bench(args) => bench_cmd::run(args),
         Command::Flexdb(args) => flexdb::run(args),
         Command::Flexfile(args) => flexfile::run(args),
-        Command::Kv(args) => kv::run(args),
+        Command::Kv(args) => kv::run(*args),
         Command::Inspect(args) => inspect::run(args),
         Command::Nbd(args) => nbd::run(args).map_err(Into::into),
         Command::Trace(args) => trace_cmd::run(args),
