@@ -17,4 +17,14 @@ fuzz_target!(|data: &[u8]| {
         let rec = flexdb::wal::encode_batch(&ops);
         assert_eq!(&rec[8..], data);
     }
+    // A whole log (records, sync marks, damage), as the newest log and as a retired one.
+    use vfs::Fs;
+    let fs = vfs::MemFs::new();
+    let path = std::path::Path::new("/wal");
+    if let Ok(f) = fs.open(path, vfs::OpenMode::CreateNew)
+        && f.write_all_at(data, 0).is_ok()
+    {
+        let _ = flexdb::wal::read_log(&fs, path, true);
+        let _ = flexdb::wal::read_log(&fs, path, false);
+    }
 });
