@@ -264,6 +264,10 @@ impl Db {
                 Op::DeleteRange(a, b) if a.len() > MAX_KEY_LEN || b.len() > MAX_KEY_LEN => {
                     return Err(Error::invalid("key too long"));
                 }
+                // As the LSM engine and RocksDB answer: a reversed range is a caller's mistake, not an empty one.
+                Op::DeleteRange(a, b) if a > b => {
+                    return Err(Error::invalid("delete_range start is after end"));
+                }
                 Op::DeleteRange(..) => {}
             }
         }

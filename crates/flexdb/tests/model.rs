@@ -53,6 +53,8 @@ fn batch(rng: &mut SmallRng, model: &mut BTreeMap<Vec<u8>, Vec<u8>>) -> Vec<Op> 
             }
             _ => {
                 let e = key(rng, 600);
+                // A reversed range is an invalid argument (it rejects the batch); equal bounds delete nothing.
+                let (k, e) = if k <= e { (k, e) } else { (e, k) };
                 if k < e {
                     model.retain(|x, _| *x < k || *x >= e);
                 }

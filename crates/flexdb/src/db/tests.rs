@@ -122,7 +122,7 @@ fn a_batch_applies_its_range_deletes_in_order() {
         put(b"bb", b"x"),
         range(b"b", b"d"),
         put(b"c", b"y"),
-        range(b"z", b"a"),
+        range(b"z", b"z"),
         Op::Delete(b"a".as_slice().into()),
     ];
     db.write(ops, w).unwrap();
@@ -141,7 +141,7 @@ fn a_batch_of_empty_ranges_logs_nothing() {
     let db = open();
     let before = db.stats().wal_bytes;
     db.write(
-        vec![Op::DeleteRange(b"b".as_slice().into(), b"a".as_slice().into())],
+        vec![Op::DeleteRange(b"b".as_slice().into(), b"b".as_slice().into())],
         WriteOptions { sync: true },
     )
     .unwrap();
@@ -168,4 +168,22 @@ fn regression_scan_across_a_commit_of_the_memtable_it_copied_sees_one_state() {
         },
     );
     assert_eq!(got, vec![(b"k1".to_vec(), b"b".to_vec()), (b"k2".to_vec(), b"x".to_vec())]);
+}
+
+/// A reversed range deleted nothing and answered `Ok`, where the LSM engine (and RocksDB) answer invalid argument;
+/// in a batch it now rejects the whole batch before anything is logged or applied.
+#[test]
+fn regression_a_reversed_range_delete_is_an_invalid_argument() {
+    let db = open();
+    let w = WriteOptions::default();
+    db.put(b"a", b"1", w).unwrap();
+    let e = db.delete_range(b"b", b"a", w).unwrap_err();
+    assert!(matches!(e, Error::InvalidArgument(_)), "{e}");
+    let e =
+        db.write(vec![put(b"c", b"3"), Op::DeleteRange(b"z".as_slice().into(), b"a".as_slice().into())], w);
+    assert!(matches!(e, Err(Error::InvalidArgument(_))));
+    assert_eq!(db.get(b"c").unwrap(), None, "a rejected batch applies nothing");
+    // An empty range is no mistake: it deletes nothing.
+    db.delete_range(b"a", b"a", w).unwrap();
+    assert_eq!(db.get(b"a").unwrap().as_deref(), Some(&b"1"[..]));
 }
