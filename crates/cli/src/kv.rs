@@ -105,7 +105,12 @@ impl std::fmt::Display for KvError {
 /// The message of an `ERR <kind> <message>` line: on one line, and without the engines' own "invalid argument: "
 /// prefix, which would repeat the kind (`ERR invalid invalid argument: ...`).
 pub fn err_message(kind: &str, text: &str) -> String {
-    let text = if kind == "invalid" { text.strip_prefix("invalid argument: ").unwrap_or(text) } else { text };
+    let text = match kind {
+        "invalid" => text.strip_prefix("invalid argument: ").unwrap_or(text),
+        // "corruption in FILE: ..." reads "ERR corruption in FILE: ...".
+        "corruption" => text.strip_prefix("corruption ").unwrap_or(text),
+        _ => text,
+    };
     text.replace('\n', " ")
 }
 
@@ -608,8 +613,12 @@ mod tests {
     fn error_messages_do_not_repeat_their_kind() {
         let e = KvError::new("invalid", "invalid argument: memtable_bytes must be at least 1 KiB\nreally");
         assert_eq!(e.to_string(), "invalid memtable_bytes must be at least 1 KiB really");
-        // Only the invalid kind's own prefix goes.
+        // Only the kind's own prefix goes.
         assert_eq!(err_message("io", "invalid argument: x"), "invalid argument: x");
+        assert_eq!(
+            err_message("corruption", "corruption in 000007.log: at offset 9"),
+            "in 000007.log: at offset 9"
+        );
     }
 
     #[test]

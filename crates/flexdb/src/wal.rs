@@ -189,9 +189,7 @@ pub fn read_log(fs: &dyn vfs::Fs, path: &Path, tail_ok: bool) -> Result<Replay> 
                 return bad("damaged record");
             }
             if let Some(d) = durable_beyond(&buf, at) {
-                return bad(&format!(
-                    "damaged record inside the part a later sync made durable (through {d})"
-                ));
+                return bad(&format!("damaged record (a later sync mark shows it was durable through {d})"));
             }
             break;
         }

@@ -250,7 +250,8 @@ impl LogReader {
     }
 
     fn damaged(&mut self, at: usize, why: &str) -> Option<&[u8]> {
-        let msg = format!("{} at offset {at}: {why}", self.name);
+        // The file's name is the error's (`Error::corruption(name, ..)`); not repeated here.
+        let msg = format!("at offset {at}: {why}");
         if let Some(durable) = self.durable_beyond(at) {
             self.durable_damage =
                 Some(format!("{msg}, inside the part a later sync made durable (through {durable})"));

@@ -144,8 +144,13 @@ impl Volume {
             }
         }
         let jmode = if read_only { OpenMode::ReadOnly } else { OpenMode::ReadWrite };
-        let jfile = fs.open(&vfs::join(&dir, "journal"), jmode)?;
-        let (mut journal, records) = Journal::open(jfile, read_only, last_journal_seq)?;
+        let jpath = vfs::join(&dir, "journal");
+        let (mut journal, records) = Journal::open(fs.open(&jpath, jmode)?, read_only, last_journal_seq)
+            .map_err(|e| match e {
+                // Name the file: the operator's way out is to cut it at the reported offset (docs/blockstore.md).
+                Error::Corruption(m) => Error::Corruption(format!("{}: {m}", jpath.display())),
+                e => e,
+            })?;
         let mut cache = SegmentCache::default();
         let mut next_journal_seq = last_journal_seq + 1;
         if !read_only && records.last().is_some_and(|&(seq, _)| seq <= last_journal_seq) {
