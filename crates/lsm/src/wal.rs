@@ -11,7 +11,10 @@
 //! corruption (any log that was completely synced before a newer one was started).
 //!
 //! Sync marks tell the two apart inside the newest log. After a sync, the writer's next append starts with a
-//! *sync mark*, a fragment of type [`SYNCED`] holding the offset through which the sync made the log durable.
+//! *sync mark*, a FULL record of [`MARK_MAGIC`] and the offset through which the sync made the log durable.
+//! (A record, not a new fragment type: a reader older than marks takes a fragment type it does not know for a
+//! torn tail and would silently drop the rest of the log, MANIFEST edits included, where a record it cannot
+//! decode stops it with a corruption error.)
 //! Damage before an offset that a later valid mark names lay in bytes that had been synced, so it is not a torn
 //! append but corruption ([`LogReader::check_durable`]). Damage past every mark is still read as a torn tail: a
 //! crash may leave unsynced sectors old or new in any mix, so valid records after a damaged one prove nothing.
@@ -30,11 +33,14 @@ const FULL: u8 = 1;
 const FIRST: u8 = 2;
 const MIDDLE: u8 = 3;
 const LAST: u8 = 4;
-/// Fragment type of a sync mark: payload u64 LE, the log offset through which the log was durable when the mark
-/// was appended. Marks sit between records and are not records.
-pub const SYNCED: u8 = 5;
+/// A sync mark is a FULL record of these 20 bytes and then a u64 LE: the log offset through which the log was
+/// durable when the mark was appended. Marks sit between records; readers skip them. No WAL record starts so (a
+/// write batch with sequence number 2^64 - 1 and 2^32 - 1 updates), nor a MANIFEST edit (tags are small varints).
+pub const MARK_MAGIC: [u8; 20] = *b"\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xffRDBSYNC\x01";
+/// Bytes of a sync mark's payload.
+const MARK_PAYLOAD: usize = MARK_MAGIC.len() + 8;
 /// Bytes of a sync mark (header and payload); a mark never crosses a block boundary.
-const MARK_SIZE: usize = HEADER_SIZE + 8;
+const MARK_SIZE: usize = HEADER_SIZE + MARK_PAYLOAD;
 
 /// Appends records to a log file.
 #[derive(Debug)]
@@ -142,11 +148,20 @@ impl LogWriter {
 
 /// Appends a sync mark naming `durable`.
 fn push_mark(buf: &mut Vec<u8>, durable: u64) {
-    let payload = durable.to_le_bytes();
-    buf.extend_from_slice(&masked_crc2(&[SYNCED], &payload).to_le_bytes());
-    buf.extend_from_slice(&8u16.to_le_bytes());
-    buf.push(SYNCED);
+    let mut payload = [0u8; MARK_PAYLOAD];
+    payload[..MARK_MAGIC.len()].copy_from_slice(&MARK_MAGIC);
+    payload[MARK_MAGIC.len()..].copy_from_slice(&durable.to_le_bytes());
+    buf.extend_from_slice(&masked_crc2(&[FULL], &payload).to_le_bytes());
+    buf.extend_from_slice(&(MARK_PAYLOAD as u16).to_le_bytes());
+    buf.push(FULL);
     buf.extend_from_slice(&payload);
+}
+
+/// The durable offset of a sync mark's payload, if `payload` is one.
+fn mark_of(payload: &[u8]) -> Option<u64> {
+    (payload.len() == MARK_PAYLOAD && payload[..MARK_MAGIC.len()] == MARK_MAGIC)
+        .then(|| le_u64(payload, MARK_MAGIC.len()))
+        .flatten()
 }
 
 /// Reads records back from a whole log image.
@@ -228,7 +243,7 @@ impl LogReader {
             }
             pos = start + len;
             match (ty, in_record) {
-                (SYNCED, false) if len == 8 => self.pos = pos,
+                (FULL, false) if mark_of(payload).is_some() => self.pos = pos,
                 (FULL, false) => {
                     self.rec.extend_from_slice(payload);
                     self.pos = pos;
@@ -264,11 +279,12 @@ impl LogReader {
     /// every byte (the damage may hide where fragments start); a false match needs a 32-bit checksum to agree.
     fn durable_beyond(&self, at: usize) -> Option<u64> {
         let d = &self.data;
+        let header = [MARK_PAYLOAD as u8, 0, FULL];
         (at + 1..d.len().saturating_sub(MARK_SIZE - 1))
-            .filter(|&p| p % BLOCK_SIZE + MARK_SIZE <= BLOCK_SIZE && d[p + 4..p + 7] == [8, 0, SYNCED])
+            .filter(|&p| p % BLOCK_SIZE + MARK_SIZE <= BLOCK_SIZE && d[p + 4..p + 7] == header)
             .filter_map(|p| {
                 let payload = &d[p + HEADER_SIZE..p + MARK_SIZE];
-                (le_u32(d, p) == Some(masked_crc2(&[SYNCED], payload))).then(|| le_u64(payload, 0)).flatten()
+                (le_u32(d, p) == Some(masked_crc2(&[FULL], payload))).then(|| mark_of(payload)).flatten()
             })
             .find(|&durable| durable > at as u64)
     }
@@ -399,10 +415,22 @@ mod tests {
         let sealed = write_synced(&recs, &[2], true);
         let mut bad = sealed.clone();
         let n = sealed.len();
-        bad[n - 15 - 5] ^= 0x10;
+        bad[n - MARK_SIZE - 5] ^= 0x10;
         assert!(durable_damage(bad));
         // Cut short, a sealed log is indistinguishable from a torn one (no mark follows the cut).
         assert!(!durable_damage(sealed[..n - 20].to_vec()));
+    }
+
+    /// A mark is a record an older reader cannot decode, so it stops with an error instead of reading the mark
+    /// as a torn tail and dropping the rest: neither a write batch nor a MANIFEST edit decodes from it.
+    #[test]
+    fn a_sync_mark_is_no_write_batch_and_no_edit() {
+        let mut m = Vec::new();
+        push_mark(&mut m, 12345);
+        let payload = &m[HEADER_SIZE..];
+        assert_eq!(mark_of(payload), Some(12345));
+        assert!(crate::WriteBatch::from_data(payload, "log").is_err());
+        assert!(crate::edit::VersionEdit::decode(payload).is_err());
     }
 
     #[test]
