@@ -40,34 +40,43 @@ pub fn u64_at(b: &[u8], at: usize) -> u64 {
 }
 
 /// Encodes a small fixed-layout file: `magic`, version 1 (u32), `body`, CRC32C of everything before it.
-fn encode_fixed(magic: &[u8; 8], body: &[u8]) -> Vec<u8> {
+fn encode_fixed(magic: &[u8; 8], version: u32, body: &[u8]) -> Vec<u8> {
     let mut b = Vec::with_capacity(8 + 4 + body.len() + 4);
     b.extend_from_slice(magic);
-    b.extend_from_slice(&1u32.to_le_bytes());
+    b.extend_from_slice(&version.to_le_bytes());
     b.extend_from_slice(body);
     let c = crc(&[&b]);
     b.extend_from_slice(&c.to_le_bytes());
     b
 }
 
-/// Checks a file written by [`encode_fixed`]: length `len`, `magic`, checksum, version 1. `what` names it in the
-/// corruption message. The body starts at offset 12.
-fn check_fixed(b: &[u8], magic: &[u8; 8], len: usize, what: &str) -> Result<()> {
+/// Checks a file written by [`encode_fixed`]: length `len`, `magic`, checksum, a version in `1..=newest`; returns
+/// the version. `what` names it in the corruption message. The body starts at offset 12.
+fn check_fixed(b: &[u8], magic: &[u8; 8], len: usize, what: &str, newest: u32) -> Result<u32> {
     if b.len() != len || &b[..8] != magic {
         return Err(Error::Corruption(format!("{what}: bad length or magic")));
     }
     if crc(&[&b[..len - 4]]) != u32_at(b, len - 4) {
         return Err(Error::Corruption(format!("{what}: checksum mismatch")));
     }
-    if u32_at(b, 8) != 1 {
-        return Err(Error::Corruption(format!("{what}: unknown version {}", u32_at(b, 8))));
+    let version = u32_at(b, 8);
+    if !(1..=newest).contains(&version) {
+        return Err(Error::Corruption(format!("{what}: unknown version {version}")));
     }
-    Ok(())
+    Ok(version)
 }
+
+/// The newest `meta` version. Version 2 (2026-11-27) says the journal may hold sync marks (journal record kind
+/// 3): a binary that knows only version 1 refuses the volume instead of ending its journal at the first mark and
+/// cutting off the acknowledged writes after it. A version-1 volume is rewritten as version 2 when it is first
+/// opened for writing, before any record is appended.
+pub const META_VERSION: u32 = 2;
 
 /// A volume's fixed parameters.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct VolumeMeta {
+    /// Format version (1 or [`META_VERSION`]).
+    pub version: u32,
     /// Size in bytes (a multiple of the block size).
     pub size: u64,
     /// Block size in bytes.
@@ -80,13 +89,13 @@ impl VolumeMeta {
         let mut body = Vec::with_capacity(12);
         body.extend_from_slice(&self.size.to_le_bytes());
         body.extend_from_slice(&self.block_size.to_le_bytes());
-        encode_fixed(META_MAGIC, &body)
+        encode_fixed(META_MAGIC, self.version, &body)
     }
 
     /// Decodes the `meta` file.
     pub fn decode(b: &[u8]) -> Result<VolumeMeta> {
-        check_fixed(b, META_MAGIC, META_LEN, "volume meta")?;
-        Ok(VolumeMeta { size: u64_at(b, 12), block_size: u32_at(b, 20) })
+        let version = check_fixed(b, META_MAGIC, META_LEN, "volume meta", META_VERSION)?;
+        Ok(VolumeMeta { version, size: u64_at(b, 12), block_size: u32_at(b, 20) })
     }
 }
 
@@ -115,12 +124,12 @@ impl SyncMark {
         body.extend_from_slice(&self.batch_seq.to_le_bytes());
         body.extend_from_slice(&self.file.to_le_bytes());
         body.extend_from_slice(&self.len.to_le_bytes());
-        encode_fixed(SYNCED_MAGIC, &body)
+        encode_fixed(SYNCED_MAGIC, 1, &body)
     }
 
     /// Decodes the `synced` file.
     pub fn decode(b: &[u8]) -> Result<SyncMark> {
-        check_fixed(b, SYNCED_MAGIC, SYNCED_LEN, "synced mark")?;
+        check_fixed(b, SYNCED_MAGIC, SYNCED_LEN, "synced mark", 1)?;
         Ok(SyncMark { batch_seq: u64_at(b, 12), file: u32_at(b, 20), len: u64_at(b, 24) })
     }
 }
@@ -731,8 +740,12 @@ mod tests {
         assert!(BatchHeader::check(&b[..40], &b[40..], c));
         assert_eq!(BatchOp::decode(&b[40..80]).unwrap(), ops[0]);
         assert_eq!(BatchOp::decode(&b[80..120]).unwrap(), ops[1]);
-        let m = VolumeMeta { size: 1 << 30, block_size: 4096 };
-        assert_eq!(VolumeMeta::decode(&m.encode()).unwrap(), m);
+        for version in [1, META_VERSION] {
+            let m = VolumeMeta { version, size: 1 << 30, block_size: 4096 };
+            assert_eq!(VolumeMeta::decode(&m.encode()).unwrap(), m);
+        }
+        let future = VolumeMeta { version: META_VERSION + 1, size: 1 << 30, block_size: 4096 };
+        assert!(matches!(VolumeMeta::decode(&future.encode()), Err(Error::Corruption(_))));
     }
 
     /// Found by the `batch` fuzz target: the batch header's flags field (offset 6, "flags = 0" in the format

@@ -512,6 +512,35 @@ fn regression_damage_to_a_flushed_journal_record_is_corruption() {
     assert!(matches!(e, Error::Corruption(_)), "{e}");
 }
 
+/// A volume whose journal may hold sync marks says so in its meta (version 2), so a binary that knows only
+/// version 1 refuses it rather than cutting its journal at the first mark. Version-1 volumes are upgraded at the
+/// first writable open, and inspection (read-only) leaves them as they are.
+#[test]
+fn volumes_with_sync_marks_carry_meta_version_2() {
+    use blockstore::format::{META_VERSION, VolumeMeta};
+    let fs = Arc::new(MemFs::new());
+    let meta_path = Path::new("/m/m/meta");
+    let version = |fs: &MemFs| VolumeMeta::decode(&vfs::read_all(fs, meta_path).unwrap()).unwrap().version;
+    let store = Store::open(fs.clone(), Path::new("/m"), small_opts()).unwrap();
+    let v = store.create_volume("m", 16 * BLOCK_SIZE as u64).unwrap();
+    v.write(&block_of(1), 0, false).unwrap();
+    v.flush().unwrap();
+    drop((v, store));
+    assert_eq!(version(&fs), META_VERSION);
+    // An older volume: its meta as version 1 wrote it.
+    let mut old = VolumeMeta::decode(&vfs::read_all(fs.as_ref(), meta_path).unwrap()).unwrap();
+    old.version = 1;
+    vfs::write_atomic(fs.as_ref(), meta_path, &old.encode()).unwrap();
+    let store = Store::open(fs.clone(), Path::new("/m"), small_opts()).unwrap();
+    drop(store.volume_read_only("m").unwrap());
+    assert_eq!(version(&fs), 1, "inspection changes nothing");
+    let v = store.volume("m").unwrap();
+    assert_eq!(version(&fs), META_VERSION);
+    let mut b = vec![0u8; BLOCK_SIZE];
+    v.read(&mut b, 0).unwrap();
+    assert_eq!(b, block_of(1));
+}
+
 /// I/O compaction shows in the index: the §3.1 example's three consecutive writes become one entry, stored in one
 /// unit (a CW over four blocks is compressed whole), and a 2-block write gets a 4-block-class unit of its own.
 #[test]

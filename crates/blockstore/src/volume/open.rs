@@ -11,7 +11,7 @@ use vfs::{Fs, OpenMode};
 
 use crate::cache::SegmentCache;
 use crate::datafile::DataFiles;
-use crate::format::{Checkpoint, SyncMark, VolumeMeta};
+use crate::format::{Checkpoint, META_VERSION, SyncMark, VolumeMeta};
 use crate::journal::{Journal, JournalOp};
 use crate::stats::Stats;
 use crate::{BLOCK_SIZE, Error, Options, Result};
@@ -37,7 +37,7 @@ impl Volume {
         }
         fs.create_dir_all(&dir)?;
         fs.open(&vfs::join(&dir, "journal"), OpenMode::CreateTruncate)?.sync_data()?;
-        let meta = VolumeMeta { size, block_size: BLOCK_SIZE as u32 };
+        let meta = VolumeMeta { version: META_VERSION, size, block_size: BLOCK_SIZE as u32 };
         vfs::write_atomic(fs.as_ref(), &vfs::join(&dir, "meta"), &meta.encode())?;
         fs.sync_dir(store)?;
         Volume::open(fs, store, name, opts)
@@ -67,12 +67,17 @@ impl Volume {
         if !fs.exists(&meta_path)? {
             return Err(Error::NoSuchVolume(name.to_string()));
         }
-        let meta = VolumeMeta::decode(&vfs::read_all(fs.as_ref(), &meta_path)?)?;
+        let mut meta = VolumeMeta::decode(&vfs::read_all(fs.as_ref(), &meta_path)?)?;
         if meta.block_size as usize != BLOCK_SIZE
             || meta.size == 0
             || !meta.size.is_multiple_of(BLOCK_SIZE as u64)
         {
             return Err(Error::Corruption(format!("volume {name}: unsupported geometry {meta:?}")));
+        }
+        if meta.version < META_VERSION && !read_only {
+            // Before the journal can get a sync mark (see `META_VERSION`).
+            meta.version = META_VERSION;
+            vfs::write_atomic(fs.as_ref(), &meta_path, &meta.encode())?;
         }
         let blocks = meta.size / BLOCK_SIZE as u64;
         let mut index = Rask::new(opts.index.clone()).map_err(|e| Error::InvalidArgument(e.to_string()))?;
