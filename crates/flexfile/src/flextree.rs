@@ -34,7 +34,7 @@
 //! Nodes live in an arena addressed by `u32` ids. Every node also remembers the slot it occupies in the persistent
 //! tree file (if any) and whether it changed since it was last written; FlexFile's checkpoint writes the dirty
 //! nodes copy-on-write and the slots of nodes freed by merges are handed to it through
-//! [`FlexTree::take_released_slots`], to be reused only once the next tree version is durable.
+//! `FlexTree::take_released_slots`, to be reused only once the next tree version is durable.
 //!
 //! Lookups are in `flextree/read.rs`, the merges after a removal in `flextree/rebalance.rs`, the invariant check
 //! in `flextree/check.rs`.

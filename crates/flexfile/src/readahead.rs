@@ -16,7 +16,7 @@
 //!   the segment's checksum table before a byte of it is returned (once per window, remembered in a bit mask),
 //!   and the same fill rules apply. A window never covers a block the table does not show as written.
 //! - The open segment is served from its in-memory buffer as usual (no window), and a read that would need a
-//!   window over [`ReadAhead::window_bytes`] is an ordinary read.
+//!   window over `ReadAhead::window_bytes` is an ordinary read.
 
 use crate::error::Result;
 use crate::segments::Segments;

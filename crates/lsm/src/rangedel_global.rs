@@ -2,7 +2,7 @@
 //! [`RangeDeleteStrategy`]. docs/gloran.md ("Engine integration") is the design; this file is the glue.
 //!
 //! [`GlobalRangeDeletes`] is what [`crate::Options::range_delete_strategy`] holds: a stateless template with the
-//! index options. `Db::open` calls its `open`, which builds the per-database [`Instance`] owning the
+//! index options. `Db::open` calls its `open`, which builds the per-database `Instance` owning the
 //! [`GlobalIndex`] (files under `<db>/gloran/`). So one `Options` value can open many databases, one after the
 //! other or at once, each with its own index.
 //!

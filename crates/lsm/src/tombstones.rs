@@ -41,7 +41,7 @@ pub struct Fragment {
 /// Fragments per chunk at most (see [`Fragments`]).
 const CHUNK: usize = 64;
 
-/// Non-overlapping fragments sorted by start, kept in chunks of at most [`CHUNK`].
+/// Non-overlapping fragments sorted by start, kept in chunks of at most `CHUNK`.
 ///
 /// Why chunks: a memtable adds its tombstones one at a time ([`Fragments::insert`]). In one flat vector each
 /// insert shifted every fragment after it, O(n) per range delete: 10.5 µs on average and 45 µs at P99 with full
