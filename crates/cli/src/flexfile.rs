@@ -77,7 +77,7 @@ fn unhex(t: &str) -> Result<Vec<u8>, String> {
     if h.len() % 2 != 0 {
         return Err(format!("odd number of hex digits: {t}"));
     }
-    crate::kv::decode_hex(h).ok_or_else(|| format!("bad hex: {t}"))
+    crate::tokens::decode_hex(h).ok_or_else(|| format!("bad hex: {t}"))
 }
 
 fn num(t: Option<&str>) -> Result<u64, String> {
@@ -97,7 +97,7 @@ fn err(e: Error) -> Reply {
 
 /// Runs one shell session: a reply line per command line.
 pub fn session(f: &mut FlexFile, mut input: impl BufRead, mut out: impl Write) -> std::io::Result<()> {
-    while let Some(line) = crate::kv::read_line(&mut input)? {
+    while let Some(line) = crate::tokens::read_line(&mut input)? {
         let reply = match &line {
             Ok(line) if line.trim().is_empty() => continue,
             Ok(line) => command(f, line.trim()),

@@ -4,11 +4,12 @@
 //! [`KvEngine`]; `--engine lsm` is the leveled LSM engine and `--engine flexdb` FlexDB, each with its options as
 //! flags.
 
-use std::collections::HashMap;
 use std::io::{BufRead, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::Arc;
+
+use crate::lsm_engine::open_lsm;
+use crate::tokens::{decode_token, encode_token, read_line};
 
 /// Arguments of `rangedb kv`.
 #[derive(Debug, clap::Args)]
@@ -28,65 +29,65 @@ enum KvCommand {
 pub struct ExecArgs {
     /// The engine: `lsm` or `flexdb`.
     #[arg(long)]
-    engine: String,
+    pub(crate) engine: String,
     /// The database directory.
     #[arg(long)]
-    dir: PathBuf,
+    pub(crate) dir: PathBuf,
     /// Create the database if the directory holds none.
     #[arg(long)]
-    create: bool,
+    pub(crate) create: bool,
     /// Make every write durable before answering OK.
     #[arg(long)]
-    sync: bool,
+    pub(crate) sync: bool,
     /// lsm: memtable size in bytes.
     #[arg(long)]
-    write_buffer_size: Option<usize>,
+    pub(crate) write_buffer_size: Option<usize>,
     /// lsm: memtables in memory (mutable + immutable).
     #[arg(long)]
-    max_write_buffer_number: Option<usize>,
+    pub(crate) max_write_buffer_number: Option<usize>,
     /// lsm: L0 files that trigger compaction.
     #[arg(long)]
-    level0_file_num_compaction_trigger: Option<usize>,
+    pub(crate) level0_file_num_compaction_trigger: Option<usize>,
     /// lsm: L0 files that delay writes.
     #[arg(long)]
-    level0_slowdown_writes_trigger: Option<usize>,
+    pub(crate) level0_slowdown_writes_trigger: Option<usize>,
     /// lsm: L0 files that stop writes.
     #[arg(long)]
-    level0_stop_writes_trigger: Option<usize>,
+    pub(crate) level0_stop_writes_trigger: Option<usize>,
     /// lsm: target size of L1 in bytes.
     #[arg(long)]
-    max_bytes_for_level_base: Option<u64>,
+    pub(crate) max_bytes_for_level_base: Option<u64>,
     /// lsm: size ratio between levels.
     #[arg(long)]
-    max_bytes_for_level_multiplier: Option<u64>,
+    pub(crate) max_bytes_for_level_multiplier: Option<u64>,
     /// lsm: compaction output file size in bytes.
     #[arg(long)]
-    target_file_size_base: Option<u64>,
+    pub(crate) target_file_size_base: Option<u64>,
     /// lsm: data block size in bytes.
     #[arg(long)]
-    block_size: Option<usize>,
+    pub(crate) block_size: Option<usize>,
     /// lsm: Bloom filter bits per key (0 disables).
     #[arg(long)]
-    bloom_bits_per_key: Option<usize>,
+    pub(crate) bloom_bits_per_key: Option<usize>,
     /// lsm: block compression, `none`, `lz4` or `zstd`.
     #[arg(long)]
-    compression: Option<String>,
+    pub(crate) compression: Option<String>,
     /// lsm: block cache bytes.
     #[arg(long)]
-    block_cache_size: Option<usize>,
+    pub(crate) block_cache_size: Option<usize>,
     /// lsm: range-delete strategy, `local` (range tombstones in the tables, the default) or `global` (GLORAN's
     /// global index). A database keeps the strategy it was created with.
     #[arg(long)]
-    range_delete_strategy: Option<String>,
+    pub(crate) range_delete_strategy: Option<String>,
     /// lsm: RangeReduce mode (query-driven compactions): `bounded-merge` (the default), `mos-blind`,
     /// `mos-file-size-aware` or `off`.
     #[arg(long)]
-    range_reduce: Option<String>,
+    pub(crate) range_reduce: Option<String>,
     /// lsm: disable automatic compactions.
     #[arg(long)]
-    disable_auto_compactions: bool,
+    pub(crate) disable_auto_compactions: bool,
     #[command(flatten)]
-    flexdb: crate::flexdb::FlexdbOpts,
+    pub(crate) flexdb: crate::flexdb::FlexdbOpts,
 }
 
 /// A failure answered as `ERR <kind> <message>`.
@@ -120,7 +121,7 @@ impl KvError {
         KvError { kind, msg: err_message(kind, &msg.into()) }
     }
 
-    fn parse(msg: impl Into<String>) -> Self {
+    pub(crate) fn parse(msg: impl Into<String>) -> Self {
         KvError { kind: "parse", msg: msg.into() }
     }
 }
@@ -181,192 +182,6 @@ pub trait KvEngine {
     fn stats(&mut self) -> KvResult<String>;
     /// Closes cleanly.
     fn close(self: Box<Self>) -> KvResult<()>;
-}
-
-struct LsmEngine {
-    db: lsm::Db,
-    snaps: HashMap<u64, lsm::Snapshot>,
-    next_snap: u64,
-}
-
-impl LsmEngine {
-    fn read_opts(&self, snap: Option<u64>) -> KvResult<lsm::ReadOptions> {
-        let snapshot = match snap {
-            Some(id) => Some(
-                self.snaps
-                    .get(&id)
-                    .ok_or_else(|| KvError { kind: "invalid", msg: format!("no snapshot {id}") })?
-                    .seq(),
-            ),
-            None => None,
-        };
-        Ok(lsm::ReadOptions { snapshot, ..Default::default() })
-    }
-}
-
-impl KvEngine for LsmEngine {
-    fn write(&mut self, ups: Vec<Update>, sync: bool) -> KvResult<()> {
-        let mut b = lsm::WriteBatch::new();
-        for u in &ups {
-            match u {
-                Update::Put(k, v) => b.put(k, v),
-                Update::Del(k) => b.delete(k),
-                Update::DelRange(a, z) => b.delete_range(a, z),
-            }
-        }
-        Ok(self.db.write(&lsm::WriteOptions { sync }, b)?)
-    }
-    fn get(&mut self, k: &[u8], snap: Option<u64>) -> KvResult<Option<Vec<u8>>> {
-        let o = self.read_opts(snap)?;
-        Ok(self.db.get_opt(&o, k)?)
-    }
-    fn scan(
-        &mut self,
-        a: &[u8],
-        b: &[u8],
-        limit: usize,
-        rev: bool,
-        snap: Option<u64>,
-    ) -> KvResult<Vec<(Vec<u8>, Vec<u8>)>> {
-        let o = self.read_opts(snap)?;
-        if a >= b {
-            return Ok(Vec::new());
-        }
-        Ok(if rev { self.db.rscan(&o, a, b, limit)? } else { self.db.scan(&o, a, b, limit)? })
-    }
-    fn snapshot(&mut self) -> KvResult<u64> {
-        self.next_snap += 1;
-        self.snaps.insert(self.next_snap, self.db.snapshot());
-        Ok(self.next_snap)
-    }
-    fn release(&mut self, id: u64) -> KvResult<()> {
-        match self.snaps.remove(&id) {
-            Some(_) => Ok(()),
-            None => Err(KvError { kind: "invalid", msg: format!("no snapshot {id}") }),
-        }
-    }
-    fn flush(&mut self) -> KvResult<()> {
-        Ok(self.db.flush()?)
-    }
-    fn sync(&mut self) -> KvResult<()> {
-        Ok(self.db.sync_wal()?)
-    }
-    fn compact(&mut self, range: Option<(Vec<u8>, Vec<u8>)>) -> KvResult<()> {
-        match range {
-            Some((a, b)) => Ok(self.db.compact_range(Some(&a), Some(&b))?),
-            None => Ok(self.db.compact_range(None, None)?),
-        }
-    }
-    fn stats(&mut self) -> KvResult<String> {
-        Ok(self.db.stats().to_json())
-    }
-    fn close(self: Box<Self>) -> KvResult<()> {
-        let LsmEngine { db, snaps, .. } = *self;
-        drop(snaps);
-        Ok(db.close()?)
-    }
-}
-
-fn open_lsm(a: &ExecArgs) -> KvResult<Box<dyn KvEngine>> {
-    let mut o = lsm::Options { create_if_missing: a.create, ..Default::default() };
-    macro_rules! set {
-        ($($f:ident),*) => { $( if let Some(v) = a.$f { o.$f = v; } )* };
-    }
-    set!(
-        write_buffer_size,
-        max_write_buffer_number,
-        level0_file_num_compaction_trigger,
-        level0_slowdown_writes_trigger,
-        level0_stop_writes_trigger,
-        max_bytes_for_level_base,
-        max_bytes_for_level_multiplier,
-        target_file_size_base,
-        block_size,
-        bloom_bits_per_key,
-        block_cache_size
-    );
-    o.disable_auto_compactions = a.disable_auto_compactions;
-    if let Some(c) = &a.compression {
-        o.compression = match c.as_str() {
-            "none" => lsm::Compression::None,
-            "lz4" => lsm::Compression::Lz4,
-            "zstd" => lsm::Compression::Zstd,
-            other => return Err(KvError { kind: "invalid", msg: format!("unknown compression {other}") }),
-        };
-    }
-    if let Some(s) = &a.range_delete_strategy {
-        o.range_delete_strategy = lsm::strategy_by_name(s)?;
-    }
-    if let Some(m) = &a.range_reduce {
-        o.range_reduce.mode = lsm::RangeReduceMode::from_name(m).ok_or_else(|| {
-            let names: Vec<&str> = lsm::RangeReduceMode::NAMED.iter().map(|(n, _)| *n).collect();
-            KvError::new("invalid", format!("unknown RangeReduce mode {m:?} ({})", names.join(" | ")))
-        })?;
-    }
-    let fs: Arc<dyn vfs::Fs> = Arc::new(vfs::OsFs::new());
-    let db = lsm::Db::open(fs, &a.dir, o)?;
-    Ok(Box::new(LsmEngine { db, snaps: HashMap::new(), next_snap: 0 }))
-}
-
-/// Decodes a key or value token.
-pub fn decode_token(t: &str) -> KvResult<Vec<u8>> {
-    if let Some(hex) = t.strip_prefix("0x") {
-        if hex.len() % 2 != 0 {
-            return Err(KvError::parse(format!("odd-length hex token {t}")));
-        }
-        return decode_hex(hex).ok_or_else(|| KvError::parse(format!("bad hex token {t}")));
-    }
-    if t.starts_with('@') {
-        return Err(KvError::parse(format!("token {t} may not start with @")));
-    }
-    if t.is_empty() || !t.bytes().all(|b| b.is_ascii_graphic()) {
-        return Err(KvError::parse(format!("bad token {t:?}")));
-    }
-    Ok(t.as_bytes().to_vec())
-}
-
-/// The bytes of hex digits `h` (two per byte, either case), or `None` if `h` holds anything else or an odd count.
-/// Works on bytes: slicing the text two bytes at a time would split a multi-byte character (a panic), and
-/// `u8::from_str_radix` would take a `+` sign as a digit.
-pub fn decode_hex(h: &str) -> Option<Vec<u8>> {
-    let nibble = |c: u8| char::from(c).to_digit(16).map(|d| d as u8);
-    let h = h.as_bytes();
-    if !h.len().is_multiple_of(2) {
-        return None;
-    }
-    h.chunks_exact(2).map(|p| Some(nibble(p[0])? << 4 | nibble(p[1])?)).collect()
-}
-
-/// Reads one command line without its line ending (`\n` or `\r\n`): `None` at the end of input, `Some(Err)`
-/// for a line that is not UTF-8. Such a line is a malformed line, answered with `ERR parse` while the session
-/// goes on, not a failure of the session.
-pub fn read_line(input: &mut dyn BufRead) -> std::io::Result<Option<KvResult<String>>> {
-    let mut buf = Vec::new();
-    if input.read_until(b'\n', &mut buf)? == 0 {
-        return Ok(None);
-    }
-    if buf.ends_with(b"\n") {
-        buf.pop();
-        if buf.ends_with(b"\r") {
-            buf.pop();
-        }
-    }
-    Ok(Some(String::from_utf8(buf).map_err(|_| KvError::parse("line is not valid UTF-8"))))
-}
-
-/// Encodes bytes as a token: plain when printable and unambiguous, else hex.
-pub fn encode_token(b: &[u8]) -> String {
-    let plain =
-        !b.is_empty() && b.iter().all(|c| c.is_ascii_graphic()) && !b.starts_with(b"0x") && b[0] != b'@';
-    if plain {
-        String::from_utf8_lossy(b).into_owned()
-    } else {
-        let mut s = String::from("0x");
-        for c in b {
-            s.push_str(&format!("{c:02x}"));
-        }
-        s
-    }
 }
 
 fn parse_update(words: &[&str]) -> KvResult<Update> {
@@ -569,45 +384,6 @@ pub fn run(args: KvArgs) -> Result<ExitCode, Box<dyn std::error::Error + Send + 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn tokens_roundtrip() {
-        for b in [&b"abc"[..], b"", b"0xab", b"@x", b"a b", &[0, 255]] {
-            assert_eq!(decode_token(&encode_token(b)).unwrap(), b);
-        }
-        assert!(decode_token("0xabc").is_err());
-        assert!(decode_token("@1").is_err());
-        assert_eq!(decode_token("0xA0ff").unwrap(), [0xa0, 0xff]);
-    }
-
-    /// Hex digits are taken byte by byte: a multi-byte character among them is an error, not a panic from
-    /// slicing inside it, and a `+` is not a digit (`u8::from_str_radix` took `+a` as 10).
-    #[test]
-    fn regression_hex_with_a_multibyte_character_or_a_sign_is_refused() {
-        for bad in ["a\u{e9}0", "\u{e9}\u{e9}", "+a", "-1", "0g", " a"] {
-            assert_eq!(decode_hex(bad), None, "{bad:?}");
-            assert!(decode_token(&format!("0x{bad}")).is_err(), "{bad:?}");
-        }
-        assert_eq!(decode_hex(""), Some(vec![]));
-        assert_eq!(decode_hex("00Ff7e"), Some(vec![0, 255, 0x7e]));
-    }
-
-    #[test]
-    fn lines_end_at_lf_or_crlf_and_need_not_be_utf8() {
-        let mut input: &[u8] = b"a b\r\nc\n\xff\r\n\nlast";
-        let mut lines = Vec::new();
-        while let Some(l) = read_line(&mut input).unwrap() {
-            lines.push(l.map_err(|e| e.msg));
-        }
-        let want: Vec<Result<String, String>> = vec![
-            Ok("a b".into()),
-            Ok("c".into()),
-            Err("line is not valid UTF-8".into()),
-            Ok(String::new()),
-            Ok("last".into()),
-        ];
-        assert_eq!(lines, want);
-    }
 
     #[test]
     fn error_messages_do_not_repeat_their_kind() {

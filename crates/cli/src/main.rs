@@ -12,8 +12,10 @@ mod flexdb;
 mod flexfile;
 mod inspect;
 mod kv;
+mod lsm_engine;
 mod nbd;
 mod rask;
+mod tokens;
 mod trace_cmd;
 
 #[global_allocator]
