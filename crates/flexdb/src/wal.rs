@@ -42,6 +42,8 @@ const OP_DELETE_RANGE: u8 = 3;
 const OP_SYNC_MARK: u8 = 4;
 /// Bytes of a sync-mark record: header, marker byte, durable offset.
 const MARK_LEN: usize = 8 + 1 + 8;
+/// Largest record a sync mark is copied in front of, to go out in one write.
+const MARK_COPY_MAX: usize = 64 << 10;
 
 /// A sync-mark record naming `durable`.
 fn sync_mark(durable: u64) -> [u8; MARK_LEN] {
@@ -232,11 +234,17 @@ impl WalWriter {
     /// Appends one encoded record; syncs when `sync`.
     pub fn append(&mut self, rec: &[u8], sync: bool) -> Result<()> {
         if self.durable > self.marked {
-            // After a sync, a mark first (in the same write: the copy is small beside the sync it follows).
-            let mut both = Vec::with_capacity(MARK_LEN + rec.len());
-            both.extend_from_slice(&sync_mark(self.durable));
-            both.extend_from_slice(rec);
-            self.write(&both)?;
+            // After a sync, a mark first: in the same write for a small record (the copy is small beside the sync
+            // it follows), in a write of its own before a large one (values may be up to 1 GiB).
+            if rec.len() <= MARK_COPY_MAX {
+                let mut both = Vec::with_capacity(MARK_LEN + rec.len());
+                both.extend_from_slice(&sync_mark(self.durable));
+                both.extend_from_slice(rec);
+                self.write(&both)?;
+            } else {
+                self.write(&sync_mark(self.durable))?;
+                self.write(rec)?;
+            }
             self.marked = self.durable;
         } else {
             self.write(rec)?;
@@ -326,10 +334,12 @@ mod tests {
 
     #[test]
     fn sync_marks_are_not_batches() {
-        let values: Vec<&[u8]> = vec![b"1", b"", b"333", b"4444"];
-        let (_, bytes) = log_of(&values, &[0, 1, 2, 3], true);
+        let large = vec![7u8; MARK_COPY_MAX + 1];
+        let values: Vec<&[u8]> = vec![b"1", b"", b"333", &large, b"4444"];
+        let (_, bytes) = log_of(&values, &[0, 1, 2, 3, 4], true);
         let got = replay(&bytes).unwrap();
-        assert_eq!(got.len(), 4);
+        assert_eq!(got.len(), 5);
+        assert_eq!(got[3], vec![Op::Put(b"k".as_slice().into(), large.clone().into())]);
         assert_eq!(got[1], vec![Op::Put(b"k".as_slice().into(), Box::new([]))]);
     }
 
