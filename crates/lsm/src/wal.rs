@@ -39,6 +39,9 @@ const LAST: u8 = 4;
 pub const MARK_MAGIC: [u8; 20] = *b"\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xffRDBSYNC\x01";
 /// Bytes of a sync mark's payload.
 const MARK_PAYLOAD: usize = MARK_MAGIC.len() + 8;
+/// Fragment type 5 with an 8-byte payload: a sync mark as one development build wrote it (2026-11-27), before
+/// marks became records. Reserved; read as a mark, never written.
+const LEGACY_MARK: u8 = 5;
 /// Bytes of a sync mark (header and payload); a mark never crosses a block boundary.
 const MARK_SIZE: usize = HEADER_SIZE + MARK_PAYLOAD;
 
@@ -157,6 +160,23 @@ fn push_mark(buf: &mut Vec<u8>, durable: u64) {
     buf.extend_from_slice(&payload);
 }
 
+/// The durable offset of a valid sync mark fragment at `p` (either form), if one is there.
+fn mark_at(d: &[u8], p: usize) -> Option<u64> {
+    let hdr = d.get(p..p + HEADER_SIZE)?;
+    let (ty, len) = (hdr[6], usize::from(u16::from_le_bytes([hdr[4], hdr[5]])));
+    let fits = |n: usize| p % BLOCK_SIZE + HEADER_SIZE + n <= BLOCK_SIZE;
+    let payload = match (ty, len) {
+        (FULL, MARK_PAYLOAD) | (LEGACY_MARK, 8) if fits(len) => {
+            d.get(p + HEADER_SIZE..p + HEADER_SIZE + len)?
+        }
+        _ => return None,
+    };
+    if le_u32(hdr, 0) != Some(masked_crc2(&[ty], payload)) {
+        return None;
+    }
+    if ty == FULL { mark_of(payload) } else { le_u64(payload, 0) }
+}
+
 /// The durable offset of a sync mark's payload, if `payload` is one.
 fn mark_of(payload: &[u8]) -> Option<u64> {
     (payload.len() == MARK_PAYLOAD && payload[..MARK_MAGIC.len()] == MARK_MAGIC)
@@ -244,6 +264,7 @@ impl LogReader {
             pos = start + len;
             match (ty, in_record) {
                 (FULL, false) if mark_of(payload).is_some() => self.pos = pos,
+                (LEGACY_MARK, false) if len == 8 => self.pos = pos,
                 (FULL, false) => {
                     self.rec.extend_from_slice(payload);
                     self.pos = pos;
@@ -278,15 +299,7 @@ impl LogReader {
     /// The durable offset named by a valid sync mark after `at`, if it lies beyond `at`. Marks are looked for at
     /// every byte (the damage may hide where fragments start); a false match needs a 32-bit checksum to agree.
     fn durable_beyond(&self, at: usize) -> Option<u64> {
-        let d = &self.data;
-        let header = [MARK_PAYLOAD as u8, 0, FULL];
-        (at + 1..d.len().saturating_sub(MARK_SIZE - 1))
-            .filter(|&p| p % BLOCK_SIZE + MARK_SIZE <= BLOCK_SIZE && d[p + 4..p + 7] == header)
-            .filter_map(|p| {
-                let payload = &d[p + HEADER_SIZE..p + MARK_SIZE];
-                (le_u32(d, p) == Some(masked_crc2(&[FULL], payload))).then(|| mark_of(payload)).flatten()
-            })
-            .find(|&durable| durable > at as u64)
+        (at + 1..self.data.len()).filter_map(|p| mark_at(&self.data, p)).find(|&durable| durable > at as u64)
     }
 
     /// Converts damage inside the log's durable prefix into a corruption error. A damaged tail past every sync
@@ -431,6 +444,27 @@ mod tests {
         assert_eq!(mark_of(payload), Some(12345));
         assert!(crate::WriteBatch::from_data(payload, "log").is_err());
         assert!(crate::edit::VersionEdit::decode(payload).is_err());
+    }
+
+    /// One development build wrote marks as fragments of type 5 with an 8-byte payload; format tags are
+    /// permanent, so they still read as marks.
+    #[test]
+    fn legacy_type_5_marks_still_read_as_marks() {
+        let legacy = |durable: u64| {
+            let payload = durable.to_le_bytes();
+            let mut m = masked_crc2(&[LEGACY_MARK], &payload).to_le_bytes().to_vec();
+            m.extend_from_slice(&8u16.to_le_bytes());
+            m.push(LEGACY_MARK);
+            m.extend_from_slice(&payload);
+            m
+        };
+        let r1 = write(&[vec![1u8; 100]]);
+        let r2 = write(&[vec![2u8; 50]]);
+        let data = [r1.clone(), legacy(r1.len() as u64), r2.clone()].concat();
+        assert_eq!(read(data.clone()), (vec![vec![1u8; 100], vec![2u8; 50]], false));
+        let mut bad = data;
+        bad[20] ^= 1;
+        assert!(durable_damage(bad));
     }
 
     #[test]
