@@ -9,6 +9,7 @@ use flexdb::wal::Op;
 use flexdb::{Db, Options, WriteOptions};
 
 use crate::kv::{KvEngine, KvError, KvResult, Update, session};
+use crate::tokens::show;
 
 /// Arguments of `rangedb flexdb`.
 #[derive(Debug, clap::Args)]
@@ -210,20 +211,6 @@ pub fn inspect_store(dir: &Path, action: &str) -> Result<ExitCode, bench::Error>
             Ok(ExitCode::SUCCESS)
         }
         other => Err(format!("unknown action {other} (dump, layout, check, scan)").into()),
-    }
-}
-
-/// A key or value as text when it is printable, else `0x` and hex (the kv shell's convention).
-fn show(b: &[u8]) -> String {
-    let plain = !b.is_empty() && b.iter().all(|c| c.is_ascii_graphic()) && !b.starts_with(b"0x");
-    if plain {
-        String::from_utf8_lossy(b).into_owned()
-    } else {
-        let mut s = String::from("0x");
-        for c in b {
-            s.push_str(&format!("{c:02x}"));
-        }
-        s
     }
 }
 

@@ -13,6 +13,8 @@ use flexfile::{Error, FlexFile, Options};
 use serde_json::json;
 use vfs::OpenMode;
 
+use crate::tokens::hex;
+
 /// Arguments of `rangedb flexfile`.
 #[derive(Debug, clap::Args)]
 pub struct FlexfileArgs {
@@ -61,15 +63,6 @@ fn open_or_create(fs: Arc<dyn vfs::Fs>, dir: &Path, create: bool) -> flexfile::R
     } else {
         FlexFile::open(fs, dir, Options::default())
     }
-}
-
-fn hex(b: &[u8]) -> String {
-    let mut s = String::with_capacity(2 + 2 * b.len());
-    s.push_str("0x");
-    for x in b {
-        s.push_str(&format!("{x:02x}"));
-    }
-    s
 }
 
 fn unhex(t: &str) -> Result<Vec<u8>, String> {

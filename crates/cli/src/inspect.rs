@@ -13,6 +13,8 @@ use lsm::block::{Block, BlockIter};
 use lsm::format::{FOOTER_LEN, Footer, Handle, TRAILER_LEN};
 use lsm::{ikey, wal::LogReader};
 
+use crate::tokens::show;
+
 type Res<T> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
 
 /// Arguments of `rangedb inspect`.
@@ -28,19 +30,6 @@ pub struct InspectArgs {
     /// (live key-value pairs; `db` only).
     #[arg(long, default_value = "dump")]
     action: String,
-}
-
-fn show(b: &[u8]) -> String {
-    let plain = !b.is_empty() && b.iter().all(|c| c.is_ascii_graphic()) && !b.starts_with(b"0x");
-    if plain {
-        String::from_utf8_lossy(b).into_owned()
-    } else {
-        let mut s = String::from("0x");
-        for c in b {
-            s.push_str(&format!("{c:02x}"));
-        }
-        s
-    }
 }
 
 fn show_ikey(k: &[u8]) -> String {

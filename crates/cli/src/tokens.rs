@@ -53,17 +53,24 @@ pub fn read_line(input: &mut dyn BufRead) -> std::io::Result<Option<KvResult<Str
 
 /// Encodes bytes as a token: plain when printable and unambiguous, else hex.
 pub fn encode_token(b: &[u8]) -> String {
-    let plain =
-        !b.is_empty() && b.iter().all(|c| c.is_ascii_graphic()) && !b.starts_with(b"0x") && b[0] != b'@';
-    if plain {
-        String::from_utf8_lossy(b).into_owned()
-    } else {
-        let mut s = String::from("0x");
-        for c in b {
-            s.push_str(&format!("{c:02x}"));
-        }
-        s
+    if b.first() == Some(&b'@') { hex(b) } else { show(b) }
+}
+
+/// Bytes as text when printable (and not starting `0x`), else as [`hex`]: the shells' and inspectors' display,
+/// which unlike [`encode_token`] need not avoid a leading `@`.
+pub fn show(b: &[u8]) -> String {
+    let plain = !b.is_empty() && b.iter().all(|c| c.is_ascii_graphic()) && !b.starts_with(b"0x");
+    if plain { String::from_utf8_lossy(b).into_owned() } else { hex(b) }
+}
+
+/// `0x` and two lowercase hex digits per byte.
+pub fn hex(b: &[u8]) -> String {
+    let mut s = String::with_capacity(2 + 2 * b.len());
+    s.push_str("0x");
+    for x in b {
+        s.push_str(&format!("{x:02x}"));
     }
+    s
 }
 
 #[cfg(test)]
