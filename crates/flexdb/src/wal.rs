@@ -12,8 +12,11 @@
 //! Within the newest log, sync marks separate a torn tail from damaged synced bytes. After a sync the writer's
 //! next append starts with a *sync mark* record, payload `4 | durable u64 LE`, naming the offset through which
 //! the sync made the log durable (`close` ends the log with one). A bad record before an offset a later valid mark
-//! names had been synced, so it is corruption; a bad record past every mark is a torn tail, since unsynced sectors
-//! may persist in any mix and valid records after a bad one prove nothing there.
+//! names had been synced, so it is corruption. Past every mark a bad record is a torn tail when a crash can
+//! explain it: the file ends inside it, or a sector piece of it reads as never written (zeros; a log is only
+//! appended to a fresh file, see `vfs::torn`). Valid records after a bad one prove nothing there (unsynced
+//! sectors persist in any mix); a flipped bit in a fully written record is corruption. A writer whose write or
+//! sync failed writes no more, so the leftovers of a failed write are never followed by data.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -183,15 +186,20 @@ pub fn read_log(fs: &dyn vfs::Fs, path: &Path, tail_ok: bool) -> Result<Replay> 
         }
         let crc = u32::from_le_bytes([rest[0], rest[1], rest[2], rest[3]]);
         let len = u32::from_le_bytes([rest[4], rest[5], rest[6], rest[7]]) as usize;
-        if rest.len() - 8 < len || vfs::crc32c::crc32c(&rest[4..8 + len]) != crc {
+        let cut = rest.len() - 8 < len;
+        if cut || vfs::crc32c::crc32c(&rest[4..8 + len]) != crc {
             // Bytes past the last sync of the newest log may persist in any order (sector by sector), so a bad
             // record there ends the log even with bytes after it: those were never synced either. Unless a later
-            // sync mark shows this record had been synced.
+            // sync mark shows this record had been synced, or the damage is none a crash leaves: the file does
+            // not end inside the record and no sector piece of it reads as never written (zeros).
             if !tail_ok {
                 return bad("damaged record");
             }
             if let Some(d) = durable_beyond(&buf, at) {
                 return bad(&format!("damaged record (a later sync mark shows it was durable through {d})"));
+            }
+            if !cut && !vfs::torn::overlaps_unwritten_sector(&buf, at, at, at + 8 + len) {
+                return bad("damaged record in bytes that were all written (no sector of it reads as zeros)");
             }
             break;
         }
@@ -221,6 +229,9 @@ pub struct WalWriter {
     durable: u64,
     /// The durable offset the last sync mark written carries.
     marked: u64,
+    /// A write or sync failed: what the file holds past `durable` is unknown (a failed write may have left part
+    /// of its bytes, which a later write at the same offset would only partly cover), so nothing more is written.
+    failed: Option<std::io::Error>,
 }
 
 impl WalWriter {
@@ -228,7 +239,16 @@ impl WalWriter {
     pub fn create(fs: &dyn vfs::Fs, dir: &Path, number: u64) -> Result<Self> {
         let file = fs.open(&dir.join(file_name(number)), vfs::OpenMode::CreateTruncate)?;
         fs.sync_dir(dir)?;
-        Ok(WalWriter { number, file, len: 0, bytes_written: 0, scratch: Vec::new(), durable: 0, marked: 0 })
+        Ok(WalWriter {
+            number,
+            file,
+            len: 0,
+            bytes_written: 0,
+            scratch: Vec::new(),
+            durable: 0,
+            marked: 0,
+            failed: None,
+        })
     }
 
     /// Appends one encoded record; syncs when `sync`.
@@ -256,7 +276,11 @@ impl WalWriter {
     }
 
     fn write(&mut self, b: &[u8]) -> Result<()> {
-        self.file.write_all_at(b, self.len)?;
+        self.refuse_after_failure()?;
+        if let Err(e) = self.file.write_all_at(b, self.len) {
+            self.failed = Some(vfs::repeat_error(&e));
+            return Err(e.into());
+        }
         self.len += b.len() as u64;
         self.bytes_written += b.len() as u64;
         Ok(())
@@ -277,14 +301,29 @@ impl WalWriter {
 
     /// Makes everything appended durable.
     pub fn sync(&mut self) -> Result<()> {
-        self.file.sync_data()?;
+        self.refuse_after_failure()?;
+        if let Err(e) = self.file.sync_data() {
+            self.failed = Some(vfs::repeat_error(&e));
+            return Err(e.into());
+        }
         self.durable = self.len;
         Ok(())
     }
 
+    fn refuse_after_failure(&self) -> Result<()> {
+        match &self.failed {
+            Some(e) => Err(vfs::repeat_error(e).into()),
+            None => Ok(()),
+        }
+    }
+
     /// Syncs, then ends the log with a sync mark covering everything, so that damage anywhere in a log closed
-    /// cleanly is reported as corruption rather than read as a torn tail. No record may follow.
+    /// cleanly is reported as corruption rather than read as a torn tail. No record may follow. A writer that
+    /// failed writes nothing more: its error reached the caller then.
     pub fn seal(&mut self) -> Result<()> {
+        if self.failed.is_some() {
+            return Ok(());
+        }
         self.sync()?;
         if self.durable > self.marked {
             self.write(&sync_mark(self.durable))?;
@@ -359,16 +398,64 @@ mod tests {
                 "{at}: {e}"
             );
         }
-        // Batch 3 was never synced: damage there is a torn append.
-        let mut torn = bytes.clone();
-        let n = torn.len();
-        torn[n - 2] ^= 0x04;
-        assert_eq!(replay(&torn).unwrap().len(), 3);
+        // Batch 3 was never synced: cut short, it is a torn append.
+        let n = bytes.len();
+        assert_eq!(replay(&bytes[..n - 2]).unwrap().len(), 3);
         // Sealed at close, the last batch is covered too.
         let (_, sealed) = log_of(&values, &[2], true);
         let mut bad = sealed.clone();
         bad[sealed.len() - MARK_LEN - 2] ^= 0x04;
         assert!(replay(&bad).is_err());
+    }
+
+    /// After the last sync mark, damage was always read as a torn tail, so a bit flip in the batches a final sync
+    /// had covered (a crash right after it, before any later append carried a mark) dropped them silently. Only a
+    /// cut file or a sector reading as zeros can be a torn append.
+    #[test]
+    fn regression_a_flip_in_batches_a_final_sync_covered_is_corruption() {
+        let vals: Vec<Vec<u8>> = (1..=6u8).map(|i| vec![i; 300 * usize::from(i)]).collect();
+        let values: Vec<&[u8]> = vals.iter().map(|v| v.as_slice()).collect();
+        let (_, bytes) = log_of(&values, &[5], false);
+        let n = bytes.len();
+        for at in [3, 400, n / 2, n - 600, n - 1] {
+            let mut bad = bytes.clone();
+            bad[at] ^= 0x01;
+            let e = replay(&bad).unwrap_err();
+            assert!(
+                matches!(e, Error::Corruption { .. }) && e.to_string().contains("all written"),
+                "{at}: {e}"
+            );
+        }
+        for cut in [n - 1, n - 500, n - 1500, n / 2] {
+            assert!(replay(&bytes[..cut]).is_ok(), "cut at {cut}");
+        }
+        for sector in (0..n).step_by(512) {
+            let mut torn = bytes.clone();
+            torn[sector..(sector + 512).min(n)].fill(0);
+            assert!(replay(&torn).is_ok(), "sector at {sector} unwritten");
+        }
+    }
+
+    /// A writer whose write failed writes nothing more, not even the seal's mark: a failed write may have left
+    /// part of its bytes, and a later write at the same offset would cover only some of them, leaving damage that
+    /// reads as corruption rather than as a torn tail.
+    #[test]
+    fn a_writer_stops_after_a_failed_write() {
+        use vfs::{Fault, FaultFs, FaultKind};
+        let fs = FaultFs::new(std::sync::Arc::new(vfs::MemFs::new()));
+        let mut w = WalWriter::create(&fs, Path::new("/"), 1).unwrap();
+        let put = |v: &[u8]| vec![Op::Put(b"k".as_slice().into(), v.into())];
+        w.append_batch(&put(&[1; 100]), true).unwrap();
+        fs.inject(Fault::after(vfs::Op::Write, 0, FaultKind::Eio).partial());
+        assert!(w.append_batch(&put(&[2; 3000]), false).is_err());
+        fs.clear_all();
+        // Refused, with the first error's kind, so callers classify it the same way.
+        for refused in [w.append_batch(&put(&[3; 10]), false).map(|_| ()), w.sync()] {
+            assert!(matches!(&refused, Err(Error::Io(e)) if vfs::is_eio(e)), "{refused:?}");
+        }
+        w.seal().unwrap();
+        let bytes = vfs::read_all(&fs, &Path::new("/").join(file_name(1))).unwrap();
+        assert_eq!(replay(&bytes).unwrap(), vec![put(&[1; 100])]);
     }
 
     #[test]

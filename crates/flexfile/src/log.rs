@@ -162,7 +162,7 @@ fn decode_entry(version: u64, b: &[u8]) -> Result<Option<Decoded>> {
 
 /// The unit in which an interrupted write may persist partially (`docs/vfs.md`): each sector of an unsynced
 /// write is independently old or new, and new file bytes with no old value read as zeros.
-pub const SECTOR: usize = 512;
+pub const SECTOR: usize = vfs::SECTOR_SIZE as usize;
 
 /// Decides whether the bytes after the last complete batch (entry `batch_start` of the body on) are a torn tail,
 /// an incomplete final write that was never synced, or damage to synced bytes.
@@ -184,16 +184,7 @@ pub const SECTOR: usize = 512;
 fn check_torn_tail(bytes: &[u8], version: u64, batch_start: usize) -> Result<()> {
     let body = &bytes[HEADER_LEN..];
     let tail_start = HEADER_LEN + batch_start * ENTRY_LEN;
-    let mut zero_pieces = Vec::new();
-    let mut s = tail_start;
-    while s < bytes.len() {
-        let e = ((s / SECTOR + 1) * SECTOR).min(bytes.len());
-        if bytes[s..e].iter().all(|&b| b == 0) {
-            zero_pieces.push((s, e));
-        }
-        s = e;
-    }
-    let unwritten = |a: usize, b: usize| zero_pieces.iter().any(|&(s, e)| s < b && a < e);
+    let unwritten = |a: usize, b: usize| vfs::torn::overlaps_unwritten_sector(bytes, tail_start, a, b);
     let n = body.len() / ENTRY_LEN;
     let mut commit: Option<usize> = None;
     for k in batch_start..n {

@@ -521,7 +521,8 @@ impl VersionSet {
         if let Err(m) = v.check() {
             return Err(Error::corruption("version edit", m));
         }
-        let need_new = self.manifest.as_ref().is_none_or(|m| m.len() >= self.max_manifest_size);
+        // After a failed write or sync the old MANIFEST's tail is unknown: the edit goes to a new one.
+        let need_new = self.manifest.as_ref().is_none_or(|m| m.failed() || m.len() >= self.max_manifest_size);
         if need_new {
             self.write_new_manifest(&v, &e)?;
         } else if let Some(m) = &mut self.manifest {
@@ -595,5 +596,34 @@ impl VersionSet {
             let _ = self.fs.remove_file(&self.dir.join(filename::manifest_name(old)));
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use vfs::{Fault, FaultFs, FaultKind, MemFs};
+
+    /// After a failed MANIFEST write the file's tail is unknown (part of the edit may be there, and a shorter edit
+    /// written over it would leave the rest): the next edit goes to a new MANIFEST, and a reopen reads every edit
+    /// that succeeded.
+    #[test]
+    fn an_edit_after_a_failed_manifest_write_goes_to_a_new_manifest() {
+        let mem: Arc<dyn vfs::Fs> = Arc::new(MemFs::new());
+        let ffs = Arc::new(FaultFs::new(mem.clone()));
+        let dir = PathBuf::from("/db");
+        mem.create_dir_all(&dir).unwrap();
+        let mut vs = VersionSet::new(ffs.clone(), dir.clone(), Obsolete::default());
+        let edit = |seq| VersionEdit { log_number: Some(1), last_seq: Some(seq), ..VersionEdit::default() };
+        vs.log_and_apply(edit(10)).unwrap();
+        let first = vs.manifest_number();
+        ffs.inject(Fault::after(vfs::Op::Write, 0, FaultKind::Eio).partial());
+        assert!(vs.log_and_apply(edit(20)).is_err());
+        ffs.clear_all();
+        vs.log_and_apply(edit(30)).unwrap();
+        assert_ne!(vs.manifest_number(), first);
+        let mut again = VersionSet::new(mem, dir, Obsolete::default());
+        again.recover().unwrap();
+        assert_eq!(again.last_seq, 30);
     }
 }

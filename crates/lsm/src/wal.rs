@@ -16,8 +16,12 @@
 //! torn tail and would silently drop the rest of the log, MANIFEST edits included, where a record it cannot
 //! decode stops it with a corruption error.)
 //! Damage before an offset that a later valid mark names lay in bytes that had been synced, so it is not a torn
-//! append but corruption ([`LogReader::check_durable`]). Damage past every mark is still read as a torn tail: a
-//! crash may leave unsynced sectors old or new in any mix, so valid records after a damaged one prove nothing.
+//! append but corruption ([`LogReader::check_durable`]). Past every mark, damage is a torn tail only if a crash
+//! can explain it: the file ends inside the damaged fragment, or a sector piece under it reads as never written
+//! (zeros; logs are only appended to fresh files, see `vfs::torn`). Valid records after a damaged one prove
+//! nothing (unsynced sectors persist in any mix), but a flipped bit in fully written bytes, such as the records a
+//! final sync covered before a crash, is corruption too. A writer whose write or sync failed writes no more
+//! ([`LogWriter::failed`]), so the leftovers of a failed write are never followed by data.
 
 use std::sync::Arc;
 
@@ -58,6 +62,9 @@ pub struct LogWriter {
     durable: u64,
     /// The durable offset the last sync mark written carries.
     marked: u64,
+    /// A write or sync failed: what the file holds past `durable` is unknown (a failed write may have left part
+    /// of its bytes, which a later write at the same offset would only partly cover), so nothing more is written.
+    failed: Option<std::io::Error>,
 }
 
 impl LogWriter {
@@ -65,7 +72,7 @@ impl LogWriter {
     pub fn new(file: Arc<dyn vfs::File>, offset: u64) -> Self {
         let block_off = (offset % BLOCK_SIZE as u64) as usize;
         // Nothing is claimed durable for bytes this writer did not sync itself.
-        LogWriter { file, offset, block_off, buf: Vec::new(), durable: 0, marked: 0 }
+        LogWriter { file, offset, block_off, buf: Vec::new(), durable: 0, marked: 0, failed: None }
     }
 
     /// Bytes in the log.
@@ -78,8 +85,21 @@ impl LogWriter {
         self.offset == 0
     }
 
+    /// Whether a write or sync failed, after which the writer refuses to write (see `docs/vfs.md`, assumption 7).
+    pub fn failed(&self) -> bool {
+        self.failed.is_some()
+    }
+
+    fn refuse_after_failure(&self) -> Result<()> {
+        match &self.failed {
+            Some(e) => Err(vfs::repeat_error(e).into()),
+            None => Ok(()),
+        }
+    }
+
     /// Appends one record (not durable until [`LogWriter::sync`]).
     pub fn add_record(&mut self, rec: &[u8]) -> Result<()> {
+        self.refuse_after_failure()?;
         self.buf.clear();
         // A sync since the last mark: say so before the record (when the block has room; else before a later one).
         let mark = self.durable > self.marked && BLOCK_SIZE - self.block_off >= MARK_SIZE;
@@ -116,7 +136,10 @@ impl LogWriter {
                 break;
             }
         }
-        self.file.write_all_at(&self.buf, self.offset)?;
+        if let Err(e) = self.file.write_all_at(&self.buf, self.offset) {
+            self.failed = Some(vfs::repeat_error(&e));
+            return Err(e.into());
+        }
         self.offset += self.buf.len() as u64;
         if mark {
             self.marked = self.durable;
@@ -126,20 +149,30 @@ impl LogWriter {
 
     /// Makes everything appended durable.
     pub fn sync(&mut self) -> Result<()> {
-        self.file.sync_data()?;
+        self.refuse_after_failure()?;
+        if let Err(e) = self.file.sync_data() {
+            self.failed = Some(vfs::repeat_error(&e));
+            return Err(e.into());
+        }
         self.durable = self.offset;
         Ok(())
     }
 
     /// Syncs, then ends the log with a sync mark covering everything (when its block has room), so that damage
     /// anywhere in a log closed cleanly is reported as corruption at the next open rather than read as a torn
-    /// tail. No record may follow.
+    /// tail. No record may follow. A writer that failed writes nothing more: its error reached the caller then.
     pub fn seal(&mut self) -> Result<()> {
+        if self.failed.is_some() {
+            return Ok(());
+        }
         self.sync()?;
         if self.durable > self.marked && BLOCK_SIZE - self.block_off >= MARK_SIZE {
             let mut m = Vec::with_capacity(MARK_SIZE);
             push_mark(&mut m, self.durable);
-            self.file.write_all_at(&m, self.offset)?;
+            if let Err(e) = self.file.write_all_at(&m, self.offset) {
+                self.failed = Some(vfs::repeat_error(&e));
+                return Err(e.into());
+            }
             self.offset += MARK_SIZE as u64;
             self.block_off += MARK_SIZE;
             self.marked = self.durable;
@@ -241,7 +274,7 @@ impl LogReader {
                 return None;
             }
             let Some(hdr) = self.data.get(pos..pos + HEADER_SIZE) else {
-                return self.damaged(pos, "short fragment header");
+                return self.damaged(pos, None, "short fragment header");
             };
             let crc = le_u32(hdr, 0).unwrap_or(0);
             let len = usize::from(u16::from_le_bytes([hdr[4], hdr[5]]));
@@ -249,17 +282,22 @@ impl LogReader {
             if ty == 0 && len == 0 && crc == 0 {
                 // Zero padding: preallocated or never-written space. Anything after it is not part of the log.
                 if in_record || self.data[pos..].iter().any(|&b| b != 0) {
-                    return self.damaged(pos, "zeroed fragment followed by data");
+                    return self.damaged(pos, Some(pos + HEADER_SIZE), "zeroed fragment followed by data");
                 }
                 return None;
             }
             let start = pos + HEADER_SIZE;
-            if start + len > self.data.len() || len > BLOCK_SIZE - pos % BLOCK_SIZE - HEADER_SIZE {
-                return self.damaged(pos, "fragment extends past its block or the file");
+            if len > BLOCK_SIZE - pos % BLOCK_SIZE - HEADER_SIZE {
+                let block_end = (pos / BLOCK_SIZE + 1) * BLOCK_SIZE;
+                return self.damaged(pos, Some(block_end), "fragment extends past its block");
+            }
+            if start + len > self.data.len() {
+                return self.damaged(pos, None, "fragment extends past the end of the file");
             }
             let payload = &self.data[start..start + len];
+            let fragment = pos;
             if masked_crc2(&[ty], payload) != crc {
-                return self.damaged(pos, "fragment checksum mismatch");
+                return self.damaged(pos, Some(start + len), "fragment checksum mismatch");
             }
             pos = start + len;
             match (ty, in_record) {
@@ -280,17 +318,28 @@ impl LogReader {
                     self.pos = pos;
                     return Some(&self.rec);
                 }
-                _ => return self.damaged(pos, "fragment type out of sequence"),
+                _ => return self.damaged(fragment, Some(pos), "fragment type out of sequence"),
             }
         }
     }
 
-    fn damaged(&mut self, at: usize, why: &str) -> Option<&[u8]> {
+    /// Records damage at `at`: a fragment whose bytes run to `end`, or (`None`) one the end of the file cuts
+    /// short. Damage is a torn append only when nothing shows the bytes were synced: no later sync mark names an
+    /// offset past them, and the file ends inside them or a sector piece under them reads as never written
+    /// (`vfs::torn`). A flipped bit in a fully written fragment has neither, so it is corruption even after the
+    /// last mark (the records a final sync covered before a crash).
+    fn damaged(&mut self, at: usize, end: Option<usize>, why: &str) -> Option<&[u8]> {
         // The file's name is the error's (`Error::corruption(name, ..)`); not repeated here.
         let msg = format!("at offset {at}: {why}");
         if let Some(durable) = self.durable_beyond(at) {
             self.durable_damage =
                 Some(format!("{msg}, inside the part a later sync made durable (through {durable})"));
+        } else if let Some(end) = end
+            && !vfs::torn::overlaps_unwritten_sector(&self.data, at, at, end)
+        {
+            self.durable_damage = Some(format!(
+                "{msg}, in bytes that were all written (no sector of it reads as zeros), so not a torn append"
+            ));
         }
         self.tail_dropped = Some(msg);
         None
@@ -410,7 +459,7 @@ mod tests {
     /// acknowledged as durable, was dropped without an error.
     #[test]
     fn regression_damage_inside_the_synced_prefix_is_corruption() {
-        let recs = vec![vec![1u8; 1000], vec![2u8; 50_000], vec![3u8; 10], vec![4u8; 20]];
+        let recs = vec![vec![1u8; 1000], vec![2u8; 50_000], vec![3u8; 10], vec![4u8; 2000]];
         // Synced after record 2: the mark before record 3 covers records 0 to 2.
         let data = write_synced(&recs, &[2], false);
         for at in [10, 1007 + 100, 1007 + 40_000] {
@@ -418,10 +467,11 @@ mod tests {
             bad[at] ^= 0x10;
             assert!(durable_damage(bad), "flip at {at}");
         }
-        // Record 3 was never synced: damage there is a torn append.
+        // Record 3 was never synced: a sector of it that never reached the media is a torn append.
         let mut torn = data.clone();
         let n = torn.len();
-        torn[n - 5] ^= 0x10;
+        let sector = (n - 700) / 512 * 512;
+        torn[sector..sector + 512].fill(0);
         assert!(!durable_damage(torn.clone()));
         assert_eq!(read(torn).0, recs[..3].to_vec());
         // Sealed, the last record is covered too.
@@ -432,6 +482,56 @@ mod tests {
         assert!(durable_damage(bad));
         // Cut short, a sealed log is indistinguishable from a torn one (no mark follows the cut).
         assert!(!durable_damage(sealed[..n - 20].to_vec()));
+    }
+
+    /// After the last sync mark, damage was always read as a torn tail, so a bit flip in the records a final sync
+    /// had covered (a crash right after it, before any later append carried a mark) dropped them silently. Only a
+    /// cut file or a sector reading as zeros can be a torn append.
+    #[test]
+    fn regression_a_flip_in_records_a_final_sync_covered_is_corruption() {
+        let recs: Vec<Vec<u8>> = (1..=6u8).map(|i| vec![i; 300 * usize::from(i)]).collect();
+        let data = write_synced(&recs, &[5], false);
+        let n = data.len();
+        for at in [3, 400, n / 2, n - 600, n - 1] {
+            let mut bad = data.clone();
+            bad[at] ^= 0x01;
+            assert!(durable_damage(bad), "flip at {at}");
+        }
+        // Torn: the file cut short anywhere, or any one sector of the tail never written.
+        for cut in [n - 1, n - 500, n - 1500, n / 2] {
+            assert!(!durable_damage(data[..cut].to_vec()), "cut at {cut}");
+        }
+        for sector in (0..n).step_by(512) {
+            let mut torn = data.clone();
+            torn[sector..(sector + 512).min(n)].fill(0);
+            assert!(!durable_damage(torn), "sector at {sector} unwritten");
+        }
+    }
+
+    /// A writer whose write failed writes nothing more, not even the seal's mark: a failed write may have left
+    /// part of its bytes, and a later write at the same offset would cover only some of them, leaving damage that
+    /// reads as corruption rather than as a torn tail.
+    #[test]
+    fn a_writer_stops_after_a_failed_write() {
+        use vfs::{Fault, FaultFs, FaultKind};
+        let fs = FaultFs::new(Arc::new(MemFs::new()));
+        let f = fs.open(Path::new("log"), OpenMode::CreateNew).unwrap();
+        let mut w = LogWriter::new(f, 0);
+        w.add_record(&[1u8; 100]).unwrap();
+        w.sync().unwrap();
+        fs.inject(Fault::after(vfs::Op::Write, 0, FaultKind::Eio).partial());
+        assert!(w.add_record(&[2u8; 3000]).is_err());
+        assert!(w.failed());
+        fs.clear_all();
+        // Refused, with the first error's kind, so callers classify it the same way.
+        for refused in [w.add_record(&[3u8; 10]), w.sync()] {
+            assert!(matches!(refused, Err(Error::Io(e)) if vfs::is_eio(&e)));
+        }
+        w.seal().unwrap();
+        let data = vfs::read_all(&fs, Path::new("log")).unwrap();
+        let (got, dropped) = read(data.clone());
+        assert_eq!((got, dropped), (vec![vec![1u8; 100]], true));
+        assert!(!durable_damage(data));
     }
 
     /// A mark is a record an older reader cannot decode, so it stops with an error instead of reading the mark

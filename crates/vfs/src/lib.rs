@@ -27,6 +27,7 @@ mod mem;
 mod os;
 mod overlay;
 mod rng;
+pub mod torn;
 
 pub use crash::{CrashFs, CrashMode, CrashPoint, CrashStats, SECTOR_SIZE, is_crash_point};
 pub use fault::{Fault, FaultFs, FaultKind, Op, Trigger};
@@ -153,6 +154,15 @@ pub fn unsupported(op: &str) -> io::Error {
 /// Whether `e` is "no space left on device" (ENOSPC).
 pub fn is_no_space(e: &io::Error) -> bool {
     e.raw_os_error() == Some(libc::ENOSPC) || e.kind() == io::ErrorKind::StorageFull
+}
+
+/// An error like `e`: the same OS error code, or else the same kind. A writer that failed refuses every later call
+/// with it, so callers classify the refusals (`is_eio`, `is_no_space`) as they did the first error.
+pub fn repeat_error(e: &io::Error) -> io::Error {
+    match e.raw_os_error() {
+        Some(code) => io::Error::from_raw_os_error(code),
+        None => io::Error::new(e.kind(), format!("an earlier write or sync failed: {e}")),
+    }
 }
 
 /// Whether `e` is a device I/O error (EIO).
