@@ -136,7 +136,7 @@ impl<K: Ord, V> Leaf<K, V> for SortedLeaf<K, V> {
         F: FnMut(&K, &V),
     {
         let i = self.lower(start);
-        let end = (i + length).min(self.keys.len());
+        let end = i.saturating_add(length).min(self.keys.len());
         for j in i..end {
             f(&self.keys[j], &self.vals[j]);
         }

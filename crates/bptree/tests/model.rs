@@ -8,7 +8,7 @@ mod common;
 use std::collections::BTreeMap;
 use std::ops::Bound;
 
-use bptree::{BpTree, Bpa, ByteKey, Leaf, Options, SortedLeaf};
+use bptree::{BpTree, Bpa, ByteKey, Leaf, Options, SortedLeaf, SortedLeafTree};
 use rand::Rng;
 use rand::rngs::SmallRng;
 
@@ -65,7 +65,8 @@ fn run<L: Leaf<u64, u64>>(seed: u64, opts: Options, ops: usize, keyspace: u64) {
             let hi = rand_bound(&mut rng, keyspace);
             match rng.random_range(0..4) {
                 0 => {
-                    let len = rng.random_range(0..50);
+                    // Sometimes no limit at all (`usize::MAX`): a sorted leaf once computed `start + length`.
+                    let len = if rng.random_ratio(1, 8) { usize::MAX } else { rng.random_range(0..50) };
                     let mut got = Vec::new();
                     let n = t.iterate_range(as_ref(&lo), len, |k, v| got.push((*k, *v)));
                     let want: Vec<_> =
@@ -343,4 +344,19 @@ fn byte_keys_match_btreemap() {
             assert_eq!(got, m.keys().cloned().collect::<Vec<_>>());
         }
     });
+}
+
+/// `iterate_range` without a limit (`usize::MAX`) starting inside a sorted leaf computed `start + length` and
+/// overflowed (a panic in debug builds, a wrong end in release).
+#[test]
+fn regression_unlimited_iterate_range_on_sorted_leaves() {
+    let mut t: SortedLeafTree<u64, u64> = BpTree::with_options(Options::tiny()).unwrap();
+    for k in 0..200u64 {
+        t.insert(k, k);
+    }
+    for start in [1u64, 57, 199] {
+        let mut got = Vec::new();
+        let n = t.iterate_range(Bound::Included(&start), usize::MAX, |k, _| got.push(*k));
+        assert_eq!((n, got), ((200 - start) as usize, (start..200).collect::<Vec<_>>()));
+    }
 }

@@ -314,7 +314,7 @@ impl Table {
             // index key `<= lo`), so only the first interval needs the search; it would touch each later one's
             // records once more, cold when the interval was just read.
             let a = if q == first { data.lower_bound(lo) } else { 0 };
-            let b = hi.map_or(data.len(), |h| data.lower_bound(h)).max(a).min(a + (limit - n));
+            let b = hi.map_or(data.len(), |h| data.lower_bound(h)).max(a).min(a.saturating_add(limit - n));
             n += b - a;
             let done = b < data.len();
             if a < b {

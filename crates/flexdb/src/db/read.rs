@@ -153,7 +153,7 @@ impl Db {
             };
             mem.extend(e.map(|(k, v)| (&k[..], v.as_value())));
         }
-        let mut out: Vec<(&[u8], &[u8])> = Vec::with_capacity(limit.min(mem.len() + n));
+        let mut out: Vec<(&[u8], &[u8])> = Vec::with_capacity(limit.min(mem.len().saturating_add(n)));
         let (mut m, mut t) = (mem.into_iter().peekable(), runs.iter().flat_map(|r| r.recs()).peekable());
         while out.len() < limit {
             let o = match (m.peek(), t.peek()) {

@@ -187,3 +187,25 @@ fn regression_a_reversed_range_delete_is_an_invalid_argument() {
     db.delete_range(b"a", b"a", w).unwrap();
     assert_eq!(db.get(b"a").unwrap().as_deref(), Some(&b"1"[..]));
 }
+
+/// A scan without a limit (`usize::MAX`, as the kv shell's `scan A B` asks) that started inside a committed
+/// interval overflowed `a + (limit - n)`: a panic in debug builds; in release the count wrapped and the next
+/// allocation panicked with a capacity overflow.
+#[test]
+fn regression_unlimited_scan_from_inside_an_interval() {
+    let db = open();
+    let w = WriteOptions::default();
+    let keys: Vec<Vec<u8>> = (10..60u32).map(|i| format!("k{i}").into_bytes()).collect();
+    for k in &keys {
+        db.put(k, b"v", w).unwrap();
+    }
+    db.flush().unwrap();
+    for (i, start) in keys.iter().enumerate() {
+        let fwd: Vec<Vec<u8>> =
+            db.scan(start, None, usize::MAX, false).unwrap().into_iter().map(|p| p.0).collect();
+        assert_eq!(fwd, keys[i..]);
+        let rev: Vec<Vec<u8>> =
+            db.scan(b"k", Some(start), usize::MAX, true).unwrap().into_iter().map(|p| p.0).collect();
+        assert_eq!(rev, keys[..i].iter().rev().cloned().collect::<Vec<_>>());
+    }
+}
