@@ -109,7 +109,8 @@ enum FlexdbCmd {
 pub fn run(args: FlexdbArgs) -> Result<ExitCode, bench::Error> {
     match args.cmd {
         FlexdbCmd::Exec { dir, create, sync, opts } => {
-            let mut engine = open_engine(&dir, create, &opts).map_err(|e| e.to_string())?;
+            let mut engine = open_engine(&dir, create, &opts, vfs::torn::WalRecovery::Strict)
+                .map_err(|e| e.to_string())?;
             let stdin = std::io::stdin();
             let stdout = std::io::stdout();
             session(&mut *engine, sync, &mut stdin.lock(), &mut stdout.lock())?;
@@ -301,9 +302,16 @@ impl KvEngine for FlexdbEngine {
 }
 
 /// Opens FlexDB at `dir` for `kv exec --engine flexdb` and `flexdb exec`.
-pub fn open_engine(dir: &Path, create: bool, opts: &FlexdbOpts) -> KvResult<Box<dyn KvEngine>> {
+pub fn open_engine(
+    dir: &Path,
+    create: bool,
+    opts: &FlexdbOpts,
+    recovery: vfs::torn::WalRecovery,
+) -> KvResult<Box<dyn KvEngine>> {
     let fs: Arc<dyn vfs::Fs> = Arc::new(vfs::OsFs::new());
-    Ok(Box::new(FlexdbEngine { db: Db::open(fs, dir, opts.options(create))? }))
+    let db = Db::open(fs, dir, Options { wal_recovery: recovery, ..opts.options(create) })?;
+    crate::kv::report_salvage(db.salvaged(), db.stats().wal_tail_dropped_bytes);
+    Ok(Box::new(FlexdbEngine { db }))
 }
 
 #[cfg(test)]

@@ -86,6 +86,11 @@ pub struct ExecArgs {
     /// lsm: disable automatic compactions.
     #[arg(long)]
     pub(crate) disable_auto_compactions: bool,
+    /// What opening does with log damage a crash cannot explain: `strict` (the default: refuse to open, naming
+    /// the file and offset) or `point-in-time` (salvage: keep the writes before the damage, drop the rest, and
+    /// say on standard error what was dropped).
+    #[arg(long, default_value = "strict")]
+    pub(crate) wal_recovery: String,
     #[command(flatten)]
     pub(crate) flexdb: crate::flexdb::FlexdbOpts,
 }
@@ -365,13 +370,32 @@ impl ExecArgs {
     }
 }
 
+/// The `--wal-recovery` mode called `name`.
+fn wal_recovery(name: &str) -> Result<vfs::torn::WalRecovery, String> {
+    vfs::torn::WalRecovery::from_name(name).ok_or_else(|| {
+        let names: Vec<&str> = vfs::torn::WalRecovery::NAMED.iter().map(|(n, _)| *n).collect();
+        format!("unknown --wal-recovery {name:?} ({})", names.join(" | "))
+    })
+}
+
+/// Tells the operator on standard error what a point-in-time open dropped (`salvaged`: the corruption a strict
+/// open reports; `dropped`: bytes of log not replayed).
+pub(crate) fn report_salvage(salvaged: Option<&str>, dropped: u64) {
+    if let Some(why) = salvaged {
+        eprintln!("rangedb: point-in-time recovery dropped {dropped} bytes of log from the damage on: {why}");
+    }
+}
+
 /// Runs `rangedb kv`.
 pub fn run(args: KvArgs) -> Result<ExitCode, Box<dyn std::error::Error + Send + Sync>> {
     let KvCommand::Exec(a) = args.command;
     a.check_engine_flags()?;
+    let recovery = wal_recovery(&a.wal_recovery)?;
     let mut engine = match a.engine.as_str() {
-        "lsm" => open_lsm(&a).map_err(|e| format!("{} {}", e.kind, e.msg))?,
-        "flexdb" => crate::flexdb::open_engine(&a.dir, a.create, &a.flexdb).map_err(|e| e.to_string())?,
+        "lsm" => open_lsm(&a, recovery).map_err(|e| format!("{} {}", e.kind, e.msg))?,
+        "flexdb" => {
+            crate::flexdb::open_engine(&a.dir, a.create, &a.flexdb, recovery).map_err(|e| e.to_string())?
+        }
         other => return Err(format!("unknown engine {other} (known: lsm, flexdb)").into()),
     };
     let stdin = std::io::stdin();
@@ -430,9 +454,10 @@ mod tests {
             range_delete_strategy: None,
             range_reduce: None,
             disable_auto_compactions: false,
+            wal_recovery: "strict".into(),
             flexdb: Default::default(),
         };
-        let mut e = open_lsm(&a).map_err(|e| e.msg).unwrap();
+        let mut e = open_lsm(&a, vfs::torn::WalRecovery::Strict).map_err(|e| e.msg).unwrap();
         let script = "put a 1\nput b 2\nsnapshot\ndelrange a b\nget a\nget a @1\nbatch 2\nput c 3\ndel b\n\
                       scan a z\nrscan a z 1\nflush\ncompact\nsync\nbogus\nget 0x\nrelease 1\nget a @1\n";
         let mut out = Vec::new();

@@ -89,7 +89,7 @@ impl KvEngine for LsmEngine {
     }
 }
 
-pub(crate) fn open_lsm(a: &ExecArgs) -> KvResult<Box<dyn KvEngine>> {
+pub(crate) fn open_lsm(a: &ExecArgs, recovery: vfs::torn::WalRecovery) -> KvResult<Box<dyn KvEngine>> {
     let mut o = lsm::Options { create_if_missing: a.create, ..Default::default() };
     macro_rules! set {
         ($($f:ident),*) => { $( if let Some(v) = a.$f { o.$f = v; } )* };
@@ -125,7 +125,9 @@ pub(crate) fn open_lsm(a: &ExecArgs) -> KvResult<Box<dyn KvEngine>> {
             KvError::new("invalid", format!("unknown RangeReduce mode {m:?} ({})", names.join(" | ")))
         })?;
     }
+    o.wal_recovery = recovery;
     let fs: Arc<dyn vfs::Fs> = Arc::new(vfs::OsFs::new());
     let db = lsm::Db::open(fs, &a.dir, o)?;
+    crate::kv::report_salvage(db.recovery().salvaged.as_deref(), db.recovery().dropped_bytes);
     Ok(Box::new(LsmEngine { db, snaps: HashMap::new(), next_snap: 0 }))
 }

@@ -32,6 +32,7 @@ use std::thread::JoinHandle;
 use bptree::ByteKey;
 use parking_lot::{Condvar, Mutex, RwLock};
 
+use crate::WalRecovery;
 use crate::error::{Error, Result};
 use crate::memtable::{FrozenMemtable, MemValue, Memtable};
 use crate::options::{Options, WriteOptions};
@@ -95,7 +96,7 @@ pub struct Stats {
     pub commit_lock_releases: u64,
     /// WAL records replayed at open.
     pub wal_batches_replayed: u64,
-    /// Bytes of torn WAL tail dropped at open.
+    /// Bytes of WAL dropped at open: a torn tail, and what `WalRecovery::PointInTime` salvage dropped.
     pub wal_tail_dropped_bytes: u64,
     /// Anchors read to rebuild the index at open.
     pub rebuild_anchors: u64,
@@ -129,6 +130,8 @@ struct Mem {
 struct Inner {
     fs: Arc<dyn vfs::Fs>,
     dir: PathBuf,
+    /// The corruption `WalRecovery::PointInTime` salvaged at open (see [`Db::salvaged`]).
+    salvaged: Option<String>,
     opts: Options,
     table: Table,
     mem: RwLock<Mem>,
@@ -186,8 +189,21 @@ impl Db {
         let mut logs: Vec<u64> = fs.list_dir(dir)?.iter().filter_map(|n| wal::parse_name(n)).collect();
         logs.sort_unstable();
         let mut mem = Memtable::new();
+        let mut salvaged = None;
         for (i, &n) in logs.iter().enumerate() {
-            let r = wal::read_log(fs.as_ref(), &dir.join(wal::file_name(n)), i + 1 == logs.len())?;
+            let path = dir.join(wal::file_name(n));
+            let newest = i + 1 == logs.len();
+            if salvaged.is_some() {
+                // Salvaged: this log is newer than the damage, so it is dropped with it.
+                c.wal_tail_dropped_bytes
+                    .fetch_add(fs.open(&path, vfs::OpenMode::ReadOnly)?.len()?, Ordering::Relaxed);
+                continue;
+            }
+            let r = match opts.wal_recovery {
+                WalRecovery::Strict => wal::read_log(fs.as_ref(), &path, newest)?,
+                WalRecovery::PointInTime => wal::read_log_salvaging(fs.as_ref(), &path, newest)?,
+            };
+            salvaged = r.salvaged;
             c.wal_tail_dropped_bytes.fetch_add(r.dropped_bytes, Ordering::Relaxed);
             for batch in r.batches {
                 c.wal_batches_replayed.fetch_add(1, Ordering::Relaxed);
@@ -218,6 +234,7 @@ impl Db {
         let inner = Arc::new(Inner {
             fs,
             dir: dir.to_path_buf(),
+            salvaged,
             opts,
             table,
             mem: RwLock::new(Mem { active: Memtable::new(), bytes: 0, imm: None }),
@@ -385,6 +402,13 @@ impl Db {
     pub fn layout(&self) -> Result<Vec<IntervalInfo>> {
         self.inner.wait_idle()?;
         Ok(self.inner.table.layout())
+    }
+
+    /// The corruption error a strict open would have returned, when [`WalRecovery::PointInTime`] salvaged the
+    /// store at open instead: the writes logged from that point on (`Stats::wal_tail_dropped_bytes` counts the
+    /// bytes) were dropped. `None` after a strict open or a salvage that found nothing to drop.
+    pub fn salvaged(&self) -> Option<&str> {
+        self.inner.salvaged.as_deref()
     }
 
     /// Checks the sparse index against the table file; `deep` reads and verifies every interval.

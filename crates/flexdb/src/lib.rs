@@ -34,3 +34,4 @@ pub mod wal;
 pub use db::{Db, DbIter, Pair, Stats};
 pub use error::{Error, Result};
 pub use options::{Defrag, Options, WriteOptions};
+pub use vfs::torn::WalRecovery;

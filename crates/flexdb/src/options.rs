@@ -40,6 +40,9 @@ pub struct Options {
     /// the paper's intensive-GC case) GC relocations were a quarter of the table bytes a 512 MiB
     /// Zipfian-composite load wrote (`docs/flexdb.md`, "Space against GC").
     pub flexfile: flexfile::Options,
+    /// What recovery does with log damage a crash cannot explain (default `Strict`: fail the open with
+    /// `Corruption`; `PointInTime` salvages the writes before the damage, see [`crate::Db::salvaged`]).
+    pub wal_recovery: vfs::torn::WalRecovery,
 }
 
 impl Default for Options {
@@ -60,6 +63,7 @@ impl Default for Options {
                 gc_start_utilization: (1, 2),
                 ..flexfile::Options::default()
             },
+            wal_recovery: vfs::torn::WalRecovery::Strict,
         }
     }
 }
@@ -80,6 +84,7 @@ impl Options {
             rebuild_interval: 256,
             rebuild_threads: 3,
             flexfile: flexfile::Options::tiny(),
+            wal_recovery: vfs::torn::WalRecovery::Strict,
         }
     }
 

@@ -163,26 +163,44 @@ pub fn decode_payload(mut p: &[u8]) -> Result<Vec<Op>> {
 pub struct Replay {
     /// Batches in order.
     pub batches: Vec<Vec<Op>>,
-    /// Bytes after the last good record (a torn tail).
+    /// Bytes after the last good record (a torn tail, or what salvage dropped).
     pub dropped_bytes: u64,
+    /// From [`read_log_salvaging`]: the corruption error a strict read gives, when the log was cut there instead.
+    pub salvaged: Option<String>,
 }
 
 /// Reads every record of a log. A bad record ends the log when `tail_ok` (the newest log, whose unsynced tail a
-/// crash may leave garbled); in a retired log, which was synced whole, it is corruption.
+/// crash may leave garbled) and a crash can explain it; otherwise it is corruption, as is any bad record in a
+/// retired log, which was synced whole.
 pub fn read_log(fs: &dyn vfs::Fs, path: &Path, tail_ok: bool) -> Result<Replay> {
-    let buf = vfs::read_all(fs, path)?;
+    match scan_log(&vfs::read_all(fs, path)?, path, tail_ok) {
+        (_, Some(e)) => Err(e),
+        (replay, None) => Ok(replay),
+    }
+}
+
+/// [`read_log`] for `WalRecovery::PointInTime`: damage that `read_log` refuses ends the log instead, keeping the
+/// batches before it, and [`Replay::salvaged`] holds the error a strict read returns.
+pub fn read_log_salvaging(fs: &dyn vfs::Fs, path: &Path, tail_ok: bool) -> Result<Replay> {
+    let (mut replay, damage) = scan_log(&vfs::read_all(fs, path)?, path, tail_ok);
+    replay.salvaged = damage.map(|e| e.to_string());
+    Ok(replay)
+}
+
+/// The batches of a log image up to its end or its first bad record, and the corruption error for that record
+/// when it cannot be a torn tail (see [`read_log`]).
+fn scan_log(buf: &[u8], path: &Path, tail_ok: bool) -> (Replay, Option<Error>) {
     let mut out = Replay::default();
     let mut at = 0usize;
-    while at < buf.len() {
+    let damage = loop {
+        if at >= buf.len() {
+            break None;
+        }
         let rest = &buf[at..];
-        let bad = |why: &str| -> Result<Replay> {
-            Err(Error::corruption("wal", format!("{}: {why} at offset {at}", path.display())))
-        };
+        let bad =
+            |why: &str| Some(Error::corruption("wal", format!("{}: {why} at offset {at}", path.display())));
         if rest.len() < 8 {
-            if !tail_ok {
-                return bad("truncated record header");
-            }
-            break;
+            break if tail_ok { None } else { bad("truncated record header") };
         }
         let crc = u32::from_le_bytes([rest[0], rest[1], rest[2], rest[3]]);
         let len = u32::from_le_bytes([rest[4], rest[5], rest[6], rest[7]]) as usize;
@@ -193,26 +211,29 @@ pub fn read_log(fs: &dyn vfs::Fs, path: &Path, tail_ok: bool) -> Result<Replay> 
             // sync mark shows this record had been synced, or the damage is none a crash leaves: the file does
             // not end inside the record and no sector piece of it reads as never written (zeros).
             if !tail_ok {
-                return bad("damaged record");
+                break bad("damaged record");
             }
-            if let Some(d) = durable_beyond(&buf, at) {
-                return bad(&format!("damaged record (a later sync mark shows it was durable through {d})"));
+            if let Some(d) = durable_beyond(buf, at) {
+                break bad(&format!("damaged record (a later sync mark shows it was durable through {d})"));
             }
-            if !cut && !vfs::torn::overlaps_unwritten_sector(&buf, at, at, at + 8 + len) {
-                return bad("damaged record in bytes that were all written (no sector of it reads as zeros)");
+            if !cut && !vfs::torn::overlaps_unwritten_sector(buf, at, at, at + 8 + len) {
+                break bad("damaged record in bytes that were all written (no sector of it reads as zeros)");
             }
-            break;
+            break None;
         }
         let payload = &rest[8..8 + len];
         if payload.first() != Some(&OP_SYNC_MARK) {
-            out.batches.push(decode_payload(payload)?);
+            match decode_payload(payload) {
+                Ok(ops) => out.batches.push(ops),
+                Err(e) => break Some(e),
+            }
         } else if len != 9 {
-            return bad("malformed sync mark");
+            break bad("malformed sync mark");
         }
         at += 8 + len;
-    }
+    };
     out.dropped_bytes = (buf.len() - at) as u64;
-    Ok(out)
+    (out, damage)
 }
 
 /// The open log being appended to.

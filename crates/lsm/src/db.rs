@@ -79,6 +79,8 @@ pub(crate) struct Inner {
     fs: Arc<dyn vfs::Fs>,
     dir: PathBuf,
     opts: Options,
+    /// What the open's WAL replay found.
+    recovery: Recovery,
     _lock: Box<dyn vfs::FileLock>,
     state: Mutex<State>,
     /// Wakes the background threads (flush and compaction).
@@ -122,6 +124,21 @@ impl std::fmt::Debug for Db {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Db").field("dir", &self.inner.dir).finish()
     }
+}
+
+/// What an open's WAL replay found ([`Db::recovery`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Recovery {
+    /// WAL records (write batches) replayed.
+    pub records: u64,
+    /// WAL bytes not replayed: a torn tail, and with [`crate::WalRecovery::PointInTime`] the damaged record and
+    /// everything after it, later WALs included.
+    pub dropped_bytes: u64,
+    /// Where replay stopped before a WAL's clean end (`file: at offset N: why`), if it did.
+    pub stopped_at: Option<String>,
+    /// The corruption error a strict open would have returned, when [`crate::WalRecovery::PointInTime`] salvaged
+    /// the store instead: acknowledged writes after that point were dropped.
+    pub salvaged: Option<String>,
 }
 
 /// A table of the current version.
@@ -300,6 +317,12 @@ impl Db {
     /// Counts stored entries and live keys exactly by a full scan.
     pub fn space_amplification(&self) -> Result<SpaceAmp> {
         self.inner.space_amplification()
+    }
+
+    /// What replaying the WALs at open found: records replayed, bytes dropped, and whether
+    /// [`crate::WalRecovery::PointInTime`] salvaged damage that a strict open refuses.
+    pub fn recovery(&self) -> &Recovery {
+        &self.inner.recovery
     }
 
     /// The error that stopped writes, if any.

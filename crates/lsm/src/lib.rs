@@ -57,7 +57,7 @@ pub use db::range_reduce::{
     LevelEstimate, RangeReduceMode, RangeReduceOptions, RangeReduceStats, SelectParams, compaction_debt,
     decision_matrix, estimate_partial, select_free_levels, select_levels,
 };
-pub use db::{Db, FileEntry, Snapshot};
+pub use db::{Db, FileEntry, Recovery, Snapshot};
 pub use db_iter::DbIter;
 pub use error::{Error, Result};
 pub use format::Compression;
@@ -65,3 +65,4 @@ pub use options::{CompactionPri, CpuPriority, Options, ReadOptions, WriteOptions
 pub use rangedel::{LocalTombstones, RangeDeleteStrategy};
 pub use rangedel_global::{GlobalRangeDeletes, strategy_by_name};
 pub use stats::{LevelStats, SpaceAmp, Stats};
+pub use vfs::torn::WalRecovery;

@@ -73,6 +73,10 @@ pub struct Options {
     pub range_delete_strategy: Arc<dyn RangeDeleteStrategy>,
     /// Query-driven compaction (default: Bounded-Merge with rho = 1/T and Level-Renaming; docs/rangereduce.md).
     pub range_reduce: crate::RangeReduceOptions,
+    /// What recovery does with WAL damage a crash cannot explain (default `Strict`: fail the open with
+    /// `Corruption`; `PointInTime` salvages the writes before the damage, see [`crate::Db::recovery`]). The
+    /// MANIFEST is always strict: dropping its edits could lose tables or revive deleted ones.
+    pub wal_recovery: vfs::torn::WalRecovery,
 }
 
 impl std::fmt::Debug for Options {
@@ -97,6 +101,7 @@ impl std::fmt::Debug for Options {
             .field("block_cache_size", &self.block_cache_size)
             .field("range_delete_strategy", &self.range_delete_strategy.name())
             .field("range_reduce", &self.range_reduce)
+            .field("wal_recovery", &self.wal_recovery)
             .finish_non_exhaustive()
     }
 }
@@ -132,6 +137,7 @@ impl Default for Options {
             background_cpu_priority: CpuPriority::Normal,
             range_delete_strategy: Arc::new(LocalTombstones),
             range_reduce: crate::RangeReduceOptions::default(),
+            wal_recovery: vfs::torn::WalRecovery::Strict,
         }
     }
 }

@@ -257,6 +257,11 @@ impl LogReader {
         self.pos
     }
 
+    /// Bytes after the last complete record returned (a dropped tail, or zero padding after a clean end).
+    pub fn unread_bytes(&self) -> usize {
+        self.data.len() - self.pos
+    }
+
     /// The next record, or `None` at the end (clean or damaged: see [`LogReader::tail_dropped`]).
     pub fn next_record(&mut self) -> Option<&[u8]> {
         self.rec.clear();

@@ -10,6 +10,33 @@
 
 use crate::SECTOR_SIZE;
 
+/// What a store's recovery does with log damage that a crash cannot explain (RocksDB's `WALRecoveryMode`, two of
+/// its four modes). The engines that replay logs (the LSM engine, FlexDB) take it as an option.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum WalRecovery {
+    /// A torn append at the end of the newest log is dropped, as a crash may leave one; any other damage (a bit
+    /// flip in synced records, damage in an older log) fails the open with a corruption error naming the file and
+    /// offset. Nothing acknowledged as durable is dropped without an error.
+    #[default]
+    Strict,
+    /// Salvage: replay stops at the first damaged record of any log and drops it, every later record and every
+    /// later log, so the store opens at the last consistent point before the damage (RocksDB's
+    /// `kPointInTimeRecovery`). Writes acknowledged after that point are lost; the engine reports how many bytes
+    /// it dropped and where.
+    PointInTime,
+}
+
+impl WalRecovery {
+    /// Every mode with its name: `strict`, `point-in-time`.
+    pub const NAMED: [(&'static str, WalRecovery); 2] =
+        [("strict", WalRecovery::Strict), ("point-in-time", WalRecovery::PointInTime)];
+
+    /// The mode called `name` (see [`WalRecovery::NAMED`]).
+    pub fn from_name(name: &str) -> Option<WalRecovery> {
+        Self::NAMED.iter().find(|(n, _)| *n == name).map(|(_, m)| *m)
+    }
+}
+
 /// Whether a sector touching `[from, to)` has its piece inside `[tail, bytes.len())` entirely zero: the damage in
 /// `[from, to)` can be explained by sectors of an unsynced append that never reached the media. `tail` is where
 /// the unsynced region may start (no later than `from`); bytes before it are not looked at.

@@ -6,6 +6,7 @@ use std::path::Path;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 
+use crate::WalRecovery;
 use crate::batch::WriteBatch;
 use crate::cache::BlockCache;
 use crate::compaction::{self, OutputSink};
@@ -24,7 +25,9 @@ use crate::tombstones::Fragments;
 use crate::version::{Obsolete, VersionSet};
 use crate::wal::{LogReader, LogWriter};
 
-use super::{Db, Inner, State, Wal, WriteQueue, apply_batch, background, lock, range_reduce, table_options};
+use super::{
+    Db, Inner, Recovery, State, Wal, WriteQueue, apply_batch, background, lock, range_reduce, table_options,
+};
 
 impl Db {
     /// Opens (or with `create_if_missing` creates) the database in `dir`.
@@ -98,10 +101,12 @@ impl Db {
         let mut last_seq = vs.last_seq;
         let mut mem = Arc::new(MemTable::new(0));
         let mut bytes_flushed = 0;
+        let mut recovery = Recovery::default();
         for (i, &l) in logs.iter().enumerate() {
             let name = filename::log_name(l);
             let mut r = LogReader::open(&*fs, &dir.join(&name), &name)?;
             while let Some(rec) = r.next_record() {
+                recovery.records += 1;
                 let b = WriteBatch::from_data(rec, &name)?;
                 apply_batch(&mem, &*range_deletes, &b)?;
                 last_seq = last_seq.max(b.seq() + u64::from(b.count()).saturating_sub(1));
@@ -112,10 +117,23 @@ impl Db {
             }
             // Only the newest WAL can end in a torn append: older ones were synced before the next was started.
             // In the newest, damage that a later sync mark shows had been synced is corruption too.
-            if i + 1 < logs.len() {
-                r.check_complete()?;
-            } else {
-                r.check_durable()?;
+            let checked = if i + 1 < logs.len() { r.check_complete() } else { r.check_durable() };
+            if let Some(why) = r.tail_dropped() {
+                recovery.dropped_bytes += r.unread_bytes() as u64;
+                recovery.stopped_at = Some(format!("{name}: {why}"));
+            }
+            match checked {
+                Ok(()) => {}
+                Err(e) if opts.wal_recovery == WalRecovery::PointInTime => {
+                    // Salvage: the state before the damage; every later record and WAL is newer, so dropped.
+                    recovery.salvaged = Some(e.to_string());
+                    for &later in &logs[i + 1..] {
+                        recovery.dropped_bytes +=
+                            fs.open(&dir.join(filename::log_name(later)), vfs::OpenMode::ReadOnly)?.len()?;
+                    }
+                    break;
+                }
+                Err(e) => return Err(e),
             }
         }
         if !mem.is_empty() {
@@ -135,6 +153,7 @@ impl Db {
         let inner = Arc::new(Inner {
             fs: fs.clone(),
             dir: dir.clone(),
+            recovery,
             _lock: lock_file,
             state: Mutex::new(State {
                 mem: Arc::new(MemTable::new(wal_number)),
