@@ -151,7 +151,9 @@ fn lookup_of_a_key_deleted_since_the_last_flush_skips_the_tables() {
     assert_eq!(db.get(&k(160)).unwrap(), Some(b"new".to_vec()));
     let s5 = g();
     assert_eq!(s5.span_hits, s4.span_hits);
-    assert_eq!(s5.covered, s4.covered + 1, "{s5:?}");
+    // At least once: the index GC that may follow the flush in the background moves the index's generation, and a
+    // lookup at an implicit snapshot that sees it move starts over (counted again).
+    assert!(s5.covered > s4.covered, "{s5:?}");
     drop(before_delete);
 }
 
