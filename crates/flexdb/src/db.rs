@@ -189,12 +189,13 @@ impl Db {
         let mut logs: Vec<u64> = fs.list_dir(dir)?.iter().filter_map(|n| wal::parse_name(n)).collect();
         logs.sort_unstable();
         let mut mem = Memtable::new();
-        let mut salvaged = None;
+        let mut salvaged: Option<String> = None;
         for (i, &n) in logs.iter().enumerate() {
             let path = dir.join(wal::file_name(n));
             let newest = i + 1 == logs.len();
-            if salvaged.is_some() {
+            if let Some(damage) = &salvaged {
                 // Salvaged: this log is newer than the damage, so it is dropped with it.
+                wal::check_droppable(fs.as_ref(), &path, damage)?;
                 c.wal_tail_dropped_bytes
                     .fetch_add(fs.open(&path, vfs::OpenMode::ReadOnly)?.len()?, Ordering::Relaxed);
                 continue;

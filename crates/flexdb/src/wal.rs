@@ -181,10 +181,57 @@ pub fn read_log(fs: &dyn vfs::Fs, path: &Path, tail_ok: bool) -> Result<Replay> 
 
 /// [`read_log`] for `WalRecovery::PointInTime`: damage that `read_log` refuses ends the log instead, keeping the
 /// batches before it, and [`Replay::salvaged`] holds the error a strict read returns.
+///
+/// A range delete changes the table as soon as its record is synced, so one logged after the damage may already
+/// be in the table: dropping its record would keep the delete without the writes logged before it, a state no
+/// prefix of the writes has. When a valid range-delete record lies after the damage, the salvage is refused
+/// (corruption). One whose own record is the damaged one cannot be seen; its delete stays applied.
 pub fn read_log_salvaging(fs: &dyn vfs::Fs, path: &Path, tail_ok: bool) -> Result<Replay> {
-    let (mut replay, damage) = scan_log(&vfs::read_all(fs, path)?, path, tail_ok);
-    replay.salvaged = damage.map(|e| e.to_string());
+    let buf = vfs::read_all(fs, path)?;
+    let (mut replay, damage) = scan_log(&buf, path, tail_ok);
+    if let Some(e) = damage {
+        let at = buf.len() - replay.dropped_bytes as usize;
+        refuse_if_range_delete(&buf, at + 1, path, &e)?;
+        replay.salvaged = Some(e.to_string());
+    }
     Ok(replay)
+}
+
+/// For a salvage that drops a whole log newer than the damage (see [`read_log_salvaging`]).
+pub fn check_droppable(fs: &dyn vfs::Fs, path: &Path, damage: &str) -> Result<()> {
+    refuse_if_range_delete(&vfs::read_all(fs, path)?, 0, path, &damage)
+}
+
+/// Fails when a valid record holding a range delete starts at or after `from` (looked for at every offset).
+fn refuse_if_range_delete(
+    buf: &[u8],
+    from: usize,
+    path: &Path,
+    damage: &dyn std::fmt::Display,
+) -> Result<()> {
+    for p in from..buf.len().saturating_sub(8) {
+        let len = u32::from_le_bytes([buf[p + 4], buf[p + 5], buf[p + 6], buf[p + 7]]) as usize;
+        if len == 0 || len > buf.len() - p - 8 {
+            continue;
+        }
+        let crc = u32::from_le_bytes([buf[p], buf[p + 1], buf[p + 2], buf[p + 3]]);
+        if vfs::crc32c::crc32c(&buf[p + 4..p + 8 + len]) != crc {
+            continue;
+        }
+        if decode_payload(&buf[p + 8..p + 8 + len])
+            .is_ok_and(|ops| ops.iter().any(|o| matches!(o, Op::DeleteRange(..))))
+        {
+            return Err(Error::corruption(
+                "wal",
+                format!(
+                    "{damage}; point-in-time recovery cannot drop the records after it: the range delete logged \
+                     at offset {p} of {} may already have changed the table",
+                    path.display()
+                ),
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// The batches of a log image up to its end or its first bad record, and the corruption error for that record

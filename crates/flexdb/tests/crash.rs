@@ -263,7 +263,7 @@ fn point_in_time_recovery_salvages_the_writes_before_log_damage() {
     file.write_all_at(&[b[0] ^ 0x10], len / 2).unwrap();
     file.sync_data().unwrap();
     let fs: Arc<dyn vfs::Fs> = Arc::new(crashed);
-    let e = Db::open(fs.clone(), dir, o.clone()).err().expect("a strict open refuses the damage");
+    let Err(e) = Db::open(fs.clone(), dir, o.clone()) else { panic!("a strict open accepted the damage") };
     assert!(matches!(e, flexdb::Error::Corruption { .. }), "{e}");
     let salvage = Options { wal_recovery: flexdb::WalRecovery::PointInTime, ..o.clone() };
     let db = Db::open(fs.clone(), dir, salvage).unwrap();
@@ -282,4 +282,38 @@ fn point_in_time_recovery_salvages_the_writes_before_log_damage() {
     assert_eq!(db.salvaged(), None);
     assert_eq!(db.get(b"after").unwrap().as_deref(), Some(&b"salvage"[..]));
     assert_eq!(db.scan(b"key", None, usize::MAX, false).unwrap().len(), got.len());
+}
+
+/// A range delete changes the table once its record is synced, so point-in-time recovery cannot drop one logged
+/// after the damage: the delete would stay in the table without the writes logged before it. Refused.
+#[test]
+fn point_in_time_recovery_refuses_to_drop_a_range_delete_the_table_may_hold() {
+    let fs = CrashFs::new();
+    let o = Options { memtable_bytes: 1 << 20, ..Options::tiny() };
+    let db = Db::open(Arc::new(fs.clone()), Path::new("db"), o.clone()).unwrap();
+    for i in 0..40u32 {
+        db.put(format!("key{i:04}").as_bytes(), b"value", WriteOptions { sync: false }).unwrap();
+    }
+    db.delete_range(b"key0010", b"key0020", WriteOptions { sync: true }).unwrap();
+    let crashed = fs.crash_drop_unsynced();
+    drop(db);
+    let dir = Path::new("db");
+    let log = vfs::Fs::list_dir(&crashed, dir)
+        .unwrap()
+        .into_iter()
+        .filter(|n| n.starts_with("wal-"))
+        .max()
+        .unwrap();
+    let file = vfs::Fs::open(&crashed, &dir.join(&log), vfs::OpenMode::ReadWrite).unwrap();
+    // Damage among the puts, before the range delete's record.
+    let mut b = [0u8; 1];
+    file.read_exact_at(&mut b, 100).unwrap();
+    file.write_all_at(&[b[0] ^ 0x10], 100).unwrap();
+    file.sync_data().unwrap();
+    let salvage = Options { wal_recovery: flexdb::WalRecovery::PointInTime, ..o };
+    let Err(e) = Db::open(Arc::new(crashed), dir, salvage) else { panic!("the salvage was not refused") };
+    assert!(
+        matches!(e, flexdb::Error::Corruption { .. }) && e.to_string().contains("may already have changed"),
+        "{e}"
+    );
 }

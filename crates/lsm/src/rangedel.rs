@@ -130,6 +130,13 @@ pub trait RangeDeleteStrategy: Send + Sync {
         None
     }
 
+    /// The largest sequence number of the records the strategy keeps durable outside the WAL (0: none), asked
+    /// at open before WAL replay: point-in-time recovery must not drop WAL records the strategy already holds,
+    /// or their deletes would outlive the writes logged before them.
+    fn persisted_seq(&self) -> u64 {
+        0
+    }
+
     /// A counter that moves whenever records outside the LSM sources are merged with only the registered
     /// snapshots (and the sequence numbers from `published` on) kept apart. A reader at an implicit snapshot,
     /// which no such merge keeps apart, loads it before it reads its snapshot and again after its last look at

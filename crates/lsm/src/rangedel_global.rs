@@ -263,6 +263,10 @@ impl RangeDeleteStrategy for Instance {
         self.generation.load(Ordering::Acquire)
     }
 
+    fn persisted_seq(&self) -> u64 {
+        self.read().last_seq()
+    }
+
     fn flush(
         &self,
         snapshots: &[u64],

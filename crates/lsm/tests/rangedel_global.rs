@@ -416,3 +416,48 @@ fn damaged_or_missing_index_files_are_corruption() {
     let e = read(&fs).unwrap_err();
     assert!(e.is_corruption(), "{e}");
 }
+
+/// Point-in-time recovery drops the WAL records from the damage on. Under GLORAN an index flush may already have
+/// written range records from that part of the WAL to a DR-tree file; dropping their WAL records would keep those
+/// deletes but not the writes logged before them, a state no prefix of the writes has. Such a salvage is refused.
+#[test]
+fn point_in_time_recovery_refuses_to_drop_range_records_the_index_holds() {
+    let o = Options { write_buffer_size: 1 << 20, ..global_opts() };
+    let cfs = Arc::new(vfs::CrashFs::new());
+    let f: Arc<dyn vfs::Fs> = cfs.clone();
+    let db = Db::open(f, "/db", o.clone()).unwrap();
+    let w = WriteOptions::default();
+    for i in 0..200 {
+        db.put(&w, &k(i), b"value").unwrap();
+    }
+    // Enough range records to fill the index buffer (1 KiB): the index flushes them to a file while their WAL,
+    // whose memtable is not full, stays.
+    for i in 0..100 {
+        db.delete_range(&w, &k(1000 + 2 * i), &k(1001 + 2 * i)).unwrap();
+    }
+    db.put(&WriteOptions { sync: true }, b"last", b"value").unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while db.stats().range_delete_global.unwrap().flushes == 0 {
+        assert!(Instant::now() < deadline, "the index never flushed");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let crashed = cfs.crash_drop_unsynced();
+    drop(db);
+    let dir = std::path::Path::new("/db");
+    let wal = vfs::Fs::list_dir(&crashed, dir)
+        .unwrap()
+        .into_iter()
+        .filter(|n| matches!(lsm::filename::parse(n), Some(lsm::filename::FileKind::Log(_))))
+        .max()
+        .unwrap();
+    // Damage among the puts, before every range record.
+    let file = vfs::Fs::open(&crashed, &dir.join(&wal), vfs::OpenMode::ReadWrite).unwrap();
+    let mut b = [0u8; 1];
+    file.read_exact_at(&mut b, 300).unwrap();
+    file.write_all_at(&[b[0] ^ 0x10], 300).unwrap();
+    file.sync_data().unwrap();
+    let fs: Arc<dyn vfs::Fs> = Arc::new(crashed);
+    let salvage = Options { create_if_missing: false, wal_recovery: lsm::WalRecovery::PointInTime, ..o };
+    let Err(e) = Db::open(fs, "/db", salvage) else { panic!("the salvage was not refused") };
+    assert!(e.is_corruption() && e.to_string().contains("range-delete index already holds"), "{e}");
+}

@@ -22,7 +22,9 @@ pub enum WalRecovery {
     /// Salvage: replay stops at the first damaged record of any log and drops it, every later record and every
     /// later log, so the store opens at the last consistent point before the damage (RocksDB's
     /// `kPointInTimeRecovery`). Writes acknowledged after that point are lost; the engine reports how many bytes
-    /// it dropped and where.
+    /// it dropped and where. An engine refuses (corruption) a salvage whose result would not be the state after a
+    /// prefix of the writes: when a record it would drop already took effect outside the log (a GLORAN index
+    /// file holding a range record, a FlexDB range delete applied to the table).
     PointInTime,
 }
 

@@ -102,6 +102,7 @@ impl Db {
         let mut mem = Arc::new(MemTable::new(0));
         let mut bytes_flushed = 0;
         let mut recovery = Recovery::default();
+        let persisted = range_deletes.persisted_seq();
         for (i, &l) in logs.iter().enumerate() {
             let name = filename::log_name(l);
             let mut r = LogReader::open(&*fs, &dir.join(&name), &name)?;
@@ -125,6 +126,18 @@ impl Db {
             match checked {
                 Ok(()) => {}
                 Err(e) if opts.wal_recovery == WalRecovery::PointInTime => {
+                    if persisted > last_seq {
+                        // An index flush wrote range records logged after the damage: dropping their WAL
+                        // records would keep the deletes without the writes logged before them.
+                        return Err(Error::corruption(
+                            name,
+                            format!(
+                                "{}; point-in-time recovery cannot drop the records after it: the range-delete \
+                                 index already holds records up to sequence {persisted}",
+                                r.tail_dropped().unwrap_or("damage")
+                            ),
+                        ));
+                    }
                     // Salvage: the state before the damage; every later record and WAL is newer, so dropped.
                     recovery.salvaged = Some(e.to_string());
                     for &later in &logs[i + 1..] {
