@@ -24,7 +24,14 @@ fuzz_target!(|data: &[u8]| {
     if let Ok(f) = fs.open(path, vfs::OpenMode::CreateNew)
         && f.write_all_at(data, 0).is_ok()
     {
-        let _ = flexdb::wal::read_log(&fs, path, true);
+        let strict = flexdb::wal::read_log(&fs, path, true);
         let _ = flexdb::wal::read_log(&fs, path, false);
+        // Salvage keeps at least what a strict read accepts, and reads the same batches up to the damage.
+        if let Ok(s) = flexdb::wal::read_log_salvaging(&fs, path, true)
+            && let Ok(strict) = strict
+        {
+            assert_eq!(s.batches, strict.batches);
+        }
+        let _ = flexdb::wal::check_droppable(&fs, path, "damage");
     }
 });

@@ -11,7 +11,8 @@ fuzz_target!(|data: &[u8]| {
             }
         }
     }
-    // Looks past the damage for sync marks.
+    // Looks past the damage for sync marks and unwritten sectors.
     let _ = r.check_durable();
+    let _ = r.unread_bytes();
     let _ = lsm::WriteBatch::from_data(data, "fuzz.log");
 });
