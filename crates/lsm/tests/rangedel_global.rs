@@ -436,14 +436,18 @@ fn point_in_time_recovery_refuses_to_drop_range_records_the_index_holds() {
         db.delete_range(&w, &k(1000 + 2 * i), &k(1001 + 2 * i)).unwrap();
     }
     db.put(&WriteOptions { sync: true }, b"last", b"value").unwrap();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while db.stats().range_delete_global.unwrap().flushes == 0 {
-        assert!(Instant::now() < deadline, "the index never flushed");
-        std::thread::sleep(Duration::from_millis(5));
-    }
-    let crashed = cfs.crash_drop_unsynced();
-    drop(db);
+    // Wait until the index flush is durable: the MANIFEST edit naming its file comes after the file itself.
     let dir = std::path::Path::new("/db");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let crashed = loop {
+        let c = cfs.crash_drop_unsynced();
+        if manifest_names_index_files(&c, dir) {
+            break c;
+        }
+        assert!(Instant::now() < deadline, "the index flush never reached the MANIFEST");
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    drop(db);
     let wal = vfs::Fs::list_dir(&crashed, dir)
         .unwrap()
         .into_iter()
@@ -460,4 +464,20 @@ fn point_in_time_recovery_refuses_to_drop_range_records_the_index_holds() {
     let salvage = Options { create_if_missing: false, wal_recovery: lsm::WalRecovery::PointInTime, ..o };
     let Err(e) = Db::open(fs, "/db", salvage) else { panic!("the salvage was not refused") };
     assert!(e.is_corruption() && e.to_string().contains("range-delete index already holds"), "{e}");
+}
+
+/// Whether the durable MANIFEST of the database in `dir` names a range-index file.
+fn manifest_names_index_files(fs: &dyn vfs::Fs, dir: &std::path::Path) -> bool {
+    let Ok(current) = vfs::read_all(fs, &dir.join("CURRENT")) else { return false };
+    let name = String::from_utf8_lossy(&current).trim().to_string();
+    let Ok(mut r) = lsm::wal::LogReader::open(fs, &dir.join(&name), &name) else { return false };
+    let mut named = false;
+    while let Some(rec) = r.next_record() {
+        if let Ok(e) = lsm::edit::VersionEdit::decode(rec)
+            && let Some(state) = e.range_index
+        {
+            named = !state.files.is_empty();
+        }
+    }
+    named
 }
