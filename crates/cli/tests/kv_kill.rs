@@ -1,23 +1,22 @@
-//! `rangedb kv exec --engine lsm` killed with SIGKILL mid-stream: every write answered OK under `--sync` is there
-//! after reopening, and a range delete answered OK stays applied.
+//! `rangedb kv exec` killed with SIGKILL mid-stream: every write answered OK under `--sync` is there after
+//! reopening, and a range delete answered OK stays applied; damage to the log found after the kill is refused, or
+//! salvaged on request (`--wal-recovery point-in-time`).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Command, Stdio};
 
 fn spawn(dir: &std::path::Path) -> std::process::Child {
+    spawn_engine("lsm", dir, &["--write-buffer-size", "16384"])
+}
+
+/// `rangedb kv exec --engine ENGINE --create --sync` on `dir` with `extra` flags, its standard input and output
+/// piped.
+fn spawn_engine(engine: &str, dir: &std::path::Path, extra: &[&str]) -> std::process::Child {
     Command::new(env!("CARGO_BIN_EXE_rangedb"))
-        .args([
-            "kv",
-            "exec",
-            "--engine",
-            "lsm",
-            "--create",
-            "--sync",
-            "--write-buffer-size",
-            "16384",
-            "--dir",
-        ])
+        .args(["kv", "exec", "--engine", engine, "--create", "--sync"])
+        .args(extra)
+        .arg("--dir")
         .arg(dir)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -103,14 +102,7 @@ fn wal_damage_is_refused_or_salvaged_on_request() {
     for engine in ["lsm", "flexdb"] {
         let tmp = tempfile::tempdir().unwrap();
         let dir = tmp.path().join("db");
-        let mut child = Command::new(env!("CARGO_BIN_EXE_rangedb"))
-            .args(["kv", "exec", "--engine", engine, "--create", "--sync", "--dir"])
-            .arg(&dir)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .unwrap();
+        let mut child = spawn_engine(engine, &dir, &[]);
         let mut stdin = child.stdin.take().unwrap();
         let mut out = BufReader::new(child.stdout.take().unwrap());
         let mut line = String::new();

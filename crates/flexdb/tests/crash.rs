@@ -182,22 +182,9 @@ fn regression_range_delete_is_logged_durably_before_the_table_changes() {
 /// one that makes a record's length reach past the end of the file (read as cut short: a prefix is recovered).
 #[test]
 fn regression_bit_flips_in_a_synced_log_that_was_never_closed_are_corruption() {
-    let fs = CrashFs::new();
-    let o = Options { memtable_bytes: 1 << 20, ..Options::tiny() };
-    let db = Db::open(Arc::new(fs.clone()), Path::new("db"), o.clone()).unwrap();
-    let keys: Vec<Vec<u8>> = (0..40u32).map(|i| format!("key{i:04}").into_bytes()).collect();
-    for (i, k) in keys.iter().enumerate() {
-        db.put(k, b"value", WriteOptions { sync: i + 1 == keys.len() }).unwrap();
-    }
-    let crashed = fs.crash_drop_unsynced();
-    drop(db);
+    let o = one_log_opts();
+    let (crashed, log, keys) = killed_after_a_final_sync(&o, forty_puts_last_synced);
     let dir = Path::new("db");
-    let log = vfs::Fs::list_dir(&crashed, dir)
-        .unwrap()
-        .into_iter()
-        .filter(|n| n.starts_with("wal-"))
-        .max()
-        .unwrap();
     let data = vfs::read_all(&crashed, &dir.join(&log)).unwrap();
     // The length fields of the records.
     let mut length_bytes = Vec::new();
@@ -240,22 +227,9 @@ fn regression_bit_flips_in_a_synced_log_that_was_never_closed_are_corruption() {
 /// says what it dropped, and leaves a store that opens strictly afterwards and takes new writes.
 #[test]
 fn point_in_time_recovery_salvages_the_writes_before_log_damage() {
-    let fs = CrashFs::new();
-    let o = Options { memtable_bytes: 1 << 20, ..Options::tiny() };
-    let db = Db::open(Arc::new(fs.clone()), Path::new("db"), o.clone()).unwrap();
-    let keys: Vec<Vec<u8>> = (0..40u32).map(|i| format!("key{i:04}").into_bytes()).collect();
-    for (i, k) in keys.iter().enumerate() {
-        db.put(k, b"value", WriteOptions { sync: i + 1 == keys.len() }).unwrap();
-    }
-    let crashed = fs.crash_drop_unsynced();
-    drop(db);
+    let o = one_log_opts();
+    let (crashed, log, keys) = killed_after_a_final_sync(&o, forty_puts_last_synced);
     let dir = Path::new("db");
-    let log = vfs::Fs::list_dir(&crashed, dir)
-        .unwrap()
-        .into_iter()
-        .filter(|n| n.starts_with("wal-"))
-        .max()
-        .unwrap();
     let file = vfs::Fs::open(&crashed, &dir.join(&log), vfs::OpenMode::ReadWrite).unwrap();
     let len = file.len().unwrap();
     let mut b = [0u8; 1];
@@ -288,22 +262,14 @@ fn point_in_time_recovery_salvages_the_writes_before_log_damage() {
 /// after the damage: the delete would stay in the table without the writes logged before it. Refused.
 #[test]
 fn point_in_time_recovery_refuses_to_drop_a_range_delete_the_table_may_hold() {
-    let fs = CrashFs::new();
-    let o = Options { memtable_bytes: 1 << 20, ..Options::tiny() };
-    let db = Db::open(Arc::new(fs.clone()), Path::new("db"), o.clone()).unwrap();
-    for i in 0..40u32 {
-        db.put(format!("key{i:04}").as_bytes(), b"value", WriteOptions { sync: false }).unwrap();
-    }
-    db.delete_range(b"key0010", b"key0020", WriteOptions { sync: true }).unwrap();
-    let crashed = fs.crash_drop_unsynced();
-    drop(db);
+    let o = one_log_opts();
+    let (crashed, log, ()) = killed_after_a_final_sync(&o, |db| {
+        for i in 0..40u32 {
+            db.put(format!("key{i:04}").as_bytes(), b"value", WriteOptions { sync: false }).unwrap();
+        }
+        db.delete_range(b"key0010", b"key0020", WriteOptions { sync: true }).unwrap();
+    });
     let dir = Path::new("db");
-    let log = vfs::Fs::list_dir(&crashed, dir)
-        .unwrap()
-        .into_iter()
-        .filter(|n| n.starts_with("wal-"))
-        .max()
-        .unwrap();
     let file = vfs::Fs::open(&crashed, &dir.join(&log), vfs::OpenMode::ReadWrite).unwrap();
     // Damage among the puts, before the range delete's record.
     let mut b = [0u8; 1];
@@ -316,4 +282,35 @@ fn point_in_time_recovery_refuses_to_drop_a_range_delete_the_table_may_hold() {
         matches!(e, flexdb::Error::Corruption { .. }) && e.to_string().contains("may already have changed"),
         "{e}"
     );
+}
+
+/// Options whose memtable holds every write of the log tests, so their writes stay in one log.
+fn one_log_opts() -> Options {
+    Options { memtable_bytes: 1 << 20, ..Options::tiny() }
+}
+
+/// Runs `write` on a new store, its last write synced, and kills the store right after: the crashed file system,
+/// the name of its log, and what `write` returned.
+fn killed_after_a_final_sync<T>(o: &Options, write: impl FnOnce(&Db) -> T) -> (CrashFs, String, T) {
+    let fs = CrashFs::new();
+    let db = Db::open(Arc::new(fs.clone()), Path::new("db"), o.clone()).unwrap();
+    let out = write(&db);
+    let crashed = fs.crash_drop_unsynced();
+    drop(db);
+    let log = vfs::Fs::list_dir(&crashed, Path::new("db"))
+        .unwrap()
+        .into_iter()
+        .filter(|n| n.starts_with("wal-"))
+        .max()
+        .unwrap();
+    (crashed, log, out)
+}
+
+/// Puts `key0000` to `key0039`, only the last one synced; returns the keys in order.
+fn forty_puts_last_synced(db: &Db) -> Vec<Vec<u8>> {
+    let keys: Vec<Vec<u8>> = (0..40u32).map(|i| format!("key{i:04}").into_bytes()).collect();
+    for (i, k) in keys.iter().enumerate() {
+        db.put(k, b"value", WriteOptions { sync: i + 1 == keys.len() }).unwrap();
+    }
+    keys
 }
