@@ -299,7 +299,7 @@ pub struct WalWriter {
     marked: u64,
     /// A write or sync failed: what the file holds past `durable` is unknown (a failed write may have left part
     /// of its bytes, which a later write at the same offset would only partly cover), so nothing more is written.
-    failed: Option<std::io::Error>,
+    failed: vfs::StickyError,
 }
 
 impl WalWriter {
@@ -315,7 +315,7 @@ impl WalWriter {
             scratch: Vec::new(),
             durable: 0,
             marked: 0,
-            failed: None,
+            failed: vfs::StickyError::default(),
         })
     }
 
@@ -344,11 +344,8 @@ impl WalWriter {
     }
 
     fn write(&mut self, b: &[u8]) -> Result<()> {
-        self.refuse_after_failure()?;
-        if let Err(e) = self.file.write_all_at(b, self.len) {
-            self.failed = Some(vfs::repeat_error(&e));
-            return Err(e.into());
-        }
+        self.failed.check()?;
+        self.failed.record(self.file.write_all_at(b, self.len))?;
         self.len += b.len() as u64;
         self.bytes_written += b.len() as u64;
         Ok(())
@@ -369,27 +366,17 @@ impl WalWriter {
 
     /// Makes everything appended durable.
     pub fn sync(&mut self) -> Result<()> {
-        self.refuse_after_failure()?;
-        if let Err(e) = self.file.sync_data() {
-            self.failed = Some(vfs::repeat_error(&e));
-            return Err(e.into());
-        }
+        self.failed.check()?;
+        self.failed.record(self.file.sync_data())?;
         self.durable = self.len;
         Ok(())
-    }
-
-    fn refuse_after_failure(&self) -> Result<()> {
-        match &self.failed {
-            Some(e) => Err(vfs::repeat_error(e).into()),
-            None => Ok(()),
-        }
     }
 
     /// Syncs, then ends the log with a sync mark covering everything, so that damage anywhere in a log closed
     /// cleanly is reported as corruption rather than read as a torn tail. No record may follow. A writer that
     /// failed writes nothing more: its error reached the caller then.
     pub fn seal(&mut self) -> Result<()> {
-        if self.failed.is_some() {
+        if self.failed.is_set() {
             return Ok(());
         }
         self.sync()?;

@@ -64,7 +64,7 @@ pub struct LogWriter {
     marked: u64,
     /// A write or sync failed: what the file holds past `durable` is unknown (a failed write may have left part
     /// of its bytes, which a later write at the same offset would only partly cover), so nothing more is written.
-    failed: Option<std::io::Error>,
+    failed: vfs::StickyError,
 }
 
 impl LogWriter {
@@ -72,7 +72,15 @@ impl LogWriter {
     pub fn new(file: Arc<dyn vfs::File>, offset: u64) -> Self {
         let block_off = (offset % BLOCK_SIZE as u64) as usize;
         // Nothing is claimed durable for bytes this writer did not sync itself.
-        LogWriter { file, offset, block_off, buf: Vec::new(), durable: 0, marked: 0, failed: None }
+        LogWriter {
+            file,
+            offset,
+            block_off,
+            buf: Vec::new(),
+            durable: 0,
+            marked: 0,
+            failed: vfs::StickyError::default(),
+        }
     }
 
     /// Bytes in the log.
@@ -87,19 +95,12 @@ impl LogWriter {
 
     /// Whether a write or sync failed, after which the writer refuses to write (see `docs/vfs.md`, assumption 7).
     pub fn failed(&self) -> bool {
-        self.failed.is_some()
-    }
-
-    fn refuse_after_failure(&self) -> Result<()> {
-        match &self.failed {
-            Some(e) => Err(vfs::repeat_error(e).into()),
-            None => Ok(()),
-        }
+        self.failed.is_set()
     }
 
     /// Appends one record (not durable until [`LogWriter::sync`]).
     pub fn add_record(&mut self, rec: &[u8]) -> Result<()> {
-        self.refuse_after_failure()?;
+        self.failed.check()?;
         self.buf.clear();
         // A sync since the last mark: say so before the record (when the block has room; else before a later one).
         let mark = self.durable > self.marked && BLOCK_SIZE - self.block_off >= MARK_SIZE;
@@ -136,10 +137,7 @@ impl LogWriter {
                 break;
             }
         }
-        if let Err(e) = self.file.write_all_at(&self.buf, self.offset) {
-            self.failed = Some(vfs::repeat_error(&e));
-            return Err(e.into());
-        }
+        self.failed.record(self.file.write_all_at(&self.buf, self.offset))?;
         self.offset += self.buf.len() as u64;
         if mark {
             self.marked = self.durable;
@@ -149,11 +147,8 @@ impl LogWriter {
 
     /// Makes everything appended durable.
     pub fn sync(&mut self) -> Result<()> {
-        self.refuse_after_failure()?;
-        if let Err(e) = self.file.sync_data() {
-            self.failed = Some(vfs::repeat_error(&e));
-            return Err(e.into());
-        }
+        self.failed.check()?;
+        self.failed.record(self.file.sync_data())?;
         self.durable = self.offset;
         Ok(())
     }
@@ -162,17 +157,14 @@ impl LogWriter {
     /// anywhere in a log closed cleanly is reported as corruption at the next open rather than read as a torn
     /// tail. No record may follow. A writer that failed writes nothing more: its error reached the caller then.
     pub fn seal(&mut self) -> Result<()> {
-        if self.failed.is_some() {
+        if self.failed.is_set() {
             return Ok(());
         }
         self.sync()?;
         if self.durable > self.marked && BLOCK_SIZE - self.block_off >= MARK_SIZE {
             let mut m = Vec::with_capacity(MARK_SIZE);
             push_mark(&mut m, self.durable);
-            if let Err(e) = self.file.write_all_at(&m, self.offset) {
-                self.failed = Some(vfs::repeat_error(&e));
-                return Err(e.into());
-            }
+            self.failed.record(self.file.write_all_at(&m, self.offset))?;
             self.offset += MARK_SIZE as u64;
             self.block_off += MARK_SIZE;
             self.marked = self.durable;

@@ -156,12 +156,41 @@ pub fn is_no_space(e: &io::Error) -> bool {
     e.raw_os_error() == Some(libc::ENOSPC) || e.kind() == io::ErrorKind::StorageFull
 }
 
-/// An error like `e`: the same OS error code, or else the same kind. A writer that failed refuses every later call
-/// with it, so callers classify the refusals (`is_eio`, `is_no_space`) as they did the first error.
-pub fn repeat_error(e: &io::Error) -> io::Error {
-    match e.raw_os_error() {
-        Some(code) => io::Error::from_raw_os_error(code),
-        None => io::Error::new(e.kind(), format!("an earlier write or sync failed: {e}")),
+/// The first failed write or sync of a log writer, kept so that the writer refuses every later call (assumption
+/// 7): after a failed write the file's bytes past the last sync are unknown (part of the write may be there, and
+/// a later write at the same offset would cover only some of it), so nothing more may be appended.
+#[derive(Debug, Default)]
+pub struct StickyError(Option<io::Error>);
+
+impl StickyError {
+    /// Whether a call failed.
+    pub fn is_set(&self) -> bool {
+        self.0.is_some()
+    }
+
+    /// `Ok` until a call failed; then an error like the first one (the same OS error code, or else the same
+    /// kind), so callers classify refusals (`is_eio`, `is_no_space`) as they did the failure.
+    pub fn check(&self) -> Result<()> {
+        match &self.0 {
+            None => Ok(()),
+            Some(e) => Err(match e.raw_os_error() {
+                Some(code) => io::Error::from_raw_os_error(code),
+                None => io::Error::new(e.kind(), format!("an earlier write or sync failed: {e}")),
+            }),
+        }
+    }
+
+    /// `r`, after remembering its error if it is the first.
+    pub fn record<T>(&mut self, r: Result<T>) -> Result<T> {
+        if let Err(e) = &r
+            && self.0.is_none()
+        {
+            self.0 = Some(match e.raw_os_error() {
+                Some(code) => io::Error::from_raw_os_error(code),
+                None => io::Error::new(e.kind(), e.to_string()),
+            });
+        }
+        r
     }
 }
 
@@ -214,4 +243,22 @@ pub fn write_atomic(fs: &dyn Fs, path: &Path, data: &[u8]) -> Result<()> {
     drop(f);
     fs.rename(&tmp, path)?;
     fs.sync_dir(dir)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_sticky_error_keeps_the_first_failure_and_its_kind() {
+        let mut s = StickyError::default();
+        assert!(s.check().is_ok() && !s.is_set());
+        assert_eq!(s.record(Ok(7)).unwrap(), 7);
+        assert!(s.record::<()>(Err(io::Error::from_raw_os_error(libc::EIO))).is_err());
+        assert!(s.record::<()>(Err(io::Error::from_raw_os_error(libc::ENOSPC))).is_err());
+        assert!(s.is_set() && is_eio(&s.check().unwrap_err()));
+        let mut t = StickyError::default();
+        let _ = t.record::<()>(Err(io::Error::new(io::ErrorKind::StorageFull, "full")));
+        assert!(is_no_space(&t.check().unwrap_err()));
+    }
 }
