@@ -37,7 +37,7 @@
 //! Errors: any failure after a mutation has started poisons the handle (`Error::Poisoned` from then on); the
 //! files stay consistent and reopening recovers the last committed state.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -51,6 +51,12 @@ use crate::readahead::ReadAhead;
 use crate::segments::Segments;
 use crate::treefile::TreeFile;
 
+mod check;
+mod space;
+mod stats;
+
+pub use stats::Stats;
+
 /// File names inside a FlexFile directory.
 pub const DATA_FILE: &str = "flexfile.data";
 /// The tree file's name.
@@ -59,68 +65,6 @@ pub const TREE_FILE: &str = "flexfile.tree";
 pub const LOG_FILE: &str = "flexfile.log";
 /// The lock file's name.
 pub const LOCK_FILE: &str = "LOCK";
-
-/// Counters and shape figures, all plain numbers readable through the API.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct Stats {
-    /// Logical size.
-    pub size: u64,
-    /// Extents in the tree (holes included).
-    pub extents: u64,
-    /// Tree nodes.
-    pub tree_nodes: u64,
-    /// Segments in the data file's address space.
-    pub segments: u64,
-    /// Free segments.
-    pub free_segments: u64,
-    /// Segments holding live data (or open).
-    pub used_segments: u64,
-    /// Bytes mapped by data extents.
-    pub live_bytes: u64,
-    /// Average data-extent length in bytes (0 for no data).
-    pub avg_extent_bytes: f64,
-    /// Dead fraction of the used segments: `1 - live / (used * capacity)`.
-    pub fragmentation: f64,
-    /// GC rounds run.
-    pub gc_rounds: u64,
-    /// Segments GC emptied.
-    pub gc_segments: u64,
-    /// Bytes GC relocated.
-    pub gc_bytes: u64,
-    /// Bytes handed to write and insert.
-    pub user_bytes: u64,
-    /// Bytes written to the data file.
-    pub data_bytes_written: u64,
-    /// Bytes written to the log file.
-    pub log_bytes_written: u64,
-    /// Bytes written to the tree file.
-    pub tree_bytes_written: u64,
-    /// Log commits.
-    pub commits: u64,
-    /// Tree checkpoints.
-    pub checkpoints: u64,
-    /// Tree node splits.
-    pub splits: u64,
-    /// Tree node merges.
-    pub merges: u64,
-    /// Tree leaf rebases.
-    pub rebases: u64,
-    /// Operations replayed from the log at open.
-    pub replayed_ops: u64,
-    /// Bytes of a torn, never-synced final log write dropped at open.
-    pub torn_log_bytes: u64,
-}
-
-impl Stats {
-    /// Bytes written to all three files per user byte written.
-    pub fn write_amplification(&self) -> f64 {
-        if self.user_bytes == 0 {
-            return 0.0;
-        }
-        (self.data_bytes_written + self.log_bytes_written + self.tree_bytes_written) as f64
-            / self.user_bytes as f64
-    }
-}
 
 /// A FlexFile. Not thread-safe by itself (`&mut self` for everything that may touch the files).
 #[derive(Debug)]
@@ -608,165 +552,6 @@ impl FlexFile {
     /// Checkpoints and closes.
     pub fn close(mut self) -> Result<()> {
         self.checkpoint()
-    }
-
-    /// Garbage-collects before an operation writing `n` bytes (see the type comment for the policy).
-    fn ensure_space(&mut self, n: u64) -> Result<()> {
-        let cap = self.data.capacity();
-        let need = n.div_ceil(cap) + 1;
-        let reserve = self.opts.gc_reserve_segments;
-        let (num, den) = (self.opts.utilization_cap.0 as u128, self.opts.utilization_cap.1 as u128);
-        let (sn, sd) = (self.opts.gc_start_utilization.0 as u128, self.opts.gc_start_utilization.1 as u128);
-        let live = self.data.live_bytes() as u128;
-        let target = (live * sd).div_ceil(sn * cap as u128) as u64 + reserve + need;
-        if self.data.count() < target {
-            return Ok(());
-        }
-        let rounds = self.data.count() + 1;
-        for _ in 0..rounds {
-            if self.data.free_count() >= reserve + need {
-                break;
-            }
-            let victims: Vec<u64> = self
-                .data
-                .gc_candidates()
-                .into_iter()
-                .filter(|&(_, v)| v as u128 * den <= cap as u128 * num)
-                .take(self.opts.gc_batch)
-                .map(|(s, _)| s)
-                .collect();
-            if victims.is_empty() {
-                break;
-            }
-            self.relocate(&victims)?;
-            self.commit()?;
-            self.stats.gc_rounds += 1;
-            self.stats.gc_segments += victims.len() as u64;
-        }
-        Ok(())
-    }
-
-    fn relocate(&mut self, victims: &[u64]) -> Result<()> {
-        let set: HashSet<u64> = victims.iter().copied().collect();
-        let seg = self.opts.segment_size;
-        let mut moves = Vec::new();
-        self.tree.for_each_extent(|off, e| {
-            if !e.is_hole() && set.contains(&(e.addr / seg)) {
-                moves.push((off, e.len, e.addr));
-            }
-        })?;
-        let mut buf = Vec::new();
-        for (off, len, addr) in moves {
-            buf.resize(len as usize, 0);
-            self.data.read(addr, &mut buf)?;
-            let (new, n) = self.data.append(&buf, true)?;
-            if n != len as usize {
-                return Err(Error::corruption("data", "extent longer than a segment"));
-            }
-            self.run(Op::Relocate { off, len, addr: new })?;
-            self.stats.gc_bytes += len as u64;
-        }
-        Ok(())
-    }
-
-    /// Rewrites `[off, off + len)` into fresh segments so its extents become physically contiguous.
-    pub fn defrag(&mut self, off: u64, len: u64) -> Result<()> {
-        if off.checked_add(len).is_none_or(|e| e > self.size()) {
-            return Err(Error::invalid(format!("defrag {off}+{len} past the end ({})", self.size())));
-        }
-        let step = (self.data.capacity() as usize).max(1 << 20);
-        self.guard(|f| {
-            f.data.close_open()?;
-            let mut buf = Vec::new();
-            for (o, n) in chunks(len, step as u64) {
-                buf.resize(n as usize, 0);
-                f.read(off + o, &mut buf)?;
-                // Holes stay holes.
-                let pieces = f.tree.query(off + o, n)?;
-                let mut at = 0u64;
-                for p in pieces {
-                    if p.addr != HOLE {
-                        let s = at as usize;
-                        let data = buf[s..s + p.len as usize].to_vec();
-                        let user = f.stats.user_bytes;
-                        f.ensure_space(p.len)?;
-                        f.write_data(off + o + at, &data, false)?;
-                        f.stats.user_bytes = user;
-                    }
-                    at += p.len;
-                }
-                f.end_op()?;
-            }
-            Ok(())
-        })
-    }
-
-    /// Counters and shape figures.
-    pub fn stats(&self) -> Stats {
-        let mut s = self.stats.clone();
-        let ts = self.tree.stats();
-        s.size = self.tree.size();
-        s.extents = self.tree.extent_count();
-        s.tree_nodes = self.tree.node_count() as u64;
-        s.segments = self.data.count();
-        s.free_segments = self.data.free_count();
-        s.used_segments = self.data.used_count();
-        s.live_bytes = self.data.live_bytes();
-        let mut data_extents = 0u64;
-        let _ = self.tree.for_each_extent(|_, e| data_extents += u64::from(!e.is_hole()));
-        s.avg_extent_bytes = if data_extents == 0 { 0.0 } else { s.live_bytes as f64 / data_extents as f64 };
-        let used = s.used_segments * self.data.capacity();
-        s.fragmentation = if used == 0 { 0.0 } else { 1.0 - s.live_bytes as f64 / used as f64 };
-        s.data_bytes_written = self.data.stats.bytes_written;
-        s.tree_bytes_written = self.tf.stats.bytes_written;
-        s.checkpoints = self.tf.stats.checkpoints;
-        s.splits = ts.splits;
-        s.merges = ts.merges;
-        s.rebases = ts.rebases;
-        s
-    }
-
-    /// Verifies every invariant: the tree's structure, the space accounting against the tree, and (when `deep`)
-    /// the checksum of every mapped byte. Problems are `Corruption`.
-    pub fn check(&mut self, deep: bool) -> Result<()> {
-        self.tree.check()?;
-        let seg = self.opts.segment_size;
-        let mut valid: HashMap<u64, u64> = HashMap::new();
-        let mut extents = Vec::new();
-        self.tree.for_each_extent(|off, e| {
-            if !e.is_hole() {
-                *valid.entry(e.addr / seg).or_default() += e.len as u64;
-                extents.push((off, e.len, e.addr));
-            }
-        })?;
-        for s in 0..self.data.count().max(valid.keys().max().map_or(0, |m| m + 1)) {
-            let want = valid.get(&s).copied().unwrap_or(0);
-            if self.data.valid(s) != want {
-                return Err(Error::corruption(
-                    "data",
-                    format!("segment {s}: accounted {} live bytes, tree maps {want}", self.data.valid(s)),
-                ));
-            }
-        }
-        for &(off, len, addr) in &extents {
-            if addr % seg + len as u64 > self.data.capacity() {
-                return Err(Error::corruption(
-                    "tree",
-                    format!("extent at {off} runs past its segment's data"),
-                ));
-            }
-            if self.data.is_free(addr / seg) {
-                return Err(Error::corruption("data", format!("extent at {off} maps a free segment")));
-            }
-        }
-        if deep {
-            let mut buf = Vec::new();
-            for (_, len, addr) in extents {
-                buf.resize(len as usize, 0);
-                self.data.read(addr, &mut buf)?;
-            }
-        }
-        Ok(())
     }
 
     /// The file system the FlexFile lives on.
