@@ -250,6 +250,51 @@ fn point_in_time_recovery_salvages_the_writes_before_wal_damage() {
     assert_eq!(db.scan(&ReadOptions::default(), b"key", b"key\xff", usize::MAX).unwrap().len(), got.len());
 }
 
+/// A WAL record whose checksum holds but whose write batch does not decode is corruption to a strict open; a
+/// point-in-time open keeps the writes before it and drops it and everything after it.
+#[test]
+fn regression_point_in_time_recovery_stops_at_an_undecodable_batch() {
+    let (crashed, wal, keys) = killed_after_a_final_sync(40);
+    let path = Path::new("/db").join(&wal);
+    let len = crashed.open(&path, OpenMode::ReadOnly).unwrap().len().unwrap();
+    let file = crashed.open(&path, OpenMode::ReadWrite).unwrap();
+    let mut w = lsm::wal::LogWriter::new(file, len);
+    // Header (sequence, count 1), then a put whose key length runs past the record.
+    let mut bad = 41u64.to_le_bytes().to_vec();
+    bad.extend_from_slice(&1u32.to_le_bytes());
+    bad.extend_from_slice(&[1, 200, b'k']);
+    w.add_record(&bad).unwrap();
+    let mut later = lsm::batch::WriteBatch::new();
+    later.put(b"later", b"x");
+    let mut good = later.data().to_vec();
+    good[..8].copy_from_slice(&42u64.to_le_bytes());
+    w.add_record(&good).unwrap();
+    w.sync().unwrap();
+    drop(w);
+    let fs: Arc<dyn Fs> = Arc::new(crashed);
+    let strict = Options { create_if_missing: false, ..opts() };
+    let e = Db::open(fs.clone(), "/db", strict.clone()).unwrap_err();
+    assert!(e.is_corruption(), "{e}");
+    let salvage = Options { wal_recovery: lsm::WalRecovery::PointInTime, ..strict.clone() };
+    let db = Db::open(fs.clone(), "/db", salvage).unwrap();
+    let got: Vec<Vec<u8>> = db
+        .scan(&ReadOptions::default(), b"", b"\xff", usize::MAX)
+        .unwrap()
+        .into_iter()
+        .map(|(k, _)| k)
+        .collect();
+    assert_eq!(got, keys);
+    let r = db.recovery().clone();
+    assert_eq!(r.records, keys.len() as u64);
+    assert!(r.dropped_bytes >= (bad.len() + good.len()) as u64, "{r:?}");
+    assert!(r.stopped_at.as_deref().is_some_and(|s| s.contains("does not decode")), "{r:?}");
+    assert!(r.salvaged.is_some(), "{r:?}");
+    db.close().unwrap();
+    let db = Db::open(fs, "/db", strict).unwrap();
+    assert_eq!(db.get(b"later").unwrap(), None);
+    assert_eq!(db.scan(&ReadOptions::default(), b"", b"\xff", usize::MAX).unwrap().len(), keys.len());
+}
+
 /// A database that took `n` puts (`key0000`, ... in order), only the last one synced, and was killed right after
 /// it: the crashed file system, the name of its WAL, and the keys in order.
 fn killed_after_a_final_sync(n: u32) -> (vfs::CrashFs, String, Vec<Vec<u8>>) {

@@ -106,9 +106,21 @@ impl Db {
         for (i, &l) in logs.iter().enumerate() {
             let name = filename::log_name(l);
             let mut r = LogReader::open(&*fs, &dir.join(&name), &name)?;
+            // A record whose checksum holds but whose batch does not decode (a writer's bug, or damage the
+            // CRC missed): strict opens refuse it; point-in-time recovery stops before it.
+            let mut undecodable = None;
+            let mut start = r.offset();
             while let Some(rec) = r.next_record() {
+                let b = match WriteBatch::from_data(rec, &name) {
+                    Ok(b) => b,
+                    Err(e) if opts.wal_recovery == WalRecovery::PointInTime => {
+                        undecodable = Some(e);
+                        break;
+                    }
+                    Err(e) => return Err(e),
+                };
                 recovery.records += 1;
-                let b = WriteBatch::from_data(rec, &name)?;
+                start = r.offset();
                 apply_batch(&mem, &*range_deletes, &b)?;
                 last_seq = last_seq.max(b.seq() + u64::from(b.count()).saturating_sub(1));
                 if mem.approx_size() >= opts.write_buffer_size {
@@ -118,7 +130,16 @@ impl Db {
             }
             // Only the newest WAL can end in a torn append: older ones were synced before the next was started.
             // In the newest, damage that a later sync mark shows had been synced is corruption too.
-            let checked = if i + 1 < logs.len() { r.check_complete() } else { r.check_durable() };
+            let checked = if let Some(e) = undecodable {
+                recovery.dropped_bytes += (r.offset() + r.unread_bytes() - start) as u64;
+                recovery.stopped_at =
+                    Some(format!("{name}: a write batch that does not decode at offset {start}"));
+                Err(e)
+            } else if i + 1 < logs.len() {
+                r.check_complete()
+            } else {
+                r.check_durable()
+            };
             if let Some(why) = r.tail_dropped() {
                 recovery.dropped_bytes += r.unread_bytes() as u64;
                 recovery.stopped_at = Some(format!("{name}: {why}"));
