@@ -8,7 +8,8 @@ use std::sync::Arc;
 use flexdb::wal::Op;
 use flexdb::{Db, Options, WriteOptions};
 
-use crate::kv::{KvEngine, KvError, KvResult, Update, session};
+use crate::kv_engine::{KvEngine, KvError, KvResult, Update};
+use crate::kv_session::session;
 use crate::tokens::show;
 
 /// Arguments of `rangedb flexdb`.
@@ -310,7 +311,7 @@ pub fn open_engine(
 ) -> KvResult<Box<dyn KvEngine>> {
     let fs: Arc<dyn vfs::Fs> = Arc::new(vfs::OsFs::new());
     let db = Db::open(fs, dir, Options { wal_recovery: recovery, ..opts.options(create) })?;
-    crate::kv::report_salvage(db.salvaged(), db.stats().wal_tail_dropped_bytes);
+    crate::kv_engine::report_salvage(db.salvaged(), db.stats().wal_tail_dropped_bytes);
     Ok(Box::new(FlexdbEngine { db }))
 }
 

@@ -85,7 +85,7 @@ enum Reply {
 
 fn err(e: Error) -> Reply {
     let kind = e.kind_name();
-    Reply::Err(kind, crate::kv::err_message(kind, &e.to_string()))
+    Reply::Err(kind, crate::kv_engine::err_message(kind, &e.to_string()))
 }
 
 /// Runs one shell session: a reply line per command line.

@@ -3,7 +3,8 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use crate::kv::{ExecArgs, KvEngine, KvError, KvResult, Update};
+use crate::kv_args::ExecArgs;
+use crate::kv_engine::{KvEngine, KvError, KvResult, Update};
 
 struct LsmEngine {
     db: lsm::Db,
@@ -128,6 +129,6 @@ pub(crate) fn open_lsm(a: &ExecArgs, recovery: vfs::torn::WalRecovery) -> KvResu
     o.wal_recovery = recovery;
     let fs: Arc<dyn vfs::Fs> = Arc::new(vfs::OsFs::new());
     let db = lsm::Db::open(fs, &a.dir, o)?;
-    crate::kv::report_salvage(db.recovery().salvaged.as_deref(), db.recovery().dropped_bytes);
+    crate::kv_engine::report_salvage(db.recovery().salvaged.as_deref(), db.recovery().dropped_bytes);
     Ok(Box::new(LsmEngine { db, snaps: HashMap::new(), next_snap: 0 }))
 }

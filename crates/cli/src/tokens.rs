@@ -3,7 +3,7 @@
 
 use std::io::BufRead;
 
-use crate::kv::{KvError, KvResult};
+use crate::kv_engine::{KvError, KvResult};
 
 /// Decodes a key or value token.
 pub fn decode_token(t: &str) -> KvResult<Vec<u8>> {
