@@ -1,5 +1,6 @@
 //! Byte layouts of the store's files (specified in `docs/formats/blockstore.md`). All integers little-endian;
-//! every record, header and unit carries a CRC32C.
+//! every record, header and unit carries a CRC32C. The index checkpoint is in `format/checkpoint.rs`, compression
+//! units in `format/unit.rs`.
 
 use crate::{Error, Result};
 

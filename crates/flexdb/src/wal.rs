@@ -491,6 +491,30 @@ mod tests {
         }
     }
 
+    /// A record whose checksum holds but whose payload does not decode is corruption to a strict read, and ends
+    /// the log for a salvaging one, which keeps the batches before it.
+    #[test]
+    fn an_undecodable_record_with_a_good_checksum_ends_a_salvaged_log() {
+        use vfs::Fs;
+        let values: Vec<&[u8]> = vec![b"aaaa", b"bbbb"];
+        let (_, mut bytes) = log_of(&values, &[1], false);
+        let payload = [0xEEu8, 1, b'k'];
+        let mut rec = vec![0u8; 8];
+        rec[4..8].copy_from_slice(&(payload.len() as u32).to_le_bytes());
+        rec.extend_from_slice(&payload);
+        let crc = vfs::crc32c::crc32c(&rec[4..]);
+        rec[..4].copy_from_slice(&crc.to_le_bytes());
+        bytes.extend_from_slice(&rec);
+        let e = replay(&bytes).unwrap_err();
+        assert!(e.to_string().contains("unknown opcode"), "{e}");
+        let fs = vfs::MemFs::new();
+        fs.open(Path::new("/w"), vfs::OpenMode::CreateNew).unwrap().write_all_at(&bytes, 0).unwrap();
+        let r = read_log_salvaging(&fs, Path::new("/w"), true).unwrap();
+        assert_eq!(r.batches.len(), 2);
+        assert_eq!(r.dropped_bytes, rec.len() as u64);
+        assert!(r.salvaged.as_deref().is_some_and(|s| s.contains("unknown opcode")), "{:?}", r.salvaged);
+    }
+
     /// A writer whose write failed writes nothing more, not even the seal's mark: a failed write may have left
     /// part of its bytes, and a later write at the same offset would cover only some of them, leaving damage that
     /// reads as corruption rather than as a torn tail.

@@ -1,4 +1,5 @@
-//! Sorted string tables: the builder that writes one and the reader that serves gets and iterators.
+//! Sorted string tables: the builder that writes one (`table/builder.rs`), the reader that serves gets, and its
+//! iterator (`table/iter.rs`).
 //!
 //! File layout (docs/formats/sst.md):
 //! ```text

@@ -132,8 +132,9 @@ impl Db {
             // In the newest, damage that a later sync mark shows had been synced is corruption too.
             let checked = if let Some(e) = undecodable {
                 recovery.dropped_bytes += (r.offset() + r.unread_bytes() - start) as u64;
-                recovery.stopped_at =
-                    Some(format!("{name}: a write batch that does not decode at offset {start}"));
+                recovery.stopped_at = Some(format!(
+                    "{name}: the record at or after offset {start} holds a write batch that does not decode"
+                ));
                 Err(e)
             } else if i + 1 < logs.len() {
                 r.check_complete()
