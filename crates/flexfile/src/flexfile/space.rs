@@ -9,7 +9,8 @@ use crate::flextree::HOLE;
 use crate::log::Op;
 
 impl FlexFile {
-    /// Garbage-collects before an operation writing `n` bytes (see the type comment for the policy).
+    /// Garbage-collects before an operation writing `n` bytes (the policy is in the module comment of
+    /// `flexfile.rs`).
     pub(super) fn ensure_space(&mut self, n: u64) -> Result<()> {
         let cap = self.data.capacity();
         let need = n.div_ceil(cap) + 1;
