@@ -223,17 +223,7 @@ fn point_in_time_recovery_salvages_the_writes_before_wal_damage() {
     file.write_all_at(&[b[0] ^ 0x10], len / 2).unwrap();
     file.sync_data().unwrap();
     let fs: Arc<dyn Fs> = Arc::new(crashed);
-    let strict = Options { create_if_missing: false, ..opts() };
-    let e = Db::open(fs.clone(), "/db", strict.clone()).unwrap_err();
-    assert!(e.is_corruption(), "{e}");
-    let salvage = Options { wal_recovery: lsm::WalRecovery::PointInTime, ..strict.clone() };
-    let db = Db::open(fs.clone(), "/db", salvage).unwrap();
-    let got: Vec<Vec<u8>> = db
-        .scan(&ReadOptions::default(), b"", b"\xff", usize::MAX)
-        .unwrap()
-        .into_iter()
-        .map(|(k, _)| k)
-        .collect();
+    let (db, got, strict) = refused_then_salvaged(&fs);
     assert!(!got.is_empty() && got.len() < keys.len(), "{} of {}", got.len(), keys.len());
     assert_eq!(got, keys[..got.len()]);
     let r = db.recovery().clone();
@@ -272,17 +262,7 @@ fn regression_point_in_time_recovery_stops_at_an_undecodable_batch() {
     w.sync().unwrap();
     drop(w);
     let fs: Arc<dyn Fs> = Arc::new(crashed);
-    let strict = Options { create_if_missing: false, ..opts() };
-    let e = Db::open(fs.clone(), "/db", strict.clone()).unwrap_err();
-    assert!(e.is_corruption(), "{e}");
-    let salvage = Options { wal_recovery: lsm::WalRecovery::PointInTime, ..strict.clone() };
-    let db = Db::open(fs.clone(), "/db", salvage).unwrap();
-    let got: Vec<Vec<u8>> = db
-        .scan(&ReadOptions::default(), b"", b"\xff", usize::MAX)
-        .unwrap()
-        .into_iter()
-        .map(|(k, _)| k)
-        .collect();
+    let (db, got, strict) = refused_then_salvaged(&fs);
     assert_eq!(got, keys);
     let r = db.recovery().clone();
     assert_eq!(r.records, keys.len() as u64);
@@ -293,6 +273,23 @@ fn regression_point_in_time_recovery_stops_at_an_undecodable_batch() {
     let db = Db::open(fs, "/db", strict).unwrap();
     assert_eq!(db.get(b"later").unwrap(), None);
     assert_eq!(db.scan(&ReadOptions::default(), b"", b"\xff", usize::MAX).unwrap().len(), keys.len());
+}
+
+/// Checks that a strict open of `/db` on `fs` reports corruption, then opens it with point-in-time recovery:
+/// the salvaged database, its keys in order, and the strict options for later opens.
+fn refused_then_salvaged(fs: &Arc<dyn Fs>) -> (Db, Vec<Vec<u8>>, Options) {
+    let strict = Options { create_if_missing: false, ..opts() };
+    let e = Db::open(fs.clone(), "/db", strict.clone()).unwrap_err();
+    assert!(e.is_corruption(), "{e}");
+    let salvage = Options { wal_recovery: lsm::WalRecovery::PointInTime, ..strict.clone() };
+    let db = Db::open(fs.clone(), "/db", salvage).unwrap();
+    let keys = db
+        .scan(&ReadOptions::default(), b"", b"\xff", usize::MAX)
+        .unwrap()
+        .into_iter()
+        .map(|(k, _)| k)
+        .collect();
+    (db, keys, strict)
 }
 
 /// A database that took `n` puts (`key0000`, ... in order), only the last one synced, and was killed right after
