@@ -1,6 +1,7 @@
 //! `rangedb flexdb exec` (the kv shell of the kv-shell spec on the FlexDB engine) and `rangedb flexdb inspect`
 //! (open a store, check it deeply, print its counters).
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -229,22 +230,25 @@ fn stats_json(db: &Db) -> String {
     format!("{{{}}}", fields.join(","))
 }
 
-/// FlexDB behind the kv shell. FlexDB has no snapshots, and a range delete is its own operation (a collapse of
-/// the table's covered bytes), so it cannot share a batch with other writes.
+/// FlexDB behind the kv shell, with snapshots by shell id.
 struct FlexdbEngine {
     db: Db,
+    snaps: HashMap<u64, flexdb::Snapshot>,
+}
+
+impl FlexdbEngine {
+    fn new(db: Db) -> FlexdbEngine {
+        FlexdbEngine { db, snaps: HashMap::new() }
+    }
+
+    fn snap(&self, id: u64) -> KvResult<&flexdb::Snapshot> {
+        self.snaps.get(&id).ok_or_else(|| KvError::new("invalid", format!("no snapshot {id}")))
+    }
 }
 
 impl From<flexdb::Error> for KvError {
     fn from(e: flexdb::Error) -> Self {
         KvError::new(e.kind_name(), e.to_string())
-    }
-}
-
-fn no_snapshots(snap: Option<u64>) -> KvResult<()> {
-    match snap {
-        None => Ok(()),
-        Some(_) => Err(KvError::new("unsupported", "snapshots are not supported by flexdb")),
     }
 }
 
@@ -261,8 +265,10 @@ impl KvEngine for FlexdbEngine {
         Ok(self.db.write(ops, WriteOptions { sync })?)
     }
     fn get(&mut self, k: &[u8], snap: Option<u64>) -> KvResult<Option<Vec<u8>>> {
-        no_snapshots(snap)?;
-        Ok(self.db.get(k)?)
+        match snap {
+            Some(id) => Ok(self.db.get_at(k, self.snap(id)?)?),
+            None => Ok(self.db.get(k)?),
+        }
     }
     fn scan(
         &mut self,
@@ -272,17 +278,26 @@ impl KvEngine for FlexdbEngine {
         rev: bool,
         snap: Option<u64>,
     ) -> KvResult<Vec<(Vec<u8>, Vec<u8>)>> {
-        no_snapshots(snap)?;
+        let snap = snap.map(|id| self.snap(id)).transpose()?;
         if a >= b {
             return Ok(Vec::new());
         }
-        Ok(self.db.scan(a, Some(b), limit, rev)?)
+        match snap {
+            Some(s) => Ok(self.db.scan_at(a, Some(b), limit, rev, s)?),
+            None => Ok(self.db.scan(a, Some(b), limit, rev)?),
+        }
     }
     fn snapshot(&mut self) -> KvResult<u64> {
-        no_snapshots(Some(0)).map(|_| 0)
+        let s = self.db.snapshot();
+        let id = s.id();
+        self.snaps.insert(id, s);
+        Ok(id)
     }
-    fn release(&mut self, _id: u64) -> KvResult<()> {
-        no_snapshots(Some(0))
+    fn release(&mut self, id: u64) -> KvResult<()> {
+        match self.snaps.remove(&id) {
+            Some(_) => Ok(()),
+            None => Err(KvError::new("invalid", format!("no snapshot {id}"))),
+        }
     }
     fn flush(&mut self) -> KvResult<()> {
         Ok(self.db.flush()?)
@@ -298,7 +313,9 @@ impl KvEngine for FlexdbEngine {
         Ok(stats_json(&self.db))
     }
     fn close(self: Box<Self>) -> KvResult<()> {
-        Ok(self.db.close()?)
+        let FlexdbEngine { db, snaps } = *self;
+        drop(snaps);
+        Ok(db.close()?)
     }
 }
 
@@ -312,7 +329,7 @@ pub fn open_engine(
     let fs: Arc<dyn vfs::Fs> = Arc::new(vfs::OsFs::new());
     let db = Db::open(fs, dir, Options { wal_recovery: recovery, ..opts.options(create) })?;
     crate::kv_engine::report_salvage(db.salvaged(), db.stats().wal_tail_dropped_bytes);
-    Ok(Box::new(FlexdbEngine { db }))
+    Ok(Box::new(FlexdbEngine::new(db)))
 }
 
 #[cfg(test)]
@@ -324,7 +341,7 @@ mod tests {
         let fs: Arc<dyn vfs::Fs> = Arc::new(vfs::MemFs::new());
         let db =
             Db::open(fs, Path::new("db"), Options { create_if_missing: true, ..Options::tiny() }).unwrap();
-        let mut engine: Box<dyn KvEngine> = Box::new(FlexdbEngine { db });
+        let mut engine: Box<dyn KvEngine> = Box::new(FlexdbEngine::new(db));
         let script = "put a 1\nput b 0x\nget b\nget zz\nbatch 2\nput c 3\ndel a\nscan a z\nrscan a z 1\n\
                       delrange a c\nscan 0x z\nflush\nbogus\n";
         let mut out = Vec::new();
@@ -334,5 +351,29 @@ mod tests {
             out,
             "OK\nOK\n0x\nNOT_FOUND\nOK\nb 0x\nc 3\nEND 2\nc 3\nEND 1\nOK\nc 3\nEND 1\nOK\nERR parse unknown command bogus\n"
         );
+    }
+
+    #[test]
+    fn kv_session_snapshots() {
+        let fs: Arc<dyn vfs::Fs> = Arc::new(vfs::MemFs::new());
+        let db =
+            Db::open(fs, Path::new("db"), Options { create_if_missing: true, ..Options::tiny() }).unwrap();
+        let mut engine: Box<dyn KvEngine> = Box::new(FlexdbEngine::new(db));
+        let script = "put a 1\nput b 2\nsnapshot\nput a 3\nflush\ndelrange a z\nput c 4\nsnapshot\ndel c\n\
+                      get a @1\nget a\nscan a z @1\nrscan a z 1 @1\nscan a z @2\nscan a z\nrelease 1\nget b @1\n\
+                      get c @2\nrelease 1\nstats\nrelease 2\n";
+        let mut out = Vec::new();
+        session(&mut *engine, false, &mut script.as_bytes(), &mut out).unwrap();
+        let out = String::from_utf8(out).unwrap();
+        let (head, tail) = out.split_once("{").unwrap();
+        assert_eq!(
+            head,
+            "OK\nOK\nSNAPSHOT 1\nOK\nOK\nOK\nOK\nSNAPSHOT 2\nOK\n\
+             1\nNOT_FOUND\na 1\nb 2\nEND 2\nb 2\nEND 1\nc 4\nEND 1\nEND 0\nOK\nERR invalid no snapshot 1\n\
+             4\nERR invalid no snapshot 1\n"
+        );
+        assert!(tail.contains("\"snapshots\":1,"), "{tail}");
+        assert!(tail.ends_with("}\nOK\n"), "{tail}");
+        engine.close().unwrap();
     }
 }

@@ -15,6 +15,8 @@
 //! table after releasing that lock, so they retry when such a batch, or the freezing of the memtable they
 //! copied, happened meanwhile (`Inner::table_epoch`): every read sees one state of the store.
 //!
+//! Snapshots (not in the paper) keep pre-images: see `db/snapshot.rs`.
+//!
 //! Recovery (§5.4) replays every log, oldest first (by number, never by size or timestamp), into a memtable,
 //! committing it to the table before each logged range delete and at the end, syncs the table, and only then
 //! removes the logs. Replay is idempotent: logs hold blind writes, and a log is removed only after its
@@ -45,8 +47,10 @@ pub type Pair = (Vec<u8>, Vec<u8>);
 
 pub use crate::table::IntervalInfo;
 pub use read::DbIter;
+pub use snapshot::Snapshot;
 
 mod read;
+mod snapshot;
 #[cfg(test)]
 mod tests;
 
@@ -105,6 +109,12 @@ pub struct Stats {
     /// Extents of the table FlexFile: an interval read costs one positional read per extent it spans, and
     /// in-place updates split extents, so `table_extents / intervals` is what a cache miss pays.
     pub table_extents: u64,
+    /// Live snapshots.
+    pub snapshots: u64,
+    /// Pre-images the live snapshots hold (see [`Db::snapshot`]).
+    pub snapshot_preimages: u64,
+    /// Key and value bytes of those pre-images.
+    pub snapshot_preimage_bytes: u64,
 }
 
 #[derive(Default)]
@@ -160,6 +170,10 @@ struct Inner {
     /// it moved, the reader reads again. Commits of a memtable frozen before the copy need no retry: the copy
     /// holds that memtable as it is committed.
     table_epoch: AtomicU64,
+    /// Live snapshots and their pre-images (`db/snapshot.rs`). Lock order: `mem` before `snaps`.
+    snaps: RwLock<snapshot::Snapshots>,
+    /// `snaps.word()`, stored under the `snaps` write lock.
+    snap_word: AtomicU64,
     _lock: Box<dyn vfs::FileLock>,
 }
 
@@ -247,6 +261,8 @@ impl Db {
             c,
             wal_bytes: AtomicU64::new(0),
             table_epoch: AtomicU64::new(0),
+            snaps: RwLock::new(snapshot::Snapshots::default()),
+            snap_word: AtomicU64::new(0),
             _lock: lock,
         });
         let bg = inner.clone();
@@ -304,6 +320,8 @@ impl Db {
         let ranged = ops.iter().any(|op| matches!(op, Op::DeleteRange(..)));
         inner.check_bg()?;
         let mut w = inner.writer.lock();
+        // The pre-images live snapshots need, read before anything is logged so a failed read changes nothing.
+        let mut capture = self.capture(&ops)?;
         // A range delete changes the table directly, so its record is synced whatever `wo` says: the FlexFile
         // may commit the change at once (whenever its log buffer fills), and a record still in the page cache
         // could then be lost with the writes before it while the collapse survives, a state no prefix of the
@@ -313,7 +331,22 @@ impl Db {
             // The table must not change under a memtable being committed.
             inner.wait_idle()?;
         }
-        let mut m = inner.mem.write();
+        let mut m = loop {
+            let m = inner.mem.write();
+            if inner.record(capture) {
+                break m;
+            }
+            // A snapshot was taken since the pre-images were read: it needs its own.
+            drop(m);
+            capture = match self.capture(&ops) {
+                Ok(c) => c,
+                Err(e) => {
+                    // Logged but not applied: as for a failed apply below.
+                    inner.set_bg(&e);
+                    return Err(e);
+                }
+            };
+        };
         if ranged {
             // Odd while the table changes; see `Inner::table_epoch`.
             inner.table_epoch.fetch_add(1, Ordering::SeqCst);
@@ -369,6 +402,10 @@ impl Db {
         let (hits, misses) = i.table.cache_counts();
         let fs = i.table.file_stats();
         let r = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        let (snapshots, snapshot_preimages, snapshot_preimage_bytes) = {
+            let s = i.snaps.read();
+            (s.live() as u64, s.preimages, s.preimage_bytes)
+        };
         Stats {
             puts: r(&i.c.puts),
             deletes: r(&i.c.deletes),
@@ -395,6 +432,9 @@ impl Db {
             wal_tail_dropped_bytes: r(&i.c.wal_tail_dropped_bytes),
             rebuild_anchors: r(&t.rebuild_anchors),
             table_size: i.table.size(),
+            snapshots,
+            snapshot_preimages,
+            snapshot_preimage_bytes,
         }
     }
 

@@ -31,7 +31,7 @@ pub mod record;
 pub mod table;
 pub mod wal;
 
-pub use db::{Db, DbIter, Pair, Stats};
+pub use db::{Db, DbIter, Pair, Snapshot, Stats};
 pub use error::{Error, Result};
 pub use options::{Defrag, Options, WriteOptions};
 pub use vfs::torn::WalRecovery;

@@ -221,3 +221,64 @@ fn scan_beside(check: fn(&[Pair]), write: impl FnOnce(&Db)) {
     }
     assert!(db.stats().memtables_committed > 100, "{:?}", db.stats());
 }
+
+/// Snapshots taken beside the batches of the test above (range deletes, memtable commits): each sees the ten keys
+/// at one round or none, and every later read through it (scans both ways, gets, the iterator) sees exactly that,
+/// while the writer keeps rewriting and deleting the keys.
+#[test]
+fn snapshots_stay_fixed_beside_batches_range_deletes_and_commits() {
+    let opts = Options { memtable_bytes: 1024, ..Options::tiny() };
+    let db = Arc::new(Db::open(Arc::new(vfs::MemFs::new()), Path::new("db"), opts).unwrap());
+    let stop = Arc::new(AtomicBool::new(false));
+    let readers: Vec<_> = (0..2)
+        .map(|_| {
+            let (db, stop) = (db.clone(), stop.clone());
+            std::thread::spawn(move || {
+                let mut changed = 0u64;
+                while !stop.load(Ordering::Relaxed) {
+                    let snap = db.snapshot();
+                    let first = db.scan_at(b"k", Some(b"l"), 20, false, &snap).unwrap();
+                    let whole = first.is_empty()
+                        || (first.len() == 10 && first.iter().all(|(_, v)| *v == first[0].1));
+                    assert!(whole, "a snapshot saw part of a batch: {first:?}");
+                    for _ in 0..5 {
+                        let mut back = db.scan_at(b"k", Some(b"l"), 20, true, &snap).unwrap();
+                        back.reverse();
+                        assert_eq!(back, first, "a snapshot's reverse scan moved");
+                        let it: Vec<Pair> =
+                            db.iter_at(b"k", Some(b"l"), false, &snap).map(|p| p.unwrap()).collect();
+                        assert_eq!(it, first, "a snapshot's iterator moved");
+                        for j in 0..10 {
+                            let k = format!("k{j}").into_bytes();
+                            let want = first.iter().find(|(x, _)| *x == k).map(|(_, v)| v.clone());
+                            assert_eq!(db.get_at(&k, &snap).unwrap(), want, "a snapshot's get moved");
+                        }
+                    }
+                    changed += u64::from(db.scan(b"k", Some(b"l"), 20, false).unwrap() != first);
+                }
+                changed
+            })
+        })
+        .collect();
+    let w = WriteOptions::default();
+    for round in 1..=2000 * scale() {
+        let mut ops = Vec::new();
+        if round % 3 == 0 {
+            ops.push(Op::DeleteRange(b"k".as_slice().into(), b"l".as_slice().into()));
+        }
+        if round % 7 != 0 {
+            let v = format!("{round:08}{:40}", "").into_bytes();
+            for j in [3, 7, 0, 9, 4, 1, 8, 2, 6, 5] {
+                ops.push(Op::Put(format!("k{j}").into_bytes().into(), v.clone().into()));
+            }
+        }
+        db.write(ops, w).unwrap();
+    }
+    stop.store(true, Ordering::Relaxed);
+    let changed: u64 = readers.into_iter().map(|r| r.join().unwrap()).sum();
+    // The store moved under the snapshots, so they were tested against something.
+    assert!(changed > 0, "no snapshot outlived a write");
+    let st = db.stats();
+    assert!(st.memtables_committed > 100, "{st:?}");
+    assert_eq!((st.snapshots, st.snapshot_preimages, st.snapshot_preimage_bytes), (0, 0, 0), "{st:?}");
+}

@@ -166,3 +166,40 @@ fn small_wal_files_are_replayed() {
     let db = Db::open(mem, dir, opts()).unwrap();
     assert_eq!(db.get(b"a").unwrap(), Some(Vec::new()));
 }
+
+/// While a snapshot is live a write first reads the values it replaces; when that read fails, the write is
+/// rejected before anything is logged, so it changes nothing and the store keeps taking writes.
+#[test]
+fn a_failed_pre_image_read_rejects_the_write_and_changes_nothing() {
+    let mem: Arc<dyn vfs::Fs> = Arc::new(vfs::MemFs::new());
+    let w = WriteOptions::default();
+    let db = Db::open(mem.clone(), Path::new("db"), opts()).unwrap();
+    for i in 0..50 {
+        db.put(format!("k{i:02}").as_bytes(), b"old", w).unwrap();
+    }
+    db.flush().unwrap();
+    db.close().unwrap();
+    // Reopened with nothing to replay, so no interval is cached: reads go to the table's file.
+    let ffs = Arc::new(FaultFs::new(mem.clone()));
+    let db = Db::open(ffs.clone(), Path::new("db"), opts()).unwrap();
+    let snap = db.snapshot();
+    let wal_before = db.stats().wal_bytes;
+    ffs.inject(Fault::after(Op::Read, 0, FaultKind::Eio).on_paths("table").persistent());
+    let e = db.put(b"k07", b"new", w).unwrap_err();
+    assert!(matches!(e, Error::Io(_)), "{e}");
+    let e = db.delete_range(b"k1", b"k3", w).unwrap_err();
+    assert!(matches!(e, Error::Io(_)), "{e}");
+    assert_eq!(db.stats().wal_bytes, wal_before, "a rejected write logs nothing");
+    ffs.clear_all();
+    assert_eq!(db.get(b"k07").unwrap().as_deref(), Some(&b"old"[..]));
+    assert_eq!(db.scan(b"k1", Some(b"k3"), 100, false).unwrap().len(), 20);
+    // Not a background error: the next write goes through, and the snapshot still reads its moment.
+    db.put(b"k07", b"new", w).unwrap();
+    assert_eq!(db.get_at(b"k07", &snap).unwrap().as_deref(), Some(&b"old"[..]));
+    assert_eq!(db.get(b"k07").unwrap().as_deref(), Some(&b"new"[..]));
+    drop(snap);
+    db.close().unwrap();
+    let db = Db::open(mem, Path::new("db"), opts()).unwrap();
+    assert_eq!(db.get(b"k07").unwrap().as_deref(), Some(&b"new"[..]));
+    assert_eq!(db.scan(b"", None, 100, false).unwrap().len(), 50);
+}

@@ -1,5 +1,5 @@
 //! Model-based randomized tests: FlexDB against a `BTreeMap`, with reopens, range deletes, batches that mix
-//! both kinds of delete with puts, and scans.
+//! both kinds of delete with puts, and scans; and the same with snapshots read against copies of the model.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -8,7 +8,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use flexdb::wal::Op;
-use flexdb::{Db, Options, WriteOptions};
+use flexdb::{Db, Options, Pair, Snapshot, WriteOptions};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
@@ -72,7 +72,72 @@ fn check_all(db: &Db, model: &BTreeMap<Vec<u8>, Vec<u8>>, seed: u64, step: usize
     assert!(got == want, "seed {seed} step {step}: full scan differs");
 }
 
-fn run(seed: u64) {
+/// What a scan of `model` must return.
+fn model_scan(
+    model: &BTreeMap<Vec<u8>, Vec<u8>>,
+    a: &[u8],
+    b: &[u8],
+    limit: usize,
+    reverse: bool,
+) -> Vec<Pair> {
+    if a >= b {
+        return Vec::new();
+    }
+    let it = model.range(a.to_vec()..).take_while(|(k, _)| k.as_slice() < b);
+    let pairs = it.map(|(k, v)| (k.clone(), v.clone()));
+    if reverse {
+        pairs.collect::<Vec<_>>().into_iter().rev().take(limit).collect()
+    } else {
+        pairs.take(limit).collect()
+    }
+}
+
+/// Live snapshots with the model as it was when each was taken.
+type Snaps = Vec<(Snapshot, BTreeMap<Vec<u8>, Vec<u8>>)>;
+
+/// One snapshot step: take one (at most six live), release one, or read through one against its copy.
+fn snapshot_step(
+    db: &Db,
+    snaps: &mut Snaps,
+    model: &BTreeMap<Vec<u8>, Vec<u8>>,
+    rng: &mut SmallRng,
+    at: &str,
+) {
+    match rng.random_range(0..10) {
+        0..3 if snaps.len() < 6 => snaps.push((db.snapshot(), model.clone())),
+        0..3 => {}
+        3..5 if !snaps.is_empty() => {
+            let i = rng.random_range(0..snaps.len());
+            snaps.remove(i);
+        }
+        3..5 => {}
+        _ if snaps.is_empty() => {}
+        r => {
+            let (snap, want) = &snaps[rng.random_range(0..snaps.len())];
+            let a = key(rng, 600);
+            if r < 7 {
+                assert_eq!(
+                    db.get_at(&a, snap).unwrap(),
+                    want.get(&a).cloned(),
+                    "{at}: get {a:?} at {snap:?}"
+                );
+            } else {
+                let b = key(rng, 600);
+                let (limit, reverse) = (rng.random_range(1..40), rng.random_bool(0.3));
+                let got = db.scan_at(&a, Some(&b), limit, reverse, snap).unwrap();
+                let expect = model_scan(want, &a, &b, limit, reverse);
+                assert!(got == expect, "{at}: scan {a:?}..{b:?} limit {limit} rev {reverse} at {snap:?}");
+            }
+        }
+    }
+    let st = db.stats();
+    assert_eq!(st.snapshots, snaps.len() as u64, "{at}: live snapshots");
+    if snaps.is_empty() {
+        assert_eq!((st.snapshot_preimages, st.snapshot_preimage_bytes), (0, 0), "{at}: pre-images left");
+    }
+}
+
+fn run(seed: u64, snapshots: bool) {
     let fs: Arc<dyn vfs::Fs> = Arc::new(vfs::MemFs::new());
     let dir = Path::new("db");
     let mut opts = Options::tiny();
@@ -88,7 +153,11 @@ fn run(seed: u64) {
     let steps = 12000 * scale();
     // Counters restart at every open: (memtables committed, interval splits) of the closed instances.
     let mut earlier = (0u64, 0u64);
+    let mut snaps: Snaps = Vec::new();
     for step in 0..steps {
+        if snapshots {
+            snapshot_step(&db, &mut snaps, &model, &mut rng, &format!("seed {seed} step {step}"));
+        }
         match rng.random_range(0..100) {
             0..42 => {
                 let (k, v) = (key(&mut rng, 600), value(&mut rng));
@@ -124,19 +193,7 @@ fn run(seed: u64) {
                 let reverse = rng.random_bool(0.3);
                 let b = key(&mut rng, 600);
                 let got = db.scan(&a, Some(&b), limit, reverse).unwrap();
-                let it = model.range(a.clone()..).take_while(|(k, _)| **k < b);
-                let want: Vec<_> = if a >= b {
-                    Vec::new()
-                } else if reverse {
-                    it.collect::<Vec<_>>()
-                        .into_iter()
-                        .rev()
-                        .take(limit)
-                        .map(|(k, v)| (k.clone(), v.clone()))
-                        .collect()
-                } else {
-                    it.take(limit).map(|(k, v)| (k.clone(), v.clone())).collect()
-                };
+                let want = model_scan(&model, &a, &b, limit, reverse);
                 assert!(
                     got == want,
                     "seed {seed} step {step}: scan {a:?}..{b:?} limit {limit} rev {reverse}"
@@ -149,6 +206,10 @@ fn run(seed: u64) {
                 db.close().unwrap();
                 db = Db::open(fs.clone(), dir, opts.clone()).unwrap();
                 check_all(&db, &model, seed, step);
+                // Snapshots do not survive a reopen: their handles are refused by the new instance.
+                for (snap, _) in snaps.drain(..) {
+                    assert!(matches!(db.get_at(b"k", &snap), Err(flexdb::Error::InvalidArgument(_))));
+                }
             }
         }
     }
@@ -168,7 +229,14 @@ fn run(seed: u64) {
 #[test]
 fn randomized_against_btreemap() {
     for seed in seeds() {
-        run(seed);
+        run(seed, false);
+    }
+}
+
+#[test]
+fn snapshots_randomized_against_model_copies() {
+    for seed in seeds() {
+        run(seed, true);
     }
 }
 

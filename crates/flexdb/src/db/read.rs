@@ -10,19 +10,26 @@ use bptree::ByteKey;
 use crate::error::Result;
 use crate::memtable::MemValue;
 
-use super::{Db, Pair};
+use super::{Db, Pair, Snapshot};
 
 impl Db {
     /// The value of `key`, or `None`.
     pub fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        self.inner.c.gets.fetch_add(1, Ordering::Relaxed);
+        self.read_current(key, true)
+    }
+
+    /// [`Db::get`], counted in the statistics only when `count` (snapshots read pre-images through it too).
+    pub(super) fn read_current(&self, key: &[u8], count: bool) -> Result<Option<Vec<u8>>> {
         let inner = &self.inner;
-        inner.c.gets.fetch_add(1, Ordering::Relaxed);
         let probe = ByteKey::probe(key);
         loop {
             let (imm, epoch) = {
                 let m = inner.mem.read();
                 if let Some(v) = m.active.get(&probe) {
-                    inner.c.memtable_hits.fetch_add(1, Ordering::Relaxed);
+                    if count {
+                        inner.c.memtable_hits.fetch_add(1, Ordering::Relaxed);
+                    }
                     return Ok(v.as_value().map(<[u8]>::to_vec));
                 }
                 (m.imm.as_ref().map(|(t, _)| t.clone()), inner.table_epoch.load(Ordering::SeqCst))
@@ -30,7 +37,9 @@ impl Db {
             if let Some(t) = imm
                 && let Some(v) = t.get(&probe)
             {
-                inner.c.memtable_hits.fetch_add(1, Ordering::Relaxed);
+                if count {
+                    inner.c.memtable_hits.fetch_add(1, Ordering::Relaxed);
+                }
                 return Ok(v.as_value().map(<[u8]>::to_vec));
             }
             #[cfg(test)]
@@ -198,7 +207,7 @@ impl Db {
 
     /// An iterator over live pairs with `start <= key < end` (`end = None`: unbounded), forward or reverse. It
     /// pages through the store with [`Db::scan`] (`page` pairs at a time), so it sees writes made between pages
-    /// (no snapshot isolation) but never yields a key twice or out of order.
+    /// (for one state of the store, use [`Db::iter_at`]) but never yields a key twice or out of order.
     pub fn iter(&self, start: &[u8], end: Option<&[u8]>, reverse: bool) -> DbIter<'_> {
         DbIter {
             db: self,
@@ -208,6 +217,7 @@ impl Db {
             buf: std::collections::VecDeque::new(),
             done: false,
             page: 64,
+            snap: None,
         }
     }
 }
@@ -232,6 +242,8 @@ pub struct DbIter<'a> {
     buf: std::collections::VecDeque<(Vec<u8>, Vec<u8>)>,
     done: bool,
     page: usize,
+    /// Read at this snapshot ([`Db::iter_at`]).
+    pub(super) snap: Option<&'a Snapshot>,
 }
 
 impl DbIter<'_> {
@@ -255,7 +267,11 @@ impl Iterator for DbIter<'_> {
 
     fn next(&mut self) -> Option<Self::Item> {
         if self.buf.is_empty() && !self.done {
-            match self.db.scan(&self.lo, self.hi.as_deref(), self.page, self.reverse) {
+            let page = match self.snap {
+                Some(s) => self.db.scan_at(&self.lo, self.hi.as_deref(), self.page, self.reverse, s),
+                None => self.db.scan(&self.lo, self.hi.as_deref(), self.page, self.reverse),
+            };
+            match page {
                 Ok(v) => {
                     self.done = v.len() < self.page;
                     if let Some((k, _)) = v.last() {

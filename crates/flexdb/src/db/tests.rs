@@ -209,3 +209,145 @@ fn regression_unlimited_scan_from_inside_an_interval() {
         assert_eq!(rev, keys[..i].iter().rev().cloned().collect::<Vec<_>>());
     }
 }
+
+// Snapshots (`db/snapshot.rs`).
+
+fn get_at(db: &Db, k: &[u8], s: &Snapshot) -> Option<Vec<u8>> {
+    db.get_at(k, s).unwrap()
+}
+
+fn keys_at(db: &Db, s: &Snapshot) -> Vec<Vec<u8>> {
+    db.scan_at(b"", None, usize::MAX, false, s).unwrap().into_iter().map(|p| p.0).collect()
+}
+
+/// Every kind of write after a snapshot, on keys in the active memtable, the immutable one and the table.
+#[test]
+fn a_snapshot_reads_the_store_as_it_was_through_every_kind_of_write() {
+    let db = open();
+    let w = WriteOptions::default();
+    db.put(b"t1", b"table", w).unwrap();
+    db.put(b"t2", b"table", w).unwrap();
+    db.flush().unwrap();
+    db.put(b"m1", b"mem", w).unwrap();
+    db.put(b"m2", b"", w).unwrap();
+    let s = db.snapshot();
+    db.put(b"t1", b"new", w).unwrap();
+    db.delete(b"m1", w).unwrap();
+    db.put(b"n", b"born later", w).unwrap();
+    db.write(vec![Op::DeleteRange(b"m".as_slice().into(), b"t2".as_slice().into()), put(b"m2", b"x")], w)
+        .unwrap();
+    db.flush().unwrap();
+    db.delete_range(b"t", b"u", w).unwrap();
+    assert_eq!(db.scan(b"", None, 10, false).unwrap(), vec![(b"m2".to_vec(), b"x".to_vec())]);
+    assert_eq!(get_at(&db, b"t1", &s).as_deref(), Some(&b"table"[..]));
+    assert_eq!(get_at(&db, b"m2", &s).as_deref(), Some(&b""[..]), "an empty value is a value");
+    assert_eq!(get_at(&db, b"n", &s), None, "a key written after the snapshot");
+    let want: Vec<Pair> = [("m1", "mem"), ("m2", ""), ("t1", "table"), ("t2", "table")]
+        .iter()
+        .map(|(k, v)| (k.as_bytes().to_vec(), v.as_bytes().to_vec()))
+        .collect();
+    assert_eq!(db.scan_at(b"", None, 10, false, &s).unwrap(), want);
+    let mut rev = db.scan_at(b"a", Some(b"t2"), 2, true, &s).unwrap();
+    rev.reverse();
+    assert_eq!(rev, want[1..3]);
+    let it: Vec<Pair> = db.iter_at(b"", None, false, &s).map(|p| p.unwrap()).collect();
+    assert_eq!(it, want);
+    // A key written twice after the snapshot holds one pre-image: the value before the first write.
+    let st = db.stats();
+    assert_eq!((st.snapshots, st.snapshot_preimages), (1, 5), "{st:?}");
+    assert_eq!(st.snapshot_preimage_bytes, [2 + 5, 2 + 3, 1, 2, 2 + 5].iter().sum::<u64>());
+    drop(s);
+    let st = db.stats();
+    assert_eq!((st.snapshots, st.snapshot_preimages, st.snapshot_preimage_bytes), (0, 0, 0));
+}
+
+/// Three snapshots with writes between them; releasing the middle one hands its pre-images to the older one,
+/// releasing the oldest drops its own, and each remaining snapshot still reads its moment.
+#[test]
+fn releasing_a_snapshot_keeps_the_others_whole() {
+    let db = open();
+    let w = WriteOptions::default();
+    let v = |i: u8| vec![b'0' + i];
+    db.put(b"a", &v(0), w).unwrap();
+    let s1 = db.snapshot();
+    db.put(b"a", &v(1), w).unwrap();
+    db.put(b"b", &v(1), w).unwrap();
+    let s2 = db.snapshot();
+    db.put(b"b", &v(2), w).unwrap();
+    db.put(b"c", &v(2), w).unwrap();
+    let s3 = db.snapshot();
+    db.delete_range(b"a", b"z", w).unwrap();
+    let read = |s: &Snapshot| (get_at(&db, b"a", s), get_at(&db, b"b", s), get_at(&db, b"c", s));
+    assert_eq!(read(&s1), (Some(v(0)), None, None));
+    assert_eq!(read(&s2), (Some(v(1)), Some(v(1)), None));
+    assert_eq!(read(&s3), (Some(v(1)), Some(v(2)), Some(v(2))));
+    assert_eq!(db.stats().snapshot_preimages, 2 + 2 + 3);
+    drop(s2);
+    assert_eq!(read(&s1), (Some(v(0)), None, None));
+    assert_eq!(read(&s3), (Some(v(1)), Some(v(2)), Some(v(2))));
+    // s1 holds a and b, s2 held b and c: s1's b wins, s2's c joins it.
+    assert_eq!(db.stats().snapshot_preimages, 3 + 3);
+    drop(s1);
+    assert_eq!(read(&s3), (Some(v(1)), Some(v(2)), Some(v(2))));
+    assert_eq!(keys_at(&db, &s3), vec![b"a".to_vec(), b"b".to_vec(), b"c".to_vec()]);
+    assert_eq!(db.stats().snapshot_preimages, 3);
+    drop(s3);
+    assert_eq!(db.stats().snapshot_preimages, 0);
+}
+
+/// A snapshot with more pre-images than the older one it is merged into (the merge goes the other way round).
+#[test]
+fn releasing_a_snapshot_larger_than_its_elder_keeps_the_elders_pre_images() {
+    let db = open();
+    let w = WriteOptions::default();
+    db.put(b"k0", b"old", w).unwrap();
+    let s1 = db.snapshot();
+    db.put(b"k0", b"mid", w).unwrap();
+    let s2 = db.snapshot();
+    for i in 0..20 {
+        db.put(format!("k{i}").as_bytes(), b"new", w).unwrap();
+    }
+    assert_eq!(db.stats().snapshot_preimages, 1 + 20);
+    drop(s2);
+    let st = db.stats();
+    assert_eq!(st.snapshot_preimages, 20);
+    // k0 "old" (5 bytes; s2's k0 "mid" went), k1..k9 and k10..k19 absent (2 and 3 bytes of key each).
+    assert_eq!(st.snapshot_preimage_bytes, 5 + 9 * 2 + 10 * 3);
+    assert_eq!(get_at(&db, b"k0", &s1).as_deref(), Some(&b"old"[..]));
+    assert_eq!(keys_at(&db, &s1), vec![b"k0".to_vec()]);
+}
+
+/// A snapshot read that read the current value just before a write changed it finds the write's pre-image.
+#[test]
+fn a_snapshot_get_across_a_write_reads_the_snapshot() {
+    let db = Arc::new(open());
+    let w = WriteOptions::default();
+    db.put(b"a", b"old", w).unwrap();
+    db.flush().unwrap();
+    let got = read_across(
+        &db,
+        |db| {
+            let s = db.snapshot();
+            (db.get_at(b"a", &s).unwrap(), db.scan_at(b"", None, 10, false, &s).unwrap())
+        },
+        |db| {
+            db.write(
+                vec![Op::DeleteRange(b"a".as_slice().into(), b"c".as_slice().into()), put(b"b", b"x")],
+                w,
+            )
+            .unwrap()
+        },
+    );
+    assert_eq!(got.0.as_deref(), Some(&b"old"[..]));
+    assert_eq!(got.1, vec![(b"a".to_vec(), b"old".to_vec())]);
+}
+
+#[test]
+fn a_snapshot_of_another_store_is_an_invalid_argument() {
+    let (a, b) = (open(), open());
+    let s = a.snapshot();
+    assert!(matches!(b.get_at(b"k", &s), Err(Error::InvalidArgument(_))));
+    assert!(matches!(b.scan_at(b"", None, 1, false, &s), Err(Error::InvalidArgument(_))));
+    assert!(a.get_at(b"k", &s).unwrap().is_none());
+    assert_eq!(b.snapshot().id(), 1, "ids count per store");
+}
