@@ -3,9 +3,10 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Output};
+
+mod common;
 
 fn rangedb(args: &[&str], path: &Path) -> Output {
     Command::new(env!("CARGO_BIN_EXE_rangedb")).args(args).arg(path).output().unwrap()
@@ -25,18 +26,8 @@ fn make_db(dir: &Path) {
 /// [`make_db`] with extra `kv exec` flags.
 fn make_db_with(dir: &Path, flags: &[&str]) {
     let script = "put a 1\nput b 2\nput c 3\nput d 4\ndelrange b c\nflush\nput e 5\ndel a\n";
-    let mut child = Command::new(env!("CARGO_BIN_EXE_rangedb"))
-        .args(["kv", "exec", "--engine", "lsm", "--create", "--sync"])
-        .args(flags)
-        .arg("--dir")
-        .arg(dir)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child.stdin.take().unwrap().write_all(script.as_bytes()).unwrap();
-    let out = child.wait_with_output().unwrap();
+    let flags: Vec<&str> = ["--sync"].iter().chain(flags).copied().collect();
+    let out = common::kv_exec("lsm", &flags, dir, script.as_bytes());
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
 }
 

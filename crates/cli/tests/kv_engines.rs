@@ -2,23 +2,13 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::io::Write;
-use std::process::{Command, Output, Stdio};
+use std::process::Output;
+
+mod common;
 
 /// Runs `rangedb kv exec --engine ENGINE --create EXTRA.. --dir DIR` on `script`.
 fn run(engine: &str, extra: &[&str], dir: &std::path::Path, script: impl AsRef<[u8]>) -> Output {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_rangedb"))
-        .args(["kv", "exec", "--engine", engine, "--create"])
-        .args(extra)
-        .arg("--dir")
-        .arg(dir)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child.stdin.take().unwrap().write_all(script.as_ref()).unwrap();
-    child.wait_with_output().unwrap()
+    common::kv_exec(engine, extra, dir, script.as_ref())
 }
 
 fn exec(engine: &str, dir: &std::path::Path, script: impl AsRef<[u8]>) -> String {

@@ -6,10 +6,10 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
-use std::io::Write as _;
-use std::process::{Command, Stdio};
 
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
@@ -27,52 +27,35 @@ fn scale() -> usize {
     std::env::var("RANGEDB_TEST_SCALE").ok().and_then(|s| s.parse().ok()).unwrap_or(1)
 }
 
-/// The engines and their flags: every background mechanism fires constantly.
-const ENGINES: [(&str, &[&str]); 3] = [
-    ("flexdb", &["--memtable-bytes", "4096", "--interval-max-keys", "4", "--cache-bytes", "4096"]),
-    (
-        "lsm",
-        &[
-            "--write-buffer-size",
-            "2048",
-            "--target-file-size-base",
-            "4096",
-            "--max-bytes-for-level-base",
-            "16384",
-            "--max-bytes-for-level-multiplier",
-            "4",
-            "--level0-file-num-compaction-trigger",
-            "2",
-            "--block-size",
-            "256",
-            "--range-delete-strategy",
-            "local",
-            "--range-reduce",
-            "bounded-merge",
-        ],
-    ),
-    (
-        "lsm",
-        &[
-            "--write-buffer-size",
-            "2048",
-            "--target-file-size-base",
-            "4096",
-            "--max-bytes-for-level-base",
-            "16384",
-            "--max-bytes-for-level-multiplier",
-            "4",
-            "--level0-file-num-compaction-trigger",
-            "2",
-            "--block-size",
-            "256",
-            "--range-delete-strategy",
-            "global",
-            "--range-reduce",
-            "bounded-merge",
-        ],
-    ),
+/// The LSM engine's flags that make it flush and compact every few commands.
+const LSM_TINY: [&str; 12] = [
+    "--write-buffer-size",
+    "2048",
+    "--target-file-size-base",
+    "4096",
+    "--max-bytes-for-level-base",
+    "16384",
+    "--max-bytes-for-level-multiplier",
+    "4",
+    "--level0-file-num-compaction-trigger",
+    "2",
+    "--block-size",
+    "256",
 ];
+
+/// The engines and their flags: every background mechanism fires constantly.
+fn engines() -> Vec<(&'static str, Vec<&'static str>)> {
+    let mut all = vec![(
+        "flexdb",
+        vec!["--memtable-bytes", "4096", "--interval-max-keys", "4", "--cache-bytes", "4096"],
+    )];
+    for strategy in ["local", "global"] {
+        let mut flags = LSM_TINY.to_vec();
+        flags.extend(["--range-delete-strategy", strategy, "--range-reduce", "bounded-merge"]);
+        all.push(("lsm", flags));
+    }
+    all
+}
 
 /// A value token: empty (`0x`) or plain text.
 fn token(v: &str) -> &str {
@@ -213,22 +196,7 @@ impl Script {
 
 /// Runs `input` through `rangedb kv exec` and returns its standard output.
 fn exec(engine: &str, flags: &[&str], dir: &std::path::Path, input: &str) -> String {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_rangedb"))
-        .args(["kv", "exec", "--engine", engine, "--create"])
-        .args(flags)
-        .arg("--dir")
-        .arg(dir)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    // From another thread: the answers fill the output pipe while the script is still being written.
-    let mut stdin = child.stdin.take().unwrap();
-    let input = input.to_string();
-    let feeder = std::thread::spawn(move || stdin.write_all(input.as_bytes()).unwrap());
-    let out = child.wait_with_output().unwrap();
-    feeder.join().unwrap();
+    let out = common::kv_exec(engine, flags, dir, input.as_bytes());
     assert!(out.status.success(), "{engine}: {}", String::from_utf8_lossy(&out.stderr));
     String::from_utf8(out.stdout).unwrap()
 }
@@ -249,9 +217,9 @@ fn both_engines_answer_random_scripts_as_the_model_does() {
         }
         let want_out: String =
             s.want.iter().map(|w| w.split_once("\n=> ").unwrap().1.to_string() + "\n").collect();
-        for (engine, flags) in ENGINES {
+        for (engine, flags) in engines() {
             let dir = tempfile::tempdir().unwrap();
-            let got = exec(engine, flags, &dir.path().join("db"), &s.input);
+            let got = exec(engine, &flags, &dir.path().join("db"), &s.input);
             if got == want_out {
                 continue;
             }
