@@ -170,10 +170,9 @@ struct Inner {
     /// it moved, the reader reads again. Commits of a memtable frozen before the copy need no retry: the copy
     /// holds that memtable as it is committed.
     table_epoch: AtomicU64,
-    /// Live snapshots and their pre-images (`db/snapshot.rs`). Lock order: `mem` before `snaps`.
-    snaps: RwLock<snapshot::Snapshots>,
-    /// `snaps.word()`, stored under the `snaps` write lock.
-    snap_word: AtomicU64,
+    /// Live snapshots and their pre-images (`db/snapshot.rs`), shared with their handles. Lock order: `mem`
+    /// before `snaps.state`.
+    snaps: Arc<snapshot::SnapshotList>,
     _lock: Box<dyn vfs::FileLock>,
 }
 
@@ -261,8 +260,7 @@ impl Db {
             c,
             wal_bytes: AtomicU64::new(0),
             table_epoch: AtomicU64::new(0),
-            snaps: RwLock::new(snapshot::Snapshots::default()),
-            snap_word: AtomicU64::new(0),
+            snaps: Arc::default(),
             _lock: lock,
         });
         let bg = inner.clone();
@@ -403,7 +401,7 @@ impl Db {
         let fs = i.table.file_stats();
         let r = |a: &AtomicU64| a.load(Ordering::Relaxed);
         let (snapshots, snapshot_preimages, snapshot_preimage_bytes) = {
-            let s = i.snaps.read();
+            let s = i.snaps.state.read();
             (s.live() as u64, s.preimages, s.preimage_bytes)
         };
         Stats {

@@ -33,10 +33,12 @@
 //! their snapshot and every older one are released (`Stats::snapshot_preimage_bytes`). Snapshots do not survive
 //! a reopen, as in RocksDB.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::ops::Bound;
-use std::sync::atomic::Ordering;
-use std::sync::{Arc, Weak};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use parking_lot::RwLock;
 
 use crate::error::{Error, Result};
 use crate::wal::Op;
@@ -58,7 +60,9 @@ type Live = (u64, BTreeMap<Vec<u8>, Preimage>);
 /// every older one are released (`Stats::snapshot_preimage_bytes`). Snapshots do not survive a reopen.
 pub struct Snapshot {
     id: u64,
-    inner: Weak<Inner>,
+    /// Only the list, not the store: a handle dropped while the store closes must not hold the store itself
+    /// (regression `regression_dropping_a_snapshot_beside_close_does_not_fail_the_close`).
+    list: Arc<SnapshotList>,
 }
 
 impl Snapshot {
@@ -70,11 +74,9 @@ impl Snapshot {
 
 impl Drop for Snapshot {
     fn drop(&mut self) {
-        if let Some(inner) = self.inner.upgrade() {
-            let mut s = inner.snaps.write();
-            s.release(self.id);
-            inner.snap_word.store(s.word(), Ordering::SeqCst);
-        }
+        let mut s = self.list.state.write();
+        s.release(self.id);
+        self.list.word.store(s.word(), Ordering::SeqCst);
     }
 }
 
@@ -84,12 +86,21 @@ impl std::fmt::Debug for Snapshot {
     }
 }
 
+/// A store's snapshots, shared with their handles.
+#[derive(Default)]
+pub(super) struct SnapshotList {
+    pub(super) state: RwLock<Snapshots>,
+    /// `state.word()`, stored under the `state` write lock.
+    word: AtomicU64,
+}
+
 /// The live snapshots of a store, oldest first, each with its pre-images.
 #[derive(Default)]
 pub(super) struct Snapshots {
     /// The id of the newest snapshot ever taken (0: none): writers compare it to see whether one was taken.
     last_id: u64,
-    live: Vec<Live>,
+    /// A deque: snapshots are mostly released oldest or newest first.
+    live: VecDeque<Live>,
     /// Pre-images held, and their key and value bytes.
     pub(super) preimages: u64,
     pub(super) preimage_bytes: u64,
@@ -110,7 +121,7 @@ impl Snapshots {
         self.live.len()
     }
 
-    /// `last_id` and the live count (saturated) in one word, which `Inner::snap_word` mirrors so that writers
+    /// `last_id` and the live count (saturated) in one word, which `SnapshotList::word` mirrors so that writers
     /// can see without a lock that no snapshot is live and none was taken since they last looked.
     pub(super) fn word(&self) -> u64 {
         self.last_id << LIVE_BITS | (self.live.len() as u64).min(LIVE_MASK)
@@ -122,7 +133,7 @@ impl Snapshots {
         if c.last_id != self.last_id {
             return false;
         }
-        if let Some((_, newest)) = self.live.last_mut() {
+        if let Some((_, newest)) = self.live.back_mut() {
             for (k, v) in c.pre {
                 if let std::collections::btree_map::Entry::Vacant(e) = newest.entry(k) {
                     self.preimages += 1;
@@ -136,7 +147,7 @@ impl Snapshots {
 
     fn release(&mut self, id: u64) {
         let Ok(i) = self.live.binary_search_by_key(&id, |s| s.0) else { return };
-        let (_, mut gone) = self.live.remove(i);
+        let Some((_, mut gone)) = self.live.remove(i) else { return };
         if i == 0 {
             self.preimages -= gone.len() as u64;
             self.preimage_bytes -= gone.iter().map(|(k, v)| bytes(k, v)).sum::<u64>();
@@ -169,9 +180,9 @@ impl Snapshots {
     }
 
     /// The live snapshots from `id` to the newest. REQUIRES: `id` is live.
-    fn chain(&self, id: u64) -> Result<&[Live]> {
+    fn chain(&self, id: u64) -> Result<impl Iterator<Item = &Live>> {
         match self.live.binary_search_by_key(&id, |s| s.0) {
-            Ok(i) => Ok(&self.live[i..]),
+            Ok(i) => Ok(self.live.range(i..)),
             Err(_) => Err(Error::invalid(format!("snapshot {id} is not live in this store"))),
         }
     }
@@ -187,19 +198,20 @@ impl Db {
     pub fn snapshot(&self) -> Snapshot {
         // Under the memtable lock, so no writer is between recording its pre-images and applying its batch.
         let _m = self.inner.mem.read();
-        let mut s = self.inner.snaps.write();
+        let list = &self.inner.snaps;
+        let mut s = list.state.write();
         s.last_id += 1;
         let id = s.last_id;
-        s.live.push((id, BTreeMap::new()));
-        self.inner.snap_word.store(s.word(), Ordering::SeqCst);
-        Snapshot { id, inner: Arc::downgrade(&self.inner) }
+        s.live.push_back((id, BTreeMap::new()));
+        list.word.store(s.word(), Ordering::SeqCst);
+        Snapshot { id, list: list.clone() }
     }
 
     /// The value `key` had when `snap` was taken.
     pub fn get_at(&self, key: &[u8], snap: &Snapshot) -> Result<Option<Vec<u8>>> {
         self.check_owner(snap)?;
         let current = self.get(key)?;
-        let s = self.inner.snaps.read();
+        let s = self.inner.snaps.state.read();
         for (_, pre) in s.chain(snap.id)? {
             if let Some(v) = pre.get(key) {
                 return Ok(v.clone());
@@ -253,8 +265,7 @@ impl Db {
     }
 
     fn check_owner(&self, snap: &Snapshot) -> Result<()> {
-        // The handle's `Weak` keeps its store's allocation, so no other store can have that address.
-        if std::ptr::eq(snap.inner.as_ptr(), Arc::as_ptr(&self.inner)) {
+        if Arc::ptr_eq(&snap.list, &self.inner.snaps) {
             Ok(())
         } else {
             Err(Error::invalid("the snapshot belongs to another store"))
@@ -269,7 +280,7 @@ impl Db {
         snap: &Snapshot,
     ) -> Result<BTreeMap<Vec<u8>, Preimage>> {
         let bounds = (Bound::Included(start), end.map_or(Bound::Unbounded, Bound::Excluded));
-        let s = self.inner.snaps.read();
+        let s = self.inner.snaps.state.read();
         let mut out = BTreeMap::new();
         for (_, pre) in s.chain(snap.id)? {
             for (k, v) in pre.range::<[u8], _>(bounds) {
@@ -282,15 +293,15 @@ impl Db {
     /// Reads the pre-images a batch needs (none when no snapshot is live). REQUIRES: the WAL writer lock is
     /// held, so what it reads stays current until the batch is applied.
     pub(super) fn capture(&self, ops: &[Op]) -> Result<Capture> {
-        let word = self.inner.snap_word.load(Ordering::SeqCst);
+        let word = self.inner.snaps.word.load(Ordering::SeqCst);
         if word & LIVE_MASK == 0 {
             return Ok(Capture { last_id: word >> LIVE_BITS, pre: Vec::new() });
         }
         let mut keys: Vec<&[u8]> = Vec::new();
         let mut ranges: Vec<(&[u8], &[u8])> = Vec::new();
         let last_id = {
-            let s = self.inner.snaps.read();
-            let Some((_, newest)) = s.live.last() else {
+            let s = self.inner.snaps.state.read();
+            let Some((_, newest)) = s.live.back() else {
                 return Ok(Capture { last_id: s.last_id, pre: Vec::new() });
             };
             for op in ops {
@@ -319,10 +330,10 @@ impl Inner {
     /// Records a writer's pre-images; see [`Snapshots::record`]. REQUIRES: the memtable write lock is held.
     pub(super) fn record(&self, c: Capture) -> bool {
         // No snapshot is live and none was taken since `c` was read: nothing to record, and no lock to take.
-        if c.pre.is_empty() && self.snap_word.load(Ordering::SeqCst) == c.last_id << LIVE_BITS {
+        if c.pre.is_empty() && self.snaps.word.load(Ordering::SeqCst) == c.last_id << LIVE_BITS {
             return true;
         }
-        self.snaps.write().record(c)
+        self.snaps.state.write().record(c)
     }
 }
 

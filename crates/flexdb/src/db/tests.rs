@@ -351,3 +351,25 @@ fn a_snapshot_of_another_store_is_an_invalid_argument() {
     assert!(a.get_at(b"k", &s).unwrap().is_none());
     assert_eq!(b.snapshot().id(), 1, "ids count per store");
 }
+
+/// A snapshot handle dropped on another thread while the store closed: the handle reached its store through a
+/// weak reference that it upgraded to release itself, and while it held that strong reference, `close` found
+/// the store still shared and failed.
+#[test]
+fn regression_dropping_a_snapshot_beside_close_does_not_fail_the_close() {
+    for _ in 0..20 {
+        let db = open();
+        let snaps: Vec<Snapshot> = (0..20_000).map(|_| db.snapshot()).collect();
+        let go = Arc::new(std::sync::Barrier::new(2));
+        let dropper = {
+            let go = go.clone();
+            std::thread::spawn(move || {
+                go.wait();
+                drop(snaps);
+            })
+        };
+        go.wait();
+        db.close().unwrap();
+        dropper.join().unwrap();
+    }
+}
