@@ -235,7 +235,11 @@ impl Db {
         }
         // Each pre-image in the range hides or replaces at most one current pair, so reading `limit` plus
         // their number of current pairs is enough, unless writes add pre-images meanwhile.
-        let mut extra = self.overlay(start, end, snap)?.len();
+        let bounds = (Bound::Included(start), end.map_or(Bound::Unbounded, Bound::Excluded));
+        let mut extra: usize = {
+            let s = self.inner.snaps.state.read();
+            s.chain(snap.id)?.map(|(_, pre)| pre.range::<[u8], _>(bounds).count()).sum()
+        };
         loop {
             let want = limit.saturating_add(extra);
             let current = self.scan(start, end, want, reverse)?;
