@@ -61,8 +61,6 @@ struct State {
     current: Arc<Version>,
     pending_compaction_bytes: u64,
     bg_error: Option<Error>,
-    /// Live snapshots: sequence -> count.
-    snapshots: BTreeMap<u64, usize>,
     shutting_down: bool,
     /// Bumped whenever background work finishes (flush, compaction) so waiters can recheck.
     bg_epoch: u64,
@@ -83,6 +81,9 @@ pub(crate) struct Inner {
     recovery: Recovery,
     _lock: Box<dyn vfs::FileLock>,
     state: Mutex<State>,
+    /// Live snapshots. Taken under `state` (lock order: `state` before `snapshots`), so a compaction reading the
+    /// oldest one under `state` either sees a new snapshot or used a sequence no larger than it.
+    snapshots: SnapshotList,
     /// Wakes the background threads (flush and compaction).
     bg_cv: Condvar,
     /// Wakes writers and waiters when background work finishes.
@@ -150,11 +151,15 @@ pub struct FileEntry {
     pub info: crate::edit::FileInfo,
 }
 
+/// Live snapshots: sequence -> count. Shared with the handles, so that releasing one never holds the store
+/// (regression `regression_a_snapshot_dropped_beside_close_does_not_keep_the_store_locked`).
+type SnapshotList = Arc<Mutex<BTreeMap<u64, usize>>>;
+
 /// A consistent read view; released when dropped.
 #[derive(Debug)]
 pub struct Snapshot {
     seq: u64,
-    inner: std::sync::Weak<Inner>,
+    list: SnapshotList,
 }
 
 impl Snapshot {
@@ -166,8 +171,13 @@ impl Snapshot {
 
 impl Drop for Snapshot {
     fn drop(&mut self) {
-        if let Some(h) = self.inner.upgrade() {
-            h.release_snapshot(self.seq);
+        // Released without the state lock: a compaction that read the list before this only keeps more.
+        let mut l = lock(&self.list);
+        if let Some(c) = l.get_mut(&self.seq) {
+            *c -= 1;
+            if *c == 0 {
+                l.remove(&self.seq);
+            }
         }
     }
 }
@@ -278,11 +288,11 @@ impl Db {
     pub fn snapshot(&self) -> Snapshot {
         // Read and register under the state lock, so a compaction computing the oldest snapshot either sees this
         // one or used a sequence no larger than it.
-        let mut s = lock(&self.inner.state);
+        let s = lock(&self.inner.state);
         let seq = self.inner.last_seq.load(Ordering::Acquire);
-        *s.snapshots.entry(seq).or_default() += 1;
+        *lock(&self.inner.snapshots).entry(seq).or_default() += 1;
         drop(s);
-        Snapshot { seq, inner: Arc::downgrade(&self.inner) }
+        Snapshot { seq, list: self.inner.snapshots.clone() }
     }
 
     /// Flushes the memtable to an L0 table and waits until every immutable memtable is on disk.
@@ -400,24 +410,16 @@ fn apply_batch(mem: &MemTable, strategy: &dyn rangedel::RangeDeleteStrategy, b: 
 
 /// The strategy instance serving a database, after checking that the recovered state was written under the same
 impl Inner {
-    fn release_snapshot(&self, seq: u64) {
-        let mut s = lock(&self.state);
-        if let Some(c) = s.snapshots.get_mut(&seq) {
-            *c -= 1;
-            if *c == 0 {
-                s.snapshots.remove(&seq);
-            }
-        }
-    }
-
     fn smallest_snapshot(&self) -> u64 {
-        let s = lock(&self.state);
-        s.snapshots.keys().next().copied().unwrap_or_else(|| self.last_seq.load(Ordering::Acquire))
+        let _s = lock(&self.state);
+        let l = lock(&self.snapshots);
+        l.keys().next().copied().unwrap_or_else(|| self.last_seq.load(Ordering::Acquire))
     }
 
     /// The live snapshots and the last published sequence, read together.
     fn snapshot_list(&self) -> (Vec<u64>, u64) {
-        let s = lock(&self.state);
-        (s.snapshots.keys().copied().collect(), self.last_seq.load(Ordering::Acquire))
+        let _s = lock(&self.state);
+        let l = lock(&self.snapshots);
+        (l.keys().copied().collect(), self.last_seq.load(Ordering::Acquire))
     }
 }

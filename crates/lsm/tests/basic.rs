@@ -142,3 +142,29 @@ fn compactions_leave_the_block_cache_to_readers() {
     assert_eq!(db.get(b"k00010").unwrap(), Some(vec![b'v'; 40]));
     assert!(db.stats().block_cache_usage > 0, "a read caches its block");
 }
+
+/// A snapshot handle reached its store through a weak reference that it upgraded to release itself: one dropped
+/// on another thread while the store closed kept the store, and its directory lock, alive after `close`
+/// returned, so a reopen right after it found the store locked.
+#[test]
+fn regression_a_snapshot_dropped_beside_close_does_not_keep_the_store_locked() {
+    let fs = Arc::new(vfs::MemFs::new());
+    for _ in 0..100 {
+        let db = open(&fs, tiny());
+        let snaps: Vec<lsm::Snapshot> = (0..20_000).map(|_| db.snapshot()).collect();
+        let go = Arc::new(std::sync::Barrier::new(2));
+        let dropper = {
+            let go = go.clone();
+            std::thread::spawn(move || {
+                go.wait();
+                drop(snaps);
+            })
+        };
+        go.wait();
+        db.close().unwrap();
+        let f: Arc<dyn vfs::Fs> = fs.clone();
+        let reopened = Db::open(f, "/db", tiny());
+        dropper.join().unwrap();
+        reopened.unwrap().close().unwrap();
+    }
+}

@@ -1,7 +1,6 @@
 //! Opening a database (docs/lsm.md §6, recovery): directories made durable, the MANIFEST recovered, WALs
 //! replayed into L0 tables, a fresh WAL named by a new MANIFEST edit, unreferenced files removed.
 
-use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
@@ -26,7 +25,8 @@ use crate::version::{Obsolete, VersionSet};
 use crate::wal::{LogReader, LogWriter};
 
 use super::{
-    Db, Inner, Recovery, State, Wal, WriteQueue, apply_batch, background, lock, range_reduce, table_options,
+    Db, Inner, Recovery, SnapshotList, State, Wal, WriteQueue, apply_batch, background, lock, range_reduce,
+    table_options,
 };
 
 impl Db {
@@ -196,11 +196,11 @@ impl Db {
                 current,
                 pending_compaction_bytes: pending,
                 bg_error: None,
-                snapshots: BTreeMap::new(),
                 shutting_down: false,
                 bg_epoch: 0,
                 version_number: 0,
             }),
+            snapshots: SnapshotList::default(),
             bg_cv: Condvar::new(),
             done_cv: Condvar::new(),
             writers: Mutex::new(WriteQueue::default()),
