@@ -408,7 +408,8 @@ fn apply_batch(mem: &MemTable, strategy: &dyn rangedel::RangeDeleteStrategy, b: 
     Ok(())
 }
 
-/// The strategy instance serving a database, after checking that the recovered state was written under the same
+/// The live snapshots as flushes, compactions and the range-delete strategy read them: under the state lock,
+/// together with the last published sequence.
 impl Inner {
     fn smallest_snapshot(&self) -> u64 {
         let _s = lock(&self.state);
