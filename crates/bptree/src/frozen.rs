@@ -21,6 +21,22 @@ pub struct FrozenBpTree<K, V, L = Bpa<K, V>> {
     tree: BpTree<K, V, L>,
 }
 
+impl<K, V, L> BpTree<K, V, L>
+where
+    K: Ord + Clone + HeapSize,
+    V: HeapSize,
+    L: Leaf<K, V>,
+{
+    /// Sorts every leaf so that all later reads are plain sequential scans, and returns the read-only tree
+    /// (the immutable memtable). O(n) on top of the sorting still pending.
+    pub fn freeze(mut self) -> FrozenBpTree<K, V, L> {
+        for e in &mut self.leaves {
+            e.leaf.sort_all(&mut self.stats);
+        }
+        FrozenBpTree::new(self)
+    }
+}
+
 impl<K, V, L> FrozenBpTree<K, V, L>
 where
     K: Ord + Clone + HeapSize,

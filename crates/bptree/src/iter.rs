@@ -1,7 +1,7 @@
 //! The bounded double-ended range iterator of the tree.
 
 use std::borrow::Borrow;
-use std::ops::Bound;
+use std::ops::{Bound, RangeBounds};
 
 use crate::heap_size::HeapSize;
 use crate::leaf::Leaf;
@@ -23,6 +23,40 @@ where
     back: Option<L::Iter<'a>>,
     /// The front and back are in the same leaf and share `front`.
     merged: bool,
+}
+
+impl<K, V, L> BpTree<K, V, L>
+where
+    K: Ord + Clone + HeapSize,
+    V: HeapSize,
+    L: Leaf<K, V>,
+{
+    /// A double-ended iterator over the entries with keys in `range`, in key order. Unsorted BPA regions are
+    /// ordered through a per-iterator permutation (the tree is not modified); `iterate_range` sorts in place.
+    /// An inverted range (start above end) yields nothing.
+    pub fn range<Q, R>(&self, range: R) -> Range<'_, K, V, L>
+    where
+        K: Borrow<Q>,
+        Q: Ord + ?Sized,
+        R: RangeBounds<Q>,
+    {
+        Range::new(self, range.start_bound(), range.end_bound())
+    }
+
+    /// Every entry in key order.
+    pub fn iter(&self) -> Range<'_, K, V, L> {
+        Range::new::<K>(self, Bound::Unbounded, Bound::Unbounded)
+    }
+
+    /// The entry with the smallest key.
+    pub fn first_key_value(&self) -> Option<(&K, &V)> {
+        self.iter().next()
+    }
+
+    /// The entry with the largest key.
+    pub fn last_key_value(&self) -> Option<(&K, &V)> {
+        self.iter().next_back()
+    }
 }
 
 fn inverted<Q: Ord + ?Sized>(lo: Bound<&Q>, hi: Bound<&Q>) -> bool {

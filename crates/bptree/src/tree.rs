@@ -7,9 +7,7 @@ use std::ops::{Bound, RangeBounds};
 
 use crate::bpa::Bpa;
 use crate::error::{Error, Result};
-use crate::frozen::FrozenBpTree;
 use crate::heap_size::HeapSize;
-use crate::iter::Range;
 use crate::leaf::Leaf;
 use crate::options::Options;
 use crate::probe::Probe;
@@ -38,8 +36,8 @@ pub(crate) struct Internal<K> {
 /// leaves of type `L`, by default the paper's buffered partitioned array ([`Bpa`], 1,088 slots).
 ///
 /// This is the single-writer tree: updates take `&mut self`, reads `&self`. It is the active memtable of the LSM
-/// engine and FlexDB (wrap it in a lock, or use [`crate::ConcurrentBpTree`] for concurrent writers); [`freeze`]
-/// turns it into a [`FrozenBpTree`], the immutable memtable that many threads read at once.
+/// engine and FlexDB (wrap it in a lock, or use [`crate::ConcurrentBpTree`] for concurrent writers); [`freeze`](Self::freeze)
+/// turns it into a [`FrozenBpTree`](crate::FrozenBpTree), the immutable memtable that many threads read at once.
 ///
 /// Nodes live in two arenas (`leaves`, `nodes`) addressed by `u32`; leaves are also linked in key order so range
 /// operations continue from leaf to leaf without going back to the root (paper §5, "Range iteration").
@@ -470,42 +468,6 @@ where
             }
             leaf = e.next;
         }
-    }
-
-    /// A double-ended iterator over the entries with keys in `range`, in key order. Unsorted BPA regions are
-    /// ordered through a per-iterator permutation (the tree is not modified); `iterate_range` sorts in place.
-    /// An inverted range (start above end) yields nothing.
-    pub fn range<Q, R>(&self, range: R) -> Range<'_, K, V, L>
-    where
-        K: Borrow<Q>,
-        Q: Ord + ?Sized,
-        R: RangeBounds<Q>,
-    {
-        Range::new(self, range.start_bound(), range.end_bound())
-    }
-
-    /// Every entry in key order.
-    pub fn iter(&self) -> Range<'_, K, V, L> {
-        Range::new::<K>(self, Bound::Unbounded, Bound::Unbounded)
-    }
-
-    /// The entry with the smallest key.
-    pub fn first_key_value(&self) -> Option<(&K, &V)> {
-        self.iter().next()
-    }
-
-    /// The entry with the largest key.
-    pub fn last_key_value(&self) -> Option<(&K, &V)> {
-        self.iter().next_back()
-    }
-
-    /// Sorts every leaf so that all later reads are plain sequential scans, and returns the read-only tree
-    /// (the immutable memtable). O(n) on top of the sorting still pending.
-    pub fn freeze(mut self) -> FrozenBpTree<K, V, L> {
-        for e in &mut self.leaves {
-            e.leaf.sort_all(&mut self.stats);
-        }
-        FrozenBpTree::new(self)
     }
 
     /// Removes every entry, keeping the options.

@@ -17,7 +17,8 @@ use crate::rangedel::RangeCover;
 use crate::table::{TableBuilder, TableOptions};
 use crate::table_cache::TableCache;
 use crate::tombstones::{Fragments, Tombstone};
-use crate::version::{FileMeta, LevelIter, NUM_LEVELS, Version};
+use crate::level_iter::LevelIter;
+use crate::version::{FileMeta, NUM_LEVELS, Version};
 
 /// The target size of level `level` (>= 1).
 pub fn level_target(opts: &Options, level: usize) -> u64 {

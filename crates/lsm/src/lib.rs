@@ -36,6 +36,7 @@ pub mod filename;
 pub mod format;
 pub mod ikey;
 pub mod iter;
+pub mod level_iter;
 pub mod memtable;
 mod options;
 pub mod output_cut;

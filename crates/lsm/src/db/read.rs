@@ -179,7 +179,7 @@ impl Inner {
             for f in files.iter().filter(|f| f.info.num_range_dels > 0) {
                 frags.push(self.table_cache.table(f)?.tombstones().clone());
             }
-            children.push(Box::new(crate::version::LevelIter::new(files, self.table_cache.clone())));
+            children.push(Box::new(crate::level_iter::LevelIter::new(files, self.table_cache.clone())));
         }
         let (children, read_sink) = self.range_reduce_children(children, 1 + imm.len(), &v, opts);
         let tombstones = self.range_deletes.iterator_tombstones(frags, snapshot);
