@@ -174,7 +174,7 @@ fn command(f: &mut FlexFile, line: &str) -> Reply {
                 .to_string(),
             )
         })),
-        _ => Reply::Err("parse", format!("unknown command `{cmd}`")),
+        _ => Reply::Err("parse", format!("unknown command `{}`", cmd.escape_debug())),
     }
 }
 

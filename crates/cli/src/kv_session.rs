@@ -56,6 +56,11 @@ pub fn session(
             continue;
         }
         let resp: KvResult<String> = (|| match words[0] {
+            // The commands that take no argument refuse one rather than ignore it (`sync x` is a typo, not a
+            // sync).
+            "snapshot" | "flush" | "sync" | "stats" if words.len() > 1 => {
+                Err(KvError::parse(format!("usage: {} (takes no argument)", words[0])))
+            }
             "put" | "del" | "delrange" => {
                 let u = parse_update(&words)?;
                 engine.write(vec![u], sync)?;
@@ -133,7 +138,8 @@ pub fn session(
                 engine.compact(range).map(|_| "OK".to_string())
             }
             "stats" => engine.stats(),
-            other => Err(KvError::parse(format!("unknown command {other}"))),
+            // Escaped: a response is one printable line, whatever bytes the command held.
+            other => Err(KvError::parse(format!("unknown command {}", other.escape_debug()))),
         })();
         match resp {
             Ok(s) => writeln!(out, "{s}")?,

@@ -11,13 +11,13 @@ use crate::edit::{FileInfo, VersionEdit};
 use crate::error::{Error, Result};
 use crate::ikey::{self, Kind};
 use crate::iter::{InternalIter, MergingIter};
+use crate::level_iter::LevelIter;
 use crate::options::Options;
 use crate::output_cut::OutputCut;
 use crate::rangedel::RangeCover;
 use crate::table::{TableBuilder, TableOptions};
 use crate::table_cache::TableCache;
 use crate::tombstones::{Fragments, Tombstone};
-use crate::level_iter::LevelIter;
 use crate::version::{FileMeta, NUM_LEVELS, Version};
 
 /// The target size of level `level` (>= 1).

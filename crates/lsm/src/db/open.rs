@@ -100,7 +100,7 @@ impl Db {
         let mut edit = VersionEdit::default();
         let mut last_seq = vs.last_seq;
         let mut mem = Arc::new(MemTable::new(0));
-        let mut bytes_flushed = 0;
+        let (mut bytes_flushed, mut flushes) = (0, 0);
         let mut recovery = Recovery::default();
         let persisted = range_deletes.persisted_seq();
         for (i, &l) in logs.iter().enumerate() {
@@ -125,6 +125,7 @@ impl Db {
                 last_seq = last_seq.max(b.seq() + u64::from(b.count()).saturating_sub(1));
                 if mem.approx_size() >= opts.write_buffer_size {
                     bytes_flushed += flush_to_l0(&fs, &dir, &mut vs, &topts, &opts, &mem, &mut edit)?;
+                    flushes += 1;
                     mem = Arc::new(MemTable::new(0));
                 }
             }
@@ -173,6 +174,7 @@ impl Db {
         }
         if !mem.is_empty() {
             bytes_flushed += flush_to_l0(&fs, &dir, &mut vs, &topts, &opts, &mem, &mut edit)?;
+            flushes += 1;
         }
         // A fresh WAL, then the MANIFEST that names it: the named WAL always exists.
         let wal_number = vs.new_file_number();
@@ -225,6 +227,7 @@ impl Db {
         });
         inner.rr.set_owner(&inner);
         inner.counters.bytes_flushed.fetch_add(bytes_flushed, Ordering::Relaxed);
+        inner.counters.flushes.fetch_add(flushes, Ordering::Relaxed);
         inner.delete_unreferenced_files()?;
         inner.range_deletes.state_recorded()?;
         inner.range_deletes.remove_unreferenced()?;
