@@ -111,6 +111,7 @@ enum FlexdbCmd {
 pub fn run(args: FlexdbArgs) -> Result<ExitCode, bench::Error> {
     match args.cmd {
         FlexdbCmd::Exec { dir, create, sync, opts } => {
+            crate::dirs::absent_or_dir(&dir)?;
             let mut engine = open_engine(&dir, create, &opts, vfs::torn::WalRecovery::Strict)
                 .map_err(|e| e.to_string())?;
             let stdin = std::io::stdin();
@@ -135,6 +136,7 @@ pub fn run(args: FlexdbArgs) -> Result<ExitCode, bench::Error> {
 ///   the counters as JSON and `check: ok`, or `check: KIND message` and fails.
 /// - `scan`: opens the store and prints every live pair in key order.
 pub fn inspect_store(dir: &Path, action: &str) -> Result<ExitCode, bench::Error> {
+    crate::dirs::existing(dir)?;
     let fs: Arc<dyn vfs::Fs> = Arc::new(vfs::OsFs::new());
     // Opening recovers by writing (logs replayed into the table, a checkpoint, old logs removed). Through an
     // overlay the recovered state is read while the directory stays exactly as it was.

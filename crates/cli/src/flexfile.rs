@@ -45,6 +45,7 @@ enum FlexCmd {
 pub fn run(args: FlexfileArgs) -> Result<ExitCode, bench::Error> {
     match args.cmd {
         FlexCmd::Exec { dir, create } => {
+            crate::dirs::absent_or_dir(&dir)?;
             let fs: Arc<dyn vfs::Fs> = Arc::new(vfs::OsFs::new());
             let mut f = open_or_create(fs, &dir, create)?;
             let stdin = std::io::stdin();
@@ -181,9 +182,7 @@ fn command(f: &mut FlexFile, line: &str) -> Reply {
 /// `rangedb inspect flexfile DIR` (alias `rangedb flexfile inspect DIR`): read-only; exits non-zero when a check
 /// fails.
 pub fn inspect(dir: &Path) -> Result<ExitCode, bench::Error> {
-    if !dir.exists() {
-        return Err(format!("{}: no such file or directory", dir.display()).into());
-    }
+    crate::dirs::existing(dir)?;
     let fs: Arc<dyn vfs::Fs> = Arc::new(vfs::OsFs::new());
     let tfile = fs.open(&dir.join(TREE_FILE), OpenMode::ReadOnly)?;
     let mut problems = Vec::new();

@@ -305,8 +305,14 @@ pub fn run(a: InspectArgs) -> Res<ExitCode> {
             manifest(&a.path, &a.action)?;
         }
         "sst" => sst(&a.path, &a.action)?,
-        "db" => db(&a.path, &a.action)?,
-        "blockstore" => crate::blockstore_inspect::run(&a.path, &a.action)?,
+        "db" => {
+            crate::dirs::existing(&a.path)?;
+            db(&a.path, &a.action)?;
+        }
+        "blockstore" => {
+            crate::dirs::existing(&a.path)?;
+            crate::blockstore_inspect::run(&a.path, &a.action)?;
+        }
         "flexdb" => return crate::flexdb::inspect_store(&a.path, &a.action),
         // A FlexFile directory: one report (headers, log, segments, extent map) that always checks.
         "flexfile" => return crate::flexfile::inspect(&a.path),

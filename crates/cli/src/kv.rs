@@ -36,6 +36,7 @@ pub fn run(args: KvArgs) -> Result<ExitCode, Box<dyn std::error::Error + Send + 
     let KvCommand::Exec(a) = args.command;
     a.check_engine_flags()?;
     let recovery = wal_recovery(&a.wal_recovery)?;
+    crate::dirs::absent_or_dir(&a.dir)?;
     let mut engine = match a.engine.as_str() {
         "lsm" => open_lsm(&a, recovery).map_err(|e| format!("{} {}", e.kind, e.msg))?,
         "flexdb" => {

@@ -21,6 +21,7 @@ pub fn err_message(kind: &str, text: &str) -> String {
         "invalid" => text.strip_prefix("invalid argument: ").unwrap_or(text),
         // "corruption in FILE: ..." reads "ERR corruption in FILE: ...".
         "corruption" => text.strip_prefix("corruption ").unwrap_or(text),
+        "io" => text.strip_prefix("I/O error: ").or_else(|| text.strip_prefix("i/o error: ")).unwrap_or(text),
         _ => text,
     };
     text.replace('\n', " ")
@@ -117,5 +118,8 @@ mod tests {
             err_message("corruption", "corruption in 000007.log: at offset 9"),
             "in 000007.log: at offset 9"
         );
+        // Both engines' spellings of the I/O prefix (`ERR io I/O error: ...` repeated the kind).
+        assert_eq!(err_message("io", "I/O error: File exists (os error 17)"), "File exists (os error 17)");
+        assert_eq!(err_message("io", "i/o error: Not a directory"), "Not a directory");
     }
 }

@@ -8,6 +8,7 @@ use clap::{Parser, Subcommand};
 
 mod bench_cmd;
 mod blockstore_inspect;
+mod dirs;
 mod flexdb;
 mod flexfile;
 mod inspect;

@@ -132,6 +132,11 @@ impl Replay {
 fn replay(a: ReplayArgs) -> Result<ExitCode, bench::Error> {
     let opts = Options { leaf_capacity: a.leaf_capacity, ..Options::with_capacity(a.leaf_capacity) };
     opts.validate()?;
+    // Created before the replay, so a dump path that cannot be written fails at once, not after a long replay.
+    let dump_file = match &a.dump {
+        Some(path) => Some(File::create(path).map_err(|e| format!("--dump {}: {e}", path.display()))?),
+        None => None,
+    };
     let mut r = Replay { opts, vols: Vec::new(), by_name: HashMap::new(), source: 0 };
     let mut malformed_total = 0u64;
     if a.format == "synthetic" {
@@ -169,10 +174,10 @@ fn replay(a: ReplayArgs) -> Result<ExitCode, bench::Error> {
         }
     }
     report(&r, malformed_total);
-    if let Some(path) = &a.dump {
-        let mut out = BufWriter::new(File::create(path)?);
-        dump(&r, &mut out)?;
-        out.flush()?;
+    if let (Some(path), Some(file)) = (&a.dump, dump_file) {
+        let mut out = BufWriter::new(file);
+        let written = dump(&r, &mut out).and_then(|()| out.flush());
+        written.map_err(|e| format!("--dump {}: {e}", path.display()))?;
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -135,6 +135,30 @@ fn a_missing_path_or_database_is_named_in_the_error() {
     );
 }
 
+/// A file given where a store directory belongs: every store kind said only "Not a directory (os error 20)",
+/// and `kv exec --create` on it "io I/O error: File exists", naming neither the path nor what was wrong.
+#[test]
+fn regression_a_file_given_as_a_store_is_named_in_the_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("not-a-store");
+    std::fs::write(&file, b"junk").unwrap();
+    let want = format!("{}: not a directory", file.display());
+    let mut outs: Vec<Output> = ["db", "flexdb", "blockstore", "flexfile"]
+        .iter()
+        .map(|kind| rangedb(&["inspect", kind], &file))
+        .collect();
+    outs.push(rangedb(&["flexdb", "inspect"], &file));
+    for engine in ["lsm", "flexdb"] {
+        outs.push(common::run(&["kv", "exec", "--engine", engine, "--create", "--dir"], &file, b"put a b\n"));
+    }
+    outs.push(common::run(&["flexdb", "exec", "--create", "--dir"], &file, b"put a b\n"));
+    outs.push(common::run(&["flexfile", "exec", "--create", "--dir"], &file, b""));
+    for out in outs {
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success() && err.contains(&want) && out.stdout.is_empty(), "{err}");
+    }
+}
+
 /// A database with GLORAN's global range index: `dump` and `layout` failed on its index directory ("is a
 /// directory"), and `check` and `scan` opened it with local tombstones, which the engine refuses.
 #[test]
