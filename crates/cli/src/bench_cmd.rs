@@ -61,6 +61,9 @@ pub fn run(args: BenchArgs) -> Result<ExitCode, bench::Error> {
             }
         }
     };
+    if args.threads.contains(&0) {
+        return Err("--threads: every thread count is at least 1".into());
+    }
     let mut set = BTreeMap::new();
     for kv in &args.set {
         let (k, v) = kv.split_once('=').ok_or_else(|| format!("--set {kv}: expected KEY=VALUE"))?;

@@ -65,7 +65,7 @@ impl Experiment for BlockStoreBench {
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir)?;
         let r = (|| -> Result<()> {
-            let ops: u64 = ctx.setting("ops", ctx.scale(30_000, 300_000))?;
+            let ops: u64 = ctx.setting_min("ops", ctx.scale(30_000, 300_000), 1)?;
             for (name, opts) in [
                 ("ebs-write-heavy", workloads::traces::SyntheticOptions::write_heavy()),
                 ("ebs-read-heavy", workloads::traces::SyntheticOptions::read_heavy()),
@@ -457,7 +457,7 @@ fn gc_part(ctx: &Ctx, dir: &Path, report: &mut Report) -> Result<()> {
 }
 
 fn local_part(ctx: &Ctx, dir: &Path, report: &mut Report) -> Result<()> {
-    let mb: u64 = ctx.setting("volume_mb", ctx.scale(64, 512))?;
+    let mb: u64 = ctx.setting_min("volume_mb", ctx.scale(64, 512), 1)?;
     let size = mb << 20;
     let patterns: [(&str, bool, bool, usize); 4] = [
         ("local-seq-write-128k", true, false, 128 << 10),
@@ -510,10 +510,10 @@ fn local_part(ctx: &Ctx, dir: &Path, report: &mut Report) -> Result<()> {
 }
 
 fn nbd_part(ctx: &Ctx, dir: &Path, report: &mut Report) -> Result<()> {
-    let size_mb: u64 = ctx.setting("size_mb", ctx.scale(128, 1024))?;
-    let runtime_s: u64 = ctx.setting("runtime_s", ctx.scale(3, 20))?;
-    let iodepth: u32 = ctx.setting("iodepth", 16)?;
-    let unit_blocks: u32 = ctx.setting("unit_blocks", Options::default().max_unit_blocks)?;
+    let size_mb: u64 = ctx.setting_min("size_mb", ctx.scale(128, 1024), 1)?;
+    let runtime_s: u64 = ctx.setting_min("runtime_s", ctx.scale(3, 20), 1)?;
+    let iodepth: u32 = ctx.setting_min("iodepth", 16, 1)?;
+    let unit_blocks: u32 = ctx.setting_min("unit_blocks", Options::default().max_unit_blocks, 1)?;
     let Some(fio) = which("fio") else {
         report.note("fio is not installed (Debian package fio): NBD part not measured");
         return Ok(());

@@ -65,14 +65,14 @@ impl Experiment for BpTreeBench {
     fn run(&self, ctx: &Ctx) -> Result<Report> {
         let mut report = Report::new(self.name(), ctx.quick);
         let p = Params {
-            n: ctx.setting("n", ctx.scale(1_000_000, 10_000_000))?,
-            ops: ctx.setting("ops", ctx.scale(1_000_000, 10_000_000))?,
-            scans: ctx.setting("scans", ctx.scale(100_000, 1_000_000))?,
-            long_scans: ctx.setting("long_scans", ctx.scale(1_000, 10_000))?,
+            n: ctx.setting_min("n", ctx.scale(1_000_000, 10_000_000), 1)?,
+            ops: ctx.setting_min("ops", ctx.scale(1_000_000, 10_000_000), 1)?,
+            scans: ctx.setting_min("scans", ctx.scale(100_000, 1_000_000), 1)?,
+            long_scans: ctx.setting_min("long_scans", ctx.scale(1_000, 10_000), 1)?,
             seed: ctx.seed,
         };
         let sweep: u32 = ctx.setting("sweep", 1)?;
-        let sweep_n: usize = ctx.setting("sweep_n", ctx.scale(250_000, p.n))?;
+        let sweep_n: usize = ctx.setting_min("sweep_n", ctx.scale(250_000, p.n), 1)?;
         let parts = ["micro", "sweep", "ycsb", "strings"];
         let only = ctx.list("only", &parts, &parts, false)?;
         let part = |name: &str| only.iter().any(|x| x == name);

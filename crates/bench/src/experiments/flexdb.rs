@@ -249,13 +249,14 @@ impl Experiment for FlexDbBench {
     }
 
     fn run(&self, ctx: &Ctx) -> Result<Report> {
-        let dataset_mib: u64 = ctx.setting("dataset_mib", ctx.scale(32, 2048))?;
-        let threads: usize = ctx.setting("threads", ctx.threads.iter().copied().max().unwrap_or(1).max(1))?;
+        let dataset_mib: u64 = ctx.setting_min("dataset_mib", ctx.scale(32, 2048), 1)?;
+        let threads: usize =
+            ctx.setting_min("threads", ctx.threads.iter().copied().max().unwrap_or(1).max(1), 1)?;
         // The paper's write experiments: four threads, each inserting a quarter of the dataset.
         let writers: usize = ctx.setting::<usize>("writers", 4)?.max(1);
-        let reads: u64 = ctx.setting("reads", ctx.scale(200_000, 4_000_000))?;
-        let scans: u64 = ctx.setting("scans", ctx.scale(50_000, 1_000_000))?;
-        let ycsb_n: u64 = ctx.setting("ycsb_ops", ctx.scale(200_000, 4_000_000))?;
+        let reads: u64 = ctx.setting_min("reads", ctx.scale(200_000, 4_000_000), 1)?;
+        let scans: u64 = ctx.setting_min("scans", ctx.scale(50_000, 1_000_000), 1)?;
+        let ycsb_n: u64 = ctx.setting_min("ycsb_ops", ctx.scale(200_000, 4_000_000), 1)?;
         let bytes = dataset_mib << 20;
         // The paper's ratios: cache = dataset / 5; a 256 MB memtable for 40 GB, but at least 4 MiB here so that
         // a quick run still commits dozens of memtables.

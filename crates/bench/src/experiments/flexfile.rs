@@ -64,7 +64,7 @@ impl Experiment for FlexFileBench {
 
     fn run(&self, ctx: &Ctx) -> Result<Report> {
         let mut report = Report::new(self.name(), ctx.quick);
-        let size_mib: u64 = ctx.setting("size_mib", ctx.scale(256, 1024))?;
+        let size_mib: u64 = ctx.setting_min("size_mib", ctx.scale(256, 1024), 1)?;
         let rewrite_secs: u64 = ctx.setting("rewrite_secs", ctx.scale(5, 30))?;
         // 0: no budget. ext4 insert-range slows as the file grows, so stopping it early flatters it: its ops/s over
         // the part it finished is an upper bound on its ops/s over the whole build.

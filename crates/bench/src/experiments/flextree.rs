@@ -45,7 +45,7 @@ impl Experiment for FlexTreeBench {
             .split(',')
             .map(|s| s.trim().parse::<u64>().map_err(|e| format!("--set sizes={s}: {e}")))
             .collect::<std::result::Result<_, _>>()?;
-        let sample: u64 = ctx.setting("head_sample", ctx.scale(500, 2000))?;
+        let sample: u64 = ctx.setting_min("head_sample", ctx.scale(500, 2000), 1)?;
         let mut head_points: Vec<(String, Vec<(f64, f64)>)> =
             ["flexfile", "btreemap", "sorted-vec"].iter().map(|s| (s.to_string(), Vec::new())).collect();
         for &n in &sizes {

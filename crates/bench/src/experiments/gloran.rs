@@ -373,8 +373,8 @@ impl Experiment for Gloran {
 
     fn run(&self, ctx: &Ctx) -> Result<Report> {
         let n: u64 = ctx.setting_min("n", ctx.scale(100_000, 2_000_000), 1)?;
-        let ops: u64 = ctx.setting("ops", ctx.scale(20_000, 400_000))?;
-        let len: u64 = ctx.setting("len", 100)?;
+        let ops: u64 = ctx.setting_min("ops", ctx.scale(20_000, 400_000), 1)?;
+        let len: u64 = ctx.setting_min("len", 100, 1)?;
         let fresh: bool = ctx.setting("fresh", false)?;
         let cfg = if ctx.quick {
             Config {

@@ -103,9 +103,9 @@ fn records(rng: &mut SmallRng, n: usize, universe: u64, len: (u64, u64)) -> Vec<
 }
 
 fn point_coverage(ctx: &Ctx, report: &mut Report) -> Result<()> {
-    let n: usize = ctx.setting("records", ctx.scale(100_000, 1_000_000))?;
+    let n: usize = ctx.setting_min("records", ctx.scale(100_000, 1_000_000), 1)?;
     let universe: u64 = ctx.setting_min("universe", ctx.scale(1_000_000_000, 10_000_000_000), 1)?;
-    let probes: u64 = ctx.setting("probes", ctx.scale(200_000, 1_000_000))?;
+    let probes: u64 = ctx.setting_min("probes", ctx.scale(200_000, 1_000_000), 1)?;
     let mut rng = SmallRng::seed_from_u64(ctx.seed);
     let recs = records(&mut rng, n, universe, (16, 1024));
     let last_seq = n as u64;
@@ -307,7 +307,7 @@ impl Bloom {
 
 fn estimator_fpr(ctx: &Ctx, report: &mut Report) -> Result<()> {
     let n: usize = ctx.setting_min("fpr_records", ctx.scale(50_000, 1_000_000), 1)?;
-    let queries: usize = ctx.setting("fpr_queries", ctx.scale(50_000, 1_000_000))?;
+    let queries: usize = ctx.setting_min("fpr_queries", ctx.scale(50_000, 1_000_000), 1)?;
     // Ranges cover about 1 % of the universe (`--set fpr_density_pct=N`): deletes over a large key space.
     let density: u64 = ctx.setting("fpr_density_pct", 1)?;
     let universe = n as u64 * 100 * 100 / density.clamp(1, 100);

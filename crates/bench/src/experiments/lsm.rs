@@ -335,8 +335,8 @@ impl Experiment for Lsm {
     fn run(&self, ctx: &Ctx) -> Result<Report> {
         let n: u64 = ctx.setting_min("n", ctx.scale(200_000, 2_000_000), 1)?;
         let reads: u64 = ctx.setting_min("reads", ctx.scale(100_000, 1_000_000), 1)?;
-        let seeks: u64 = ctx.setting("seeks", ctx.scale(10_000, 100_000))?;
-        let ops: u64 = ctx.setting("ops", ctx.scale(50_000, 500_000))?;
+        let seeks: u64 = ctx.setting_min("seeks", ctx.scale(10_000, 100_000), 1)?;
+        let ops: u64 = ctx.setting_min("ops", ctx.scale(50_000, 500_000), 1)?;
         let cfg = if ctx.quick {
             Config {
                 write_buffer_size: 4 << 20,

@@ -71,7 +71,7 @@ fn scatter(mut x: u64, bits: u32, salt: u64) -> u64 {
 
 fn scan_test(ctx: &Ctx, threads: usize, report: &mut Report) -> Result<()> {
     let log_n: u32 = ctx.setting("scan_log2_bytes", ctx.scale(28, 31))?;
-    let trials: usize = ctx.setting("scan_trials", ctx.scale(2, 5))?;
+    let trials: usize = ctx.setting_min("scan_trials", ctx.scale(2, 5), 1)?;
     if !(21..=36).contains(&log_n) {
         return Err(
             format!("scan_log2_bytes={log_n}: must be 21..=36 (the largest block is 2^20 bytes)").into()
@@ -190,7 +190,7 @@ fn disk(ctx: &Ctx, report: &mut Report) -> Result<()> {
 }
 
 fn disk_in(ctx: &Ctx, fs: &dyn Fs, dir: &Path, report: &mut Report) -> Result<()> {
-    let total: usize = ctx.setting("disk_bytes", ctx.scale(256 << 20, 1 << 30))?;
+    let total: usize = ctx.setting_min("disk_bytes", ctx.scale(256 << 20, 1 << 30), 1)?;
     let chunk = vec![0xA5u8; 1 << 20];
     let path = dir.join("seq");
     let f = fs.open(&path, OpenMode::CreateTruncate)?;
@@ -211,7 +211,7 @@ fn disk_in(ctx: &Ctx, fs: &dyn Fs, dir: &Path, report: &mut Report) -> Result<()
     );
     report.row("disk-seq-write", "machine", [("write_bytes_per_sec", total as f64 / secs)]);
 
-    let syncs: u64 = ctx.setting("fsyncs", ctx.scale(200, 1000))?;
+    let syncs: u64 = ctx.setting_min("fsyncs", ctx.scale(200, 1000), 1)?;
     let f = fs.open(&dir.join("fsync"), OpenMode::CreateTruncate)?;
     let page = [0x5Au8; 4096];
     f.write_all_at(&page, 0)?;

@@ -51,9 +51,9 @@ impl Experiment for Nbd {
 
     fn run(&self, ctx: &Ctx) -> Result<Report> {
         let mut report = Report::new(self.name(), ctx.quick);
-        let size_mb: u64 = ctx.setting("size_mb", ctx.scale(256, 1024))?;
-        let runtime_s: u64 = ctx.setting("runtime_s", ctx.scale(4, 20))?;
-        let iodepth: u32 = ctx.setting("iodepth", 16)?;
+        let size_mb: u64 = ctx.setting_min("size_mb", ctx.scale(256, 1024), 1)?;
+        let runtime_s: u64 = ctx.setting_min("runtime_s", ctx.scale(4, 20), 1)?;
+        let iodepth: u32 = ctx.setting_min("iodepth", 16, 1)?;
         if size_mb == 0 || runtime_s == 0 || iodepth == 0 {
             return Err("size_mb, runtime_s and iodepth must be positive".into());
         }
@@ -91,7 +91,8 @@ fn run_all(
     report: &mut Report,
 ) -> Result<()> {
     let size = size_mb << 20;
-    let workers: usize = ctx.setting("workers", nbd::ServerOptions::default().workers_per_connection)?;
+    let workers: usize =
+        ctx.setting_min("workers", nbd::ServerOptions::default().workers_per_connection, 1)?;
     let only_ours: bool = ctx.setting("only_ours", false)?;
     let bar = ctx.progress(3 * WORKLOADS.len() as u64, "nbd systems");
     // Ours.

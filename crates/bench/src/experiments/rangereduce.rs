@@ -230,13 +230,13 @@ impl Experiment for RangeReduceBench {
     }
 
     fn run(&self, ctx: &Ctx) -> Result<Report> {
-        let n: u64 = ctx.setting("n", ctx.scale(200_000, 1_000_000))?;
-        let updates: u64 = ctx.setting("updates", n)?;
+        let n: u64 = ctx.setting_min("n", ctx.scale(200_000, 1_000_000), 1)?;
+        let updates: u64 = ctx.setting_min("updates", n, 1)?;
         let queries: u64 = ctx.setting("queries", paper_queries(updates))?;
-        let shorts: u64 = ctx.setting("shorts", ctx.scale(1000, 5000))?;
-        let ycsb_ops: u64 = ctx.setting("ycsb_ops", ctx.scale(10_000, 100_000))?;
-        let reps: usize = ctx.setting("reps", 1usize)?;
-        let file_kib: u64 = ctx.setting("file_kib", FILE >> 10)?;
+        let shorts: u64 = ctx.setting_min("shorts", ctx.scale(1000, 5000), 1)?;
+        let ycsb_ops: u64 = ctx.setting_min("ycsb_ops", ctx.scale(10_000, 100_000), 1)?;
+        let reps: usize = ctx.setting_min("reps", 1usize, 1)?;
+        let file_kib: u64 = ctx.setting_min("file_kib", FILE >> 10, 1)?;
         if !(64..=1 << 20).contains(&file_kib) {
             return Err(format!("--set file_kib={file_kib}: expected 64 to 1048576").into());
         }

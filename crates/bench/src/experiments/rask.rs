@@ -383,9 +383,9 @@ impl Experiment for RaskBench {
 
     fn run(&self, ctx: &Ctx) -> Result<Report> {
         let mut report = Report::new(self.name(), ctx.quick);
-        let n: usize = ctx.setting("ops", ctx.scale(200_000, 2_000_000))?;
-        let space: u64 = ctx.setting("space", 1u64 << 20)?;
-        let reps: usize = ctx.setting("reps", 3)?;
+        let n: usize = ctx.setting_min("ops", ctx.scale(200_000, 2_000_000), 1)?;
+        let space: u64 = ctx.setting_min("space", 1u64 << 20, 1)?;
+        let reps: usize = ctx.setting_min("reps", 3, 1)?;
         let breakdown: bool = ctx.setting::<u8>("breakdown", 0)? != 0;
         let systems: Vec<&str> = ["rask", "rask-btree-internal"].into_iter().chain(PEERS).collect();
         let only = ctx.list("systems", &systems, &systems, false)?;
