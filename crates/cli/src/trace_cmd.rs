@@ -135,10 +135,16 @@ fn synth(a: SynthArgs) -> Result<ExitCode, bench::Error> {
     let mut out: Box<dyn Write> = if a.out.as_os_str() == "-" {
         Box::new(BufWriter::new(std::io::stdout().lock()))
     } else {
-        Box::new(BufWriter::new(File::create(&a.out)?))
+        let file = File::create(&a.out).map_err(|e| format!("--out {}: {e}", a.out.display()))?;
+        Box::new(BufWriter::new(file))
     };
-    let n = write_trace(&mut out, format, a.block_size, &names, trace)?;
-    out.flush()?;
+    // The writer's I/O errors say "reading the trace"; here they are about writing the output.
+    let out_err = |e: std::io::Error| -> bench::Error { format!("--out {}: {e}", a.out.display()).into() };
+    let n = match write_trace(&mut out, format, a.block_size, &names, trace) {
+        Err(TraceError::Io(e)) => return Err(out_err(e)),
+        r => r?,
+    };
+    out.flush().map_err(out_err)?;
     if a.out.as_os_str() != "-" {
         eprintln!("wrote {n} operations to {}", a.out.display());
     }

@@ -119,3 +119,20 @@ fn malformed_lines_are_counted_and_strict_fails() {
     let out = rangedb().args(["rask", "replay", "--format", "nope"]).arg(&trace).output().unwrap();
     assert!(!out.status.success());
 }
+
+/// A `--dump` path that cannot be created fails before the replay, naming it; it failed after the whole replay
+/// with "No such file or directory (os error 2)".
+#[test]
+fn regression_an_unwritable_dump_fails_first_and_is_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let dump = dir.path().join("missing").join("dump.txt");
+    let out = rangedb()
+        .args(["rask", "replay", "--format", "synthetic", "--ops", "1000", "--dump"])
+        .arg(&dump)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains(&format!("--dump {}: ", dump.display())), "{err}");
+    assert!(out.stdout.is_empty(), "replayed before failing: {}", String::from_utf8_lossy(&out.stdout));
+}

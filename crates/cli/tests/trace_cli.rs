@@ -39,3 +39,24 @@ fn synth_then_stats_in_every_format() {
     let out = rangedb().args(["trace", "synth", "--format", "nope"]).output().unwrap();
     assert!(!out.status.success());
 }
+
+/// An output that cannot be written is named: the error read "No such file or directory (os error 2)", and a
+/// failed write "I/O error reading the trace".
+#[test]
+fn regression_an_unwritable_output_is_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let out_path = dir.path().join("missing").join("t.csv");
+    let out = rangedb().args(["trace", "synth", "--ops", "10", "--out"]).arg(&out_path).output().unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains(&format!("--out {}: ", out_path.display())), "{err}");
+    if std::path::Path::new("/dev/full").exists() {
+        let out =
+            rangedb().args(["trace", "synth", "--ops", "100000", "--out", "/dev/full"]).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            !out.status.success() && err.contains("--out /dev/full: ") && !err.contains("reading"),
+            "{err}"
+        );
+    }
+}
