@@ -13,13 +13,12 @@ struct LsmEngine {
 }
 
 impl LsmEngine {
-    fn read_opts(&self, snap: Option<u64>) -> KvResult<lsm::ReadOptions> {
+    fn read_opts(&self, snap: Option<u64>) -> KvResult<lsm::ReadOptions<'_>> {
         let snapshot = match snap {
             Some(id) => Some(
                 self.snaps
                     .get(&id)
-                    .ok_or_else(|| KvError { kind: "invalid", msg: format!("no snapshot {id}") })?
-                    .seq(),
+                    .ok_or_else(|| KvError { kind: "invalid", msg: format!("no snapshot {id}") })?,
             ),
             None => None,
         };

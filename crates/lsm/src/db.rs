@@ -18,7 +18,6 @@
 //!
 //! `wal` is only touched by the write leader (and by `close`), under `writers`' leadership token.
 
-use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
@@ -31,6 +30,7 @@ use crate::ikey::Kind;
 use crate::memtable::MemTable;
 use crate::options::{Options, ReadOptions, WriteOptions};
 use crate::rangedel::{self, RangeDelCounters};
+use crate::snapshot::{Snapshot, SnapshotList};
 use crate::stats::{Counters, SpaceAmp, Stats};
 use crate::table::TableOptions;
 use crate::table_cache::TableCache;
@@ -151,37 +151,6 @@ pub struct FileEntry {
     pub info: crate::edit::FileInfo,
 }
 
-/// Live snapshots: sequence -> count. Shared with the handles, so that releasing one never holds the store
-/// (regression `regression_a_snapshot_dropped_beside_close_does_not_keep_the_store_locked`).
-type SnapshotList = Arc<Mutex<BTreeMap<u64, usize>>>;
-
-/// A consistent read view; released when dropped.
-#[derive(Debug)]
-pub struct Snapshot {
-    seq: u64,
-    list: SnapshotList,
-}
-
-impl Snapshot {
-    /// The snapshot's sequence number (pass it in [`ReadOptions::snapshot`]).
-    pub fn seq(&self) -> u64 {
-        self.seq
-    }
-}
-
-impl Drop for Snapshot {
-    fn drop(&mut self) {
-        // Released without the state lock: a compaction that read the list before this only keeps more.
-        let mut l = lock(&self.list);
-        if let Some(c) = l.get_mut(&self.seq) {
-            *c -= 1;
-            if *c == 0 {
-                l.remove(&self.seq);
-            }
-        }
-    }
-}
-
 impl Db {
     /// Sets `key` to `value`.
     pub fn put(&self, opts: &WriteOptions, key: &[u8], value: &[u8]) -> Result<()> {
@@ -288,11 +257,8 @@ impl Db {
     pub fn snapshot(&self) -> Snapshot {
         // Read and register under the state lock, so a compaction computing the oldest snapshot either sees this
         // one or used a sequence no larger than it.
-        let s = lock(&self.inner.state);
-        let seq = self.inner.last_seq.load(Ordering::Acquire);
-        *lock(&self.inner.snapshots).entry(seq).or_default() += 1;
-        drop(s);
-        Snapshot { seq, list: self.inner.snapshots.clone() }
+        let _s = lock(&self.inner.state);
+        Snapshot::register(&self.inner.snapshots, self.inner.last_seq.load(Ordering::Acquire))
     }
 
     /// Flushes the memtable to an L0 table and waits until every immutable memtable is on disk.

@@ -45,6 +45,7 @@ pub mod props;
 pub mod rangedel;
 pub mod rangedel_global;
 pub mod readahead;
+mod snapshot;
 mod stats;
 pub mod table;
 pub mod table_cache;
@@ -58,12 +59,13 @@ pub use db::range_reduce::{
     LevelEstimate, RangeReduceMode, RangeReduceOptions, RangeReduceStats, SelectParams, compaction_debt,
     decision_matrix, estimate_partial, select_free_levels, select_levels,
 };
-pub use db::{Db, FileEntry, Recovery, Snapshot};
+pub use db::{Db, FileEntry, Recovery};
 pub use db_iter::DbIter;
 pub use error::{Error, Result};
 pub use format::Compression;
 pub use options::{CompactionPri, CpuPriority, Options, ReadOptions, WriteOptions};
 pub use rangedel::{LocalTombstones, RangeDeleteStrategy};
 pub use rangedel_global::{GlobalRangeDeletes, strategy_by_name};
+pub use snapshot::Snapshot;
 pub use stats::{LevelStats, SpaceAmp, Stats};
 pub use vfs::torn::WalRecovery;

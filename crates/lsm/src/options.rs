@@ -5,6 +5,7 @@ use std::sync::Arc;
 use crate::error::{Error, Result};
 use crate::format::Compression;
 use crate::rangedel::{LocalTombstones, RangeDeleteStrategy};
+use crate::snapshot::Snapshot;
 
 /// Database options. Defaults follow RocksDB 7.x (`Options()`), except where a note says otherwise.
 #[derive(Clone)]
@@ -227,9 +228,10 @@ pub struct WriteOptions {
 
 /// Options of one read or iterator.
 #[derive(Debug, Clone, Default)]
-pub struct ReadOptions {
-    /// Read at this snapshot's sequence number (default: the latest).
-    pub snapshot: Option<u64>,
+pub struct ReadOptions<'a> {
+    /// Read at this snapshot (default: the latest state). It must come from the store being read
+    /// (`Error::InvalidArgument` otherwise); a read or iterator that started keeps its view if the handle drops.
+    pub snapshot: Option<&'a Snapshot>,
     /// Iterators: smallest key returned (inclusive).
     pub lower_bound: Option<Vec<u8>>,
     /// Iterators: first key not returned (exclusive).

@@ -70,7 +70,7 @@ fn snapshots_see_the_past_and_batches_are_atomic() {
     b.put(b"b", b"2");
     b.delete_range(b"c", b"d");
     db.write(&w, b).unwrap();
-    let at = ReadOptions { snapshot: Some(snap.seq()), ..Default::default() };
+    let at = ReadOptions { snapshot: Some(&snap), ..Default::default() };
     assert_eq!(db.get_opt(&at, b"a").unwrap(), Some(b"1".to_vec()));
     assert_eq!(db.get_opt(&at, b"b").unwrap(), None);
     db.flush().unwrap();
@@ -184,4 +184,33 @@ fn regression_flushes_made_by_recovery_are_counted() {
     assert_eq!(db.recovery().records, 1, "the write must come back from the log");
     assert!(s.bytes_flushed > 0 && s.flushes == 1, "{s:?}");
     assert_eq!(db.get(b"k").unwrap(), Some(b"v".to_vec()));
+}
+
+/// A read named its snapshot by a bare sequence number, which nothing checked: a number from another store, or
+/// one no live snapshot protected, read versions a compaction may already have dropped and answered wrongly
+/// without a word. A read now names a snapshot handle, and one from another instance is an invalid argument.
+#[test]
+fn regression_a_snapshot_of_another_instance_is_refused() {
+    let fs = Arc::new(vfs::MemFs::new());
+    let w = WriteOptions::default();
+    let db = open(&fs, tiny());
+    db.put(&w, b"k", b"v1").unwrap();
+    let old = db.snapshot();
+    db.close().unwrap();
+    let db = open(&fs, tiny());
+    db.put(&w, b"k", b"v2").unwrap();
+    let other_fs = Arc::new(vfs::MemFs::new());
+    let other = open(&other_fs, tiny());
+    let foreign = other.snapshot();
+    for snap in [&old, &foreign] {
+        let ro = ReadOptions { snapshot: Some(snap), ..Default::default() };
+        assert!(matches!(db.get_opt(&ro, b"k"), Err(lsm::Error::InvalidArgument(_))));
+        assert!(matches!(db.iter(&ro), Err(lsm::Error::InvalidArgument(_))));
+        assert!(matches!(db.scan(&ro, b"a", b"z", 10), Err(lsm::Error::InvalidArgument(_))));
+    }
+    let own = db.snapshot();
+    db.put(&w, b"k", b"v3").unwrap();
+    let ro = ReadOptions { snapshot: Some(&own), ..Default::default() };
+    assert_eq!(db.get_opt(&ro, b"k").unwrap(), Some(b"v2".to_vec()));
+    assert_eq!(db.scan(&ro, b"a", b"z", 10).unwrap(), vec![(b"k".to_vec(), b"v2".to_vec())]);
 }

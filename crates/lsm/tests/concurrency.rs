@@ -38,7 +38,7 @@ fn concurrent_writers_and_readers_see_consistent_state() {
                 // Within one snapshot, each thread's keys form a prefix of its write order minus deleted ranges:
                 // so every visible key's value equals its key, and the scan is sorted.
                 let s = db.snapshot();
-                let ro = ReadOptions { snapshot: Some(s.seq()), ..Default::default() };
+                let ro = ReadOptions { snapshot: Some(&s), ..Default::default() };
                 let all = db.scan(&ro, b"", b"\xff", usize::MAX).unwrap();
                 assert!(all.windows(2).all(|w| w[0].0 < w[1].0));
                 assert!(all.iter().all(|(k, v)| k == v));
@@ -164,7 +164,7 @@ fn run_all_operations(global: bool) {
                     }
                     _ => {
                         let s = db.snapshot();
-                        let ro = ReadOptions { snapshot: Some(s.seq()), ..Default::default() };
+                        let ro = ReadOptions { snapshot: Some(&s), ..Default::default() };
                         let all = db.scan(&ro, b"", b"\xff", usize::MAX).unwrap();
                         assert!(all.windows(2).all(|w| w[0].0 < w[1].0));
                         let mut it = db.iter(&ro).unwrap();
@@ -297,7 +297,7 @@ fn reads_see_one_state_beside_range_deletes_and_rewrites() {
                                 // A snapshot reads the same before and after the writes, flushes and merges
                                 // that run while it is held.
                                 let s = db.snapshot();
-                                let ro = ReadOptions { snapshot: Some(s.seq()), ..Default::default() };
+                                let ro = ReadOptions { snapshot: Some(&s), ..Default::default() };
                                 let first = db.scan(&ro, b"k", b"l", usize::MAX).unwrap();
                                 assert!(one_state(&first), "{what}: a snapshot saw no state: {first:?}");
                                 std::thread::sleep(std::time::Duration::from_millis(2));

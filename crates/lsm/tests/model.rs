@@ -158,7 +158,7 @@ fn run(seed: u64, steps: usize, strat: Strategy, mode: RangeReduceMode) -> lsm::
                 if !snaps.is_empty() && rng.random_bool(0.3) {
                     let i = rng.random_range(0..snaps.len());
                     let (s, m) = &snaps[i];
-                    let ro = ReadOptions { snapshot: Some(s.seq()), ..Default::default() };
+                    let ro = ReadOptions { snapshot: Some(s), ..Default::default() };
                     assert_eq!(db.get_opt(&ro, &k).unwrap(), m.get(&k).cloned(), "{ctx} snapshot get");
                 } else {
                     assert_eq!(db.get(&k).unwrap(), model.get(&k).cloned(), "{ctx} get {:?}", k);
@@ -170,7 +170,7 @@ fn run(seed: u64, steps: usize, strat: Strategy, mode: RangeReduceMode) -> lsm::
                 let (a, b) = if a <= b { (a, b) } else { (b, a) };
                 let (ro, m) = if !snaps.is_empty() && rng.random_bool(0.3) {
                     let i = rng.random_range(0..snaps.len());
-                    (ReadOptions { snapshot: Some(snaps[i].0.seq()), ..Default::default() }, &snaps[i].1)
+                    (ReadOptions { snapshot: Some(&snaps[i].0), ..Default::default() }, &snaps[i].1)
                 } else {
                     (ReadOptions::default(), &model)
                 };

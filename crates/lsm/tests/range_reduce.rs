@@ -44,7 +44,7 @@ fn model_range(m: &Model, lo: &[u8], hi: &[u8]) -> Vec<(Vec<u8>, Vec<u8>)> {
     m.range(lo.to_vec()..hi.to_vec()).map(|(a, b)| (a.clone(), b.clone())).collect()
 }
 
-fn check(db: &Db, snap: Option<u64>, m: &Model, ctx: &str) {
+fn check(db: &Db, snap: Option<&lsm::Snapshot>, m: &Model, ctx: &str) {
     let ro = ReadOptions { snapshot: snap, ..Default::default() };
     // Through a plain (unbounded) iterator so the check itself never plans a rewrite.
     let mut it = db.iter(&ro).unwrap();
@@ -148,8 +148,8 @@ fn rewrite_keeps_what_older_snapshots_and_range_tombstones_need() {
         assert!(st.rewrites >= 1, "{mode:?}: no rewrite: {st:?}");
         assert!(st.rewrite_write_bytes > 0 && st.rewrite_files_removed > 0, "{mode:?}: {st:?}");
         check(&db, None, &m, &format!("{mode:?} latest after rewrite"));
-        check(&db, Some(s2.seq()), &m2, &format!("{mode:?} snapshot before the range tombstone's flush"));
-        check(&db, Some(s1.seq()), &m1, &format!("{mode:?} snapshot before every update"));
+        check(&db, Some(&s2), &m2, &format!("{mode:?} snapshot before the range tombstone's flush"));
+        check(&db, Some(&s1), &m1, &format!("{mode:?} snapshot before every update"));
         drop((s1, s2));
         // Without snapshots a second query may drop the old versions; still correct.
         let got = db.scan(&ReadOptions::default(), &k(900), &k(2100), usize::MAX).unwrap();
@@ -226,12 +226,7 @@ fn partial_scans_and_slo_bound_do_not_rewrite() {
     let _ = db.rscan(&ReadOptions::default(), &k(400), &k(1600), usize::MAX).unwrap();
     // A snapshot read is not the latest state: never rewritten.
     let s = db.snapshot();
-    let _ = db.scan(
-        &ReadOptions { snapshot: Some(s.seq()), ..Default::default() },
-        &k(400),
-        &k(1600),
-        usize::MAX,
-    );
+    let _ = db.scan(&ReadOptions { snapshot: Some(&s), ..Default::default() }, &k(400), &k(1600), usize::MAX);
     db.wait_for_compactions().unwrap();
     let st = db.stats().range_reduce;
     assert_eq!(st.rewrites, 0, "{st:?}");

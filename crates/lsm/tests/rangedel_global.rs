@@ -130,7 +130,7 @@ fn lookup_of_a_key_deleted_since_the_last_flush_skips_the_tables() {
     assert_eq!(s1.span_hits, s0.span_hits + 1, "{s1:?}");
     assert_eq!((s1.lookups, s1.index_probes), (s0.lookups, s0.index_probes), "the tables were searched");
     // A reader from before the delete still sees the table's version.
-    let ro = ReadOptions { snapshot: Some(before_delete.seq()), ..Default::default() };
+    let ro = ReadOptions { snapshot: Some(&before_delete), ..Default::default() };
     assert_eq!(db.get_opt(&ro, &k(150)).unwrap(), Some(b"old".to_vec()));
     // A write after the delete, and a key outside it, are found.
     db.put(&w, &k(160), b"new").unwrap();
@@ -196,7 +196,7 @@ fn snapshots_straddling_range_deletes_see_their_own_state() {
         }
         db.compact_range(None, None).unwrap();
         for (j, (s, sm)) in snaps.iter().enumerate() {
-            let ro = ReadOptions { snapshot: Some(s.seq()), ..Default::default() };
+            let ro = ReadOptions { snapshot: Some(s), ..Default::default() };
             assert_eq!(all(&db, &ro), pairs(sm), "{name} snapshot {j} forward");
             assert_eq!(rall(&db, &ro), pairs(sm), "{name} snapshot {j} reverse");
             for i in (0..420).step_by(3) {

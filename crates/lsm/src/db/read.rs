@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use crate::db_iter::DbIter;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::ikey::{self, Kind};
 use crate::iter::{InternalIter, MergingIter};
 use crate::memtable::MemTable;
@@ -27,7 +27,20 @@ struct Sources {
 }
 
 impl Inner {
+    /// Refuses a snapshot taken from another store (or another open of this one): its sequence number means
+    /// nothing here, and no live snapshot keeps the versions it would read.
+    fn check_snapshot(&self, opts: &ReadOptions) -> Result<()> {
+        match opts.snapshot {
+            Some(s) if !s.belongs_to(&self.snapshots) => Err(Error::InvalidArgument(format!(
+                "snapshot at sequence {} belongs to another database instance",
+                s.seq()
+            ))),
+            _ => Ok(()),
+        }
+    }
+
     pub(super) fn get(&self, opts: &ReadOptions, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        self.check_snapshot(opts)?;
         self.counters.gets.fetch_add(1, Ordering::Relaxed);
         // A registered snapshot is kept apart by every merge of the range records; an implicit one only by those
         // before it was read (see `RangeDeleteStrategy::generation`), so only an implicit one needs the check.
@@ -47,7 +60,7 @@ impl Inner {
     fn capture(&self, opts: &ReadOptions) -> Sources {
         let sources = {
             let s = lock(&self.state);
-            let snapshot = opts.snapshot.unwrap_or_else(|| self.last_seq.load(Ordering::Acquire));
+            let snapshot = opts.snapshot.map_or_else(|| self.last_seq.load(Ordering::Acquire), |s| s.seq());
             Sources { mem: s.mem.clone(), imm: s.imm.clone(), v: s.current.clone(), snapshot }
         };
         #[cfg(test)]
@@ -142,6 +155,7 @@ impl Inner {
     }
 
     pub(super) fn iter(&self, opts: &ReadOptions) -> Result<DbIter> {
+        self.check_snapshot(opts)?;
         let pin = self.range_deletes.pin();
         let lo = opts.lower_bound.as_deref();
         let hi = opts.upper_bound.as_deref();

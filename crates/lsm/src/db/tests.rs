@@ -105,11 +105,11 @@ fn regression_gc_waits_for_readers_of_every_older_epoch() {
     db.put(&w, b"k", b"old").unwrap();
     db.flush().unwrap();
     db.delete_range(&w, b"a", b"z").unwrap();
-    let snap = db.snapshot();
-    let at = snap.seq();
+    let snap = Arc::new(db.snapshot());
+    let at = snap.clone();
     let got = read_across(
         &db,
-        move |db| db.get_opt(&ReadOptions { snapshot: Some(at), ..Default::default() }, b"k").unwrap(),
+        move |db| db.get_opt(&ReadOptions { snapshot: Some(&at), ..Default::default() }, b"k").unwrap(),
         |db| {
             // Two bottommost compactions, each planning a GC, then a flush, which runs what is ready.
             for key in [&b"zz"[..], b"zzz", b"zzzz"] {
