@@ -41,6 +41,7 @@ use crate::wal::LogWriter;
 mod background;
 mod jobs;
 mod open;
+mod owner;
 #[path = "range_reduce/mod.rs"]
 pub(crate) mod range_reduce;
 mod read;
@@ -344,6 +345,9 @@ impl Db {
         }
         // Sealed: a later write (after a failed close) must not append past the final mark.
         *w = None;
+        drop(w);
+        // Last: after this, no query's leftover (statistics, collections, claims) holds the engine.
+        self.inner.rr.owner.close();
         Ok(())
     }
 }

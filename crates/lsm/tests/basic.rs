@@ -214,3 +214,41 @@ fn regression_a_snapshot_of_another_instance_is_refused() {
     assert_eq!(db.get_opt(&ro, b"k").unwrap(), Some(b"v2".to_vec()));
     assert_eq!(db.scan(&ro, b"a", b"z", 10).unwrap(), vec![(b"k".to_vec(), b"v2".to_vec())]);
 }
+
+/// The same race as above through iterators: a range query's statistics sink (and RangeReduce's collection)
+/// reached the store through a weak reference it upgraded when the iterator dropped, so iterators dropped on
+/// another thread as the store closed kept it, and its directory lock, alive after `close` returned.
+#[test]
+fn regression_iterators_dropped_beside_close_do_not_keep_the_store_locked() {
+    let fs = Arc::new(vfs::MemFs::new());
+    {
+        let db = open(&fs, tiny());
+        for i in 0..200u32 {
+            db.put(&WriteOptions::default(), format!("k{i:04}").as_bytes(), b"v").unwrap();
+        }
+        db.close().unwrap();
+    }
+    for _ in 0..50 {
+        let db = open(&fs, tiny());
+        let ro = ReadOptions {
+            lower_bound: Some(b"k0010".to_vec()),
+            upper_bound: Some(b"k0100".to_vec()),
+            ..Default::default()
+        };
+        let iters: Vec<lsm::DbIter> = (0..5_000).map(|_| db.iter(&ro).unwrap()).collect();
+        let go = Arc::new(std::sync::Barrier::new(2));
+        let dropper = {
+            let go = go.clone();
+            std::thread::spawn(move || {
+                go.wait();
+                drop(iters);
+            })
+        };
+        go.wait();
+        db.close().unwrap();
+        let f: Arc<dyn vfs::Fs> = fs.clone();
+        let reopened = Db::open(f, "/db", tiny());
+        dropper.join().unwrap();
+        reopened.unwrap().close().unwrap();
+    }
+}

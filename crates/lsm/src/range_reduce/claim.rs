@@ -28,17 +28,17 @@
 //! Whoever releases a claim clears its marks and unregisters its ranges under the `running` lock, once; a
 //! compaction picked afterwards sees the version of that moment.
 
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Weak};
 use std::time::Instant;
 
-use super::{Inner, add, lock};
+use super::{Inner, Owner, add, lock};
 use crate::picker::RunningRange;
 use crate::version::{FileMeta, Version};
 
 /// Claimed files and registered output ranges of one rewrite; released on drop (or earlier, by expiry).
 pub(super) struct Claim {
-    owner: Weak<Inner>,
+    owner: Arc<Owner>,
     files: Vec<Arc<FileMeta>>,
     ranges: Vec<RunningRange>,
     /// When the query claimed.
@@ -87,10 +87,8 @@ impl Claim {
 
 impl Drop for Claim {
     fn drop(&mut self) {
-        // No owner: the engine is gone, and with it every mark.
-        if let Some(inner) = self.owner.upgrade() {
-            self.release(&inner);
-        }
+        // No visit: the engine is closing or gone, and with it every mark.
+        self.owner.visit(|inner| self.release(inner));
     }
 }
 
@@ -104,7 +102,7 @@ impl Inner {
         levels: &[usize],
         files: &[(usize, Arc<FileMeta>)],
     ) -> std::result::Result<Claim, Vec<usize>> {
-        let owner = self.rr.owner.get().cloned().unwrap_or_default();
+        let owner = self.rr.owner.clone();
         let new = |files: Vec<Arc<FileMeta>>, ranges| Claim {
             owner: owner.clone(),
             files,

@@ -24,7 +24,7 @@ mod tap;
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, OnceLock, Weak};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 pub use select::{
@@ -32,6 +32,7 @@ pub use select::{
     select_levels,
 };
 
+use super::owner::Owner;
 use super::{Inner, lock};
 use crate::db_iter::ReadSink;
 use crate::error::{Error, Result};
@@ -237,7 +238,7 @@ pub(crate) struct Shared {
     running: AtomicBool,
     /// Claims of queries still reading, for expiry.
     open_claims: Mutex<Vec<Weak<Claim>>>,
-    owner: OnceLock<Weak<Inner>>,
+    pub(crate) owner: Arc<Owner>,
     /// Test hook run right after a rewrite claimed its files, before it writes anything.
     #[cfg(test)]
     pub(crate) on_claim: Mutex<Option<ClaimHook>>,
@@ -255,7 +256,7 @@ impl std::fmt::Debug for Shared {
 impl Shared {
     /// Records the engine that owns this state (called once, right after it is built).
     pub(crate) fn set_owner(&self, inner: &Arc<Inner>) {
-        let _ = self.owner.set(Arc::downgrade(inner));
+        self.owner.set(inner);
     }
 
     /// Whether a collected rewrite waits to run.
@@ -284,8 +285,9 @@ impl Shared {
 
     /// Queues a collected rewrite and wakes the background thread. Called from a query's drop, never with the
     /// engine's state lock held.
-    fn submit(&self, job: Job) {
-        let Some(inner) = self.owner.get().and_then(Weak::upgrade) else { return };
+    ///
+    /// REQUIRES: `inner` owns this state.
+    fn submit(&self, inner: &Inner, job: Job) {
         if let Some(c) = &job.plan.claim {
             c.submit();
         }
@@ -332,12 +334,10 @@ impl Inner {
             return (children, None);
         }
         add(&self.rr.counters.range_queries, 1);
-        let owner = self.rr.owner.get().cloned().unwrap_or_default();
+        let owner = self.rr.owner.clone();
         let counter = owner.clone();
         let sink: ReadSink = Box::new(move |bytes| {
-            if let Some(inner) = counter.upgrade() {
-                add(&inner.rr.counters.range_query_bytes_read, bytes);
-            }
+            counter.visit(|inner| add(&inner.rr.counters.range_query_bytes_read, bytes));
         });
         let plan = if opts.snapshot.is_none() && self.opts.range_reduce.mode != RangeReduceMode::Off {
             self.range_reduce_plan(v, lo, hi)

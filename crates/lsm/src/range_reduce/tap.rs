@@ -13,9 +13,9 @@
 //! collection into a rewrite job.
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Mutex};
 
-use super::{Inner, Job, Plan, add, lock};
+use super::{Job, Owner, Plan, add, lock};
 use crate::block::{Block, BlockIter};
 use crate::error::{Error, Result};
 use crate::ikey;
@@ -218,7 +218,7 @@ impl Budget {
 
 /// What the taps of one iterator share.
 pub(crate) struct Collect {
-    owner: Weak<Inner>,
+    owner: Arc<Owner>,
     /// The query's plan; taken when the collection is handed to the rewrite or given up.
     plan: Option<Plan>,
     runs: Vec<Option<Run>>,
@@ -227,7 +227,7 @@ pub(crate) struct Collect {
 }
 
 impl Collect {
-    pub(crate) fn new(owner: Weak<Inner>, plan: Plan, recording: usize) -> Self {
+    pub(crate) fn new(owner: Arc<Owner>, plan: Plan, recording: usize) -> Self {
         Collect {
             owner,
             plan: Some(plan),
@@ -240,14 +240,17 @@ impl Collect {
 
 impl Drop for Collect {
     fn drop(&mut self) {
-        let Some(inner) = self.owner.upgrade() else { return };
         let Some(plan) = self.plan.take() else { return };
-        if self.broken || self.complete != self.runs.len() {
-            add(&inner.rr.counters.rewrites_incomplete, 1);
-            return;
-        }
+        let complete = !self.broken && self.complete == self.runs.len();
         let runs: Vec<Run> = self.runs.iter_mut().filter_map(Option::take).collect();
-        inner.rr.submit(Job { plan, runs });
+        // After `close` the job and its claim are dropped here: there is no engine left to rewrite into.
+        self.owner.visit(move |inner| {
+            if complete {
+                inner.rr.submit(inner, Job { plan, runs });
+            } else {
+                add(&inner.rr.counters.rewrites_incomplete, 1);
+            }
+        });
     }
 }
 
