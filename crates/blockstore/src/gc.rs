@@ -32,8 +32,8 @@
 //! file); waiting lets the files empty further, at the price of disk space bounded by that percentage.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, Weak};
 
 use rask::BlockRange;
 use vfs::File;
@@ -42,7 +42,7 @@ use crate::cache::merge_runs;
 use crate::datafile::read_unit_from;
 use crate::format::BatchOp;
 use crate::location::Location;
-use crate::volume::{State, apply_batch_op};
+use crate::volume::{Shared, State, apply_batch_op};
 use crate::{BLOCK_SIZE, Error, Result, Volume};
 
 /// What one collection round did.
@@ -80,46 +80,60 @@ impl Volume {
         if max_live_percent > 100 {
             return Err(Error::InvalidArgument(format!("max_live_percent {max_live_percent} is above 100")));
         }
-        let _round = self.gc_lock.lock().unwrap_or_else(|p| p.into_inner());
-        self.gc_round(max_live_percent, false, between)
+        let _round = self.shared.gc_lock.lock().unwrap_or_else(|p| p.into_inner());
+        self.shared.gc_round(max_live_percent, false, between)
     }
 
     /// The automatic round after a flush left a candidate: on a background thread (`Options::gc_in_background`,
     /// one at a time) or here. Skipped if a round is already running. Its errors are not the triggering write's:
     /// a write-path failure poisons the volume, a read failure ends the round.
     pub(crate) fn background_gc(&self) {
+        let sh = &self.shared;
         if !self.gc_in_background {
-            return self.auto_gc_round();
+            return sh.auto_gc_round();
         }
-        let Some(me) = self.me.get().and_then(Weak::upgrade) else { return self.auto_gc_round() };
-        if self.gc_running.swap(true, Ordering::AcqRel) {
+        if sh.gc_running.swap(true, Ordering::AcqRel) {
             return;
         }
+        // The thread holds the shared state, not the volume, so the volume's drop can stop and join it.
+        let mut slot = self.gc_thread.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(done) = slot.take() {
+            // `gc_running` was clear, so that thread is past its round (at most returning).
+            let _ = done.join();
+        }
+        let bg = sh.clone();
         let spawned = std::thread::Builder::new().name("blockstore-gc".into()).spawn(move || {
-            me.auto_gc_round();
-            me.gc_running.store(false, Ordering::Release);
+            bg.auto_gc_round();
+            bg.gc_running.store(false, Ordering::Release);
         });
-        if spawned.is_err() {
-            self.gc_running.store(false, Ordering::Release);
-            self.auto_gc_round();
+        match spawned {
+            Ok(h) => *slot = Some(h),
+            Err(_) => {
+                drop(slot);
+                sh.gc_running.store(false, Ordering::Release);
+                sh.auto_gc_round();
+            }
         }
     }
 
+    /// Waits until no background collection round is running (tests and benchmarks).
+    #[doc(hidden)]
+    pub fn wait_for_background_gc(&self) {
+        while self.shared.gc_running.load(Ordering::Acquire) {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+    }
+}
+
+impl Shared {
     fn auto_gc_round(&self) {
         let Ok(_round) = self.gc_lock.try_lock() else { return };
         let pct = self.lock().opts.gc_live_percent;
         let _ = self.gc_round(pct, true, || {});
     }
 
-    /// Waits until no background collection round is running (tests and benchmarks).
-    #[doc(hidden)]
-    pub fn wait_for_background_gc(&self) {
-        while self.gc_running.load(Ordering::Acquire) {
-            std::thread::sleep(std::time::Duration::from_millis(1));
-        }
-    }
-
     /// One round over candidates at `pct`; `auto` applies the garbage threshold (`Options::gc_garbage_percent`).
+    /// A round whose volume is dropped during its copy phase gives up before changing anything.
     fn gc_round(&self, pct: u32, auto: bool, between: impl FnOnce()) -> Result<GcReport> {
         let plan = {
             let mut s = self.lock();
@@ -132,6 +146,9 @@ impl Volume {
         };
         let copies = read_pieces(&plan)?;
         between();
+        if self.shutdown.load(Ordering::Acquire) {
+            return Ok(GcReport::default());
+        }
         let mut s = self.drained();
         s.usable()?;
         let r = s.install_gc(&plan, copies);

@@ -66,7 +66,7 @@ impl Store {
     }
 
     /// Opens volume `name` for inspection without changing any file (recovery runs in memory; writes fail).
-    /// REQUIRES: no other process has the volume open for writing.
+    /// Fails with `InvalidArgument` ("in use") while another instance has the volume open.
     pub fn volume_read_only(&self, name: &str) -> Result<Arc<Volume>> {
         validate_volume_name(name)?;
         Ok(Volume::open_read_only(self.fs.clone(), &self.dir, name, self.opts.clone())?.into_shared())

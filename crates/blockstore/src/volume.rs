@@ -30,7 +30,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, Weak};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
 use rask::Rask;
 use vfs::Fs;
@@ -55,40 +55,57 @@ pub(crate) use mapping::{apply_batch_op, block_range, check_blocks, index_delete
 /// An open volume. Shared by every connection; internally synchronised.
 #[derive(Debug)]
 pub struct Volume {
+    /// Held while the volume is open (see `lock_volume`).
+    _lock: Option<Box<dyn vfs::FileLock>>,
     name: String,
     size: u64,
-    shared: Arc<Shared>,
+    pub(crate) shared: Arc<Shared>,
     /// The flusher thread (`Options::flush_in_background`), joined on drop.
     flusher: Option<std::thread::JoinHandle<()>>,
-    /// Serialises garbage-collection rounds (which drop `state` while they read).
-    pub(crate) gc_lock: Mutex<()>,
-    /// The volume's own `Arc` (set by the store that opened it): what a background collection round holds.
-    pub(crate) me: OnceLock<Weak<Volume>>,
-    /// A background collection thread was started and has not finished.
-    pub(crate) gc_running: AtomicBool,
+    /// The last background collection thread started, joined on drop (and before the next one starts).
+    pub(crate) gc_thread: Mutex<Option<std::thread::JoinHandle<()>>>,
     pub(crate) gc_in_background: bool,
 }
 
 /// What the volume and its flusher thread share.
 #[derive(Debug)]
-struct Shared {
+///
+/// Background threads hold this, never the `Volume`: dropping the last `Volume` handle then stops and joins
+/// them, and the volume, with its lock file, is closed when the drop returns. A collection thread that held the
+/// `Volume` kept it open past its last user's drop, so a reopen right after could find it in use (it ran beside
+/// a second instance before the lock file existed).
+pub(crate) struct Shared {
     state: Mutex<State>,
     /// Signalled when a cache is frozen (the flusher waits for work) and when a frozen cache reached the index or
     /// the volume was poisoned (writers and drains wait for the flusher).
     cv: Condvar,
-    shutdown: AtomicBool,
+    /// Set when the volume is dropped: the flusher exits, a collection round in its copy phase gives up.
+    pub(crate) shutdown: AtomicBool,
+    /// Serialises garbage-collection rounds (which drop `state` while they read).
+    pub(crate) gc_lock: Mutex<()>,
+    /// A background collection thread was started and has not finished.
+    pub(crate) gc_running: AtomicBool,
     /// Tests: how long the flusher sleeps between finding nothing to do and waiting (widens that window).
     #[cfg(test)]
     pause_before_wait_ms: std::sync::atomic::AtomicU64,
 }
 
 impl Shared {
-    fn lock(&self) -> MutexGuard<'_, State> {
+    pub(crate) fn lock(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     fn wait<'a>(&self, g: MutexGuard<'a, State>) -> MutexGuard<'a, State> {
         self.cv.wait(g).unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The state lock once the frozen cache (if any) has reached the index (or the volume is poisoned).
+    pub(crate) fn drained(&self) -> MutexGuard<'_, State> {
+        let mut s = self.lock();
+        while s.frozen.is_some() && s.poisoned.is_none() {
+            s = self.wait(s);
+        }
+        s
     }
 }
 
@@ -175,17 +192,17 @@ pub struct VolumeInfo {
 pub const CHECKPOINT_FILE: &str = "checkpoint";
 /// The file naming the newest batch a data sync made durable (`format::SyncMark`).
 pub const SYNCED_FILE: &str = "synced";
+/// The lock file held by the instance that has the volume open (no content).
+pub const LOCK_FILE: &str = "LOCK";
 
 pub(crate) fn volume_dir(store: &Path, name: &str) -> PathBuf {
     vfs::join(store, name)
 }
 
 impl Volume {
-    /// Wraps a newly opened volume in the `Arc` every user shares, remembering it for background work.
+    /// Wraps a newly opened volume in the `Arc` every user shares.
     pub(crate) fn into_shared(self) -> Arc<Volume> {
-        let v = Arc::new(self);
-        let _ = v.me.set(Arc::downgrade(&v));
-        v
+        Arc::new(self)
     }
 
     /// The volume's name.
@@ -205,11 +222,7 @@ impl Volume {
     /// The lock once no frozen cache is in flight (or the volume is poisoned): the index then holds exactly the
     /// batches' state plus the deletes since, as checkpoints, deletes and collection installs need.
     pub(crate) fn drained(&self) -> MutexGuard<'_, State> {
-        let mut s = self.lock();
-        while s.frozen.is_some() && s.poisoned.is_none() {
-            s = self.shared.wait(s);
-        }
-        s
+        self.shared.drained()
     }
 
     /// The end of a write or delete that left `r`: make room in the cache, poison the volume on a write-path
@@ -645,6 +658,10 @@ impl Drop for Volume {
         drop(self.shared.lock());
         self.shared.cv.notify_all();
         if let Some(h) = self.flusher.take() {
+            let _ = h.join();
+        }
+        let gc = self.gc_thread.get_mut().unwrap_or_else(|p| p.into_inner()).take();
+        if let Some(h) = gc {
             let _ = h.join();
         }
     }

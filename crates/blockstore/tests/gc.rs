@@ -226,7 +226,7 @@ fn racing_newer_writes_win_over_relocation() {
     let after: Vec<u32> = v.info().unwrap().data_files.iter().map(|f| f.id).collect();
     assert!(files_before.iter().any(|f| !after.contains(f)), "{files_before:?} -> {after:?}");
     v.flush().unwrap();
-    drop((v, store));
+    drop((v, v2, store));
     let v = Store::open(fs, Path::new("/r"), opts(0)).unwrap().volume("r").unwrap();
     assert_eq!(tokens(&v), model);
     v.check_invariants().unwrap();
@@ -346,6 +346,40 @@ fn background_collection_races_writes_without_losing_any() {
         assert_eq!(tokens(&v), model, "seed {seed}: after reopen");
         v.check_invariants().unwrap();
     }
+}
+
+/// A background collection round held the volume itself, so dropping the last handle while a round ran left the
+/// volume open on the collection thread: it went on writing the volume's files beside whatever opened it next.
+/// The round now holds only the volume's shared state, and the drop stops and joins it, so the reopen right
+/// after every drop here must find the volume free (its lock file released) and every flushed write in place.
+#[test]
+fn regression_dropping_a_volume_while_it_collects_closes_it() {
+    let fs: Arc<dyn Fs> = Arc::new(MemFs::new());
+    let o = Options { gc_in_background: true, flush_in_background: true, ..opts_with(50, 0) };
+    let mut model = vec![0u64; BLOCKS as usize];
+    let mut next = 1u64;
+    let mut rng = SmallRng::seed_from_u64(7);
+    Store::open(fs.clone(), Path::new("/d"), o.clone())
+        .unwrap()
+        .create_volume("d", BLOCKS * BLOCK_SIZE as u64)
+        .unwrap();
+    let mut rounds = 0;
+    for _ in 0..30 {
+        let v = Store::open(fs.clone(), Path::new("/d"), o.clone()).unwrap().volume("d").unwrap();
+        for _ in 0..300 {
+            let first = rng.random_range(0..BLOCKS);
+            let n = rng.random_range(1..=8).min(BLOCKS - first);
+            write_fresh(&v, &mut model, &mut next, first, n, &mut rng);
+        }
+        v.flush().unwrap();
+        rounds += v.stats().gc_runs;
+        // No wait for the collection thread: the drop must end it.
+        drop(v);
+    }
+    assert!(rounds > 0, "no collection round ran");
+    let v = Store::open(fs, Path::new("/d"), opts(0)).unwrap().volume("d").unwrap();
+    assert_eq!(tokens(&v), model);
+    v.check_invariants().unwrap();
 }
 
 /// Recovery starts from the checkpoint: a reopen right after one replays no batch, and sealed files older than the

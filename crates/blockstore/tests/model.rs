@@ -404,6 +404,27 @@ fn flip_bit(fs: &dyn Fs, path: &Path, at: u64) {
     f.write_all_at(&[b[0] ^ 0x10], at).unwrap();
 }
 
+/// Two instances never have one volume open: the second open (a second server on the same directory, or an
+/// inspection beside a server) was accepted, and both appended to the same journal and data files.
+#[test]
+fn regression_a_volume_open_in_one_instance_is_refused_to_another() {
+    let fs: Arc<dyn Fs> = Arc::new(MemFs::new());
+    let first = Store::open(fs.clone(), Path::new("/l"), small_opts()).unwrap();
+    let v = first.create_volume("l", 16 * BLOCK_SIZE as u64).unwrap();
+    v.write(&block_of(1), 0, true).unwrap();
+    let second = Store::open(fs.clone(), Path::new("/l"), small_opts()).unwrap();
+    for e in [second.volume("l").unwrap_err(), second.volume_read_only("l").unwrap_err()] {
+        assert!(matches!(&e, Error::InvalidArgument(m) if m.contains("in use")), "{e}");
+    }
+    // The same store shares its open volume instead.
+    assert!(Arc::ptr_eq(&first.volume("l").unwrap(), &v));
+    drop((v, first));
+    let v = second.volume("l").unwrap();
+    let mut b = vec![0u8; BLOCK_SIZE];
+    v.read(&mut b, 0).unwrap();
+    assert_eq!(b, block_of(1));
+}
+
 /// A flipped bit in a compression unit is reported as corruption, not as data and not as an I/O error.
 #[test]
 fn corrupt_unit_is_reported_as_corruption() {
@@ -421,6 +442,7 @@ fn corrupt_unit_is_reported_as_corruption() {
     let v = open_named(fs.clone(), "/c", "c");
     let mut b = vec![0u8; 6 * BLOCK_SIZE];
     assert!(matches!(v.read(&mut b, 0), Err(Error::Corruption(_))));
+    drop(v);
     // A corrupt volume meta is corruption too.
     let meta = Path::new("/c/c/meta");
     let f = fs.open(meta, vfs::OpenMode::ReadWrite).unwrap();

@@ -1,7 +1,7 @@
 //! `rangedb inspect blockstore DIR`: the volumes of a block store, their index, data files and journal.
 //!
-//! Volumes are opened read-only (recovery runs in memory; nothing on disk changes), so a store can be inspected
-//! while no server has it open. `--action check` also reads and verifies every compression unit the index
+//! Volumes are opened read-only (recovery runs in memory; nothing on disk changes); a volume a server has open
+//! is refused as in use (its lock file), since its files change under the reader. `--action check` also reads and verifies every compression unit the index
 //! references and exits non-zero on the first bad one.
 
 use std::path::Path;

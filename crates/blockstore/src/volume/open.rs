@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::atomic::AtomicBool;
-use std::sync::{Arc, Condvar, Mutex, OnceLock};
+use std::sync::{Arc, Condvar, Mutex};
 
 use rask::Rask;
 use vfs::{Fs, OpenMode};
@@ -18,8 +18,8 @@ use crate::{BLOCK_SIZE, Error, Options, Result};
 
 use super::batch::flusher;
 use super::{
-    CHECKPOINT_FILE, SYNCED_FILE, Shared, State, Volume, apply_batch_op, block_range, check_blocks,
-    index_delete, volume_dir,
+    CHECKPOINT_FILE, LOCK_FILE, SYNCED_FILE, Shared, State, Volume, apply_batch_op, block_range,
+    check_blocks, index_delete, volume_dir,
 };
 
 impl Volume {
@@ -36,30 +36,40 @@ impl Volume {
             return Err(Error::VolumeExists(name.to_string()));
         }
         fs.create_dir_all(&dir)?;
+        // Locked before the check that counts: of two creators, the second finds the first's meta.
+        let lock = lock_volume(fs.as_ref(), &dir, name, false)?;
+        if fs.exists(&vfs::join(&dir, "meta"))? {
+            return Err(Error::VolumeExists(name.to_string()));
+        }
         fs.open(&vfs::join(&dir, "journal"), OpenMode::CreateTruncate)?.sync_data()?;
         let meta = VolumeMeta { version: META_VERSION, size, block_size: BLOCK_SIZE as u32 };
         vfs::write_atomic(fs.as_ref(), &vfs::join(&dir, "meta"), &meta.encode())?;
         fs.sync_dir(store)?;
-        Volume::open(fs, store, name, opts)
+        Volume::open_locked(fs, store, name, opts, false, lock)
     }
 
     /// Opens and recovers volume `name`.
     pub(crate) fn open(fs: Arc<dyn Fs>, store: &Path, name: &str, opts: Options) -> Result<Volume> {
-        Volume::open_mode(fs, store, name, opts, false)
+        let lock = lock_volume(fs.as_ref(), &volume_dir(store, name), name, false)?;
+        Volume::open_locked(fs, store, name, opts, false, lock)
     }
 
     /// Opens volume `name` for inspection: recovery runs in memory only (no torn tail is cut, no file removed)
-    /// and every write or flush fails.
+    /// and every write or flush fails. Refused while another instance has the volume open.
     pub(crate) fn open_read_only(fs: Arc<dyn Fs>, store: &Path, name: &str, opts: Options) -> Result<Volume> {
-        Volume::open_mode(fs, store, name, opts, true)
+        let lock = lock_volume(fs.as_ref(), &volume_dir(store, name), name, true)?;
+        Volume::open_locked(fs, store, name, opts, true, lock)
     }
 
-    fn open_mode(
+    /// REQUIRES: `lock` is the volume's lock (`None` only for a read-only open of a volume no instance of this
+    /// format has ever opened for writing).
+    fn open_locked(
         fs: Arc<dyn Fs>,
         store: &Path,
         name: &str,
         opts: Options,
         read_only: bool,
+        lock: Option<Box<dyn vfs::FileLock>>,
     ) -> Result<Volume> {
         opts.validate()?;
         let dir = volume_dir(store, name);
@@ -214,6 +224,8 @@ impl Volume {
             state: Mutex::new(state),
             cv: Condvar::new(),
             shutdown: AtomicBool::new(false),
+            gc_lock: Mutex::new(()),
+            gc_running: AtomicBool::new(false),
             #[cfg(test)]
             pause_before_wait_ms: std::sync::atomic::AtomicU64::new(0),
         });
@@ -224,14 +236,36 @@ impl Volume {
             None
         };
         Ok(Volume {
+            _lock: lock,
             name: name.to_string(),
             size: meta.size,
             shared,
             flusher,
             gc_in_background,
-            gc_lock: Mutex::new(()),
-            me: OnceLock::new(),
-            gc_running: AtomicBool::new(false),
+            gc_thread: Mutex::new(None),
         })
+    }
+}
+
+/// Takes the volume's lock file (`LOCK` in its directory), so that two instances, in one process or two, never
+/// write one volume: both would append to the same journal and data files. A read-only open (inspection) takes it
+/// only if it exists, so that inspecting a volume written before locks existed changes nothing on disk.
+fn lock_volume(
+    fs: &dyn Fs,
+    dir: &Path,
+    name: &str,
+    read_only: bool,
+) -> Result<Option<Box<dyn vfs::FileLock>>> {
+    let path = vfs::join(dir, LOCK_FILE);
+    if read_only && !fs.exists(&path)? {
+        return Ok(None);
+    }
+    match fs.lock(&path) {
+        Ok(l) => Ok(Some(l)),
+        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => Err(Error::InvalidArgument(format!(
+            "volume {name} is in use by another instance ({})",
+            path.display()
+        ))),
+        Err(e) => Err(e.into()),
     }
 }
