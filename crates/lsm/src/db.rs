@@ -340,15 +340,16 @@ impl Db {
             let _ = h.join();
         }
         let mut w = lock(&self.inner.wal);
-        if let Some(w) = w.as_mut() {
-            w.writer.seal()?;
+        let sealed = w.as_mut().map_or(Ok(()), |w| w.writer.seal());
+        if sealed.is_ok() {
+            // Sealed: a later write (after a failed close) must not append past the final mark.
+            *w = None;
         }
-        // Sealed: a later write (after a failed close) must not append past the final mark.
-        *w = None;
         drop(w);
-        // Last: after this, no query's leftover (statistics, collections, claims) holds the engine.
+        // Last, and also when the seal failed (the engine goes away either way): after this, no query's
+        // leftover (statistics, collections, claims) holds the engine.
         self.inner.rr.owner.close();
-        Ok(())
+        sealed
     }
 }
 
