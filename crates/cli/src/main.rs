@@ -19,6 +19,7 @@ mod kv_session;
 mod lsm_engine;
 mod nbd;
 mod rask;
+mod signals;
 mod tokens;
 mod trace_cmd;
 

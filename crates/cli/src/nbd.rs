@@ -63,8 +63,12 @@ pub fn run(args: NbdArgs) -> Result<ExitCode, String> {
     }
 }
 
-/// Serves one volume until the process is stopped.
+/// Serves one volume until SIGINT or SIGTERM, then stops cleanly: the requests in flight are answered, the
+/// volume is flushed and checkpointed (the next start replays nothing) and closed (its lock released), and the
+/// socket file is removed. A second signal during that ends the process at once.
 pub fn serve(a: ServeArgs) -> Result<ExitCode, String> {
+    // Before any thread starts (the volume's flusher, the server's acceptor): they inherit the mask.
+    let signals = crate::signals::StopSignals::block().map_err(|e| format!("blocking stop signals: {e}"))?;
     let fs: Arc<dyn vfs::Fs> = Arc::new(vfs::OsFs::new());
     let volume = a.export.clone().unwrap_or_else(|| "default".to_string());
     blockstore::validate_volume_name(&volume).map_err(|e| format!("export name {volume:?}: {e}"))?;
@@ -98,7 +102,8 @@ pub fn serve(a: ServeArgs) -> Result<ExitCode, String> {
     } else {
         store.volume(&volume).map_err(|e| format!("opening volume {}: {e}", path.display()))?
     };
-    let device: Arc<dyn BlockDevice> = if a.read_only { Arc::new(ReadOnlyVolume(vol)) } else { vol };
+    let device: Arc<dyn BlockDevice> =
+        if a.read_only { Arc::new(ReadOnlyVolume(vol.clone())) } else { vol.clone() };
     let size = device.size();
     let export_name = a.export.clone().unwrap_or_default();
     let mut exports = Exports::new();
@@ -121,7 +126,17 @@ pub fn serve(a: ServeArgs) -> Result<ExitCode, String> {
         if a.read_only { ", read-only" } else { "" },
         running.uri(&export_name)
     );
-    running.wait();
+    let sig = signals.wait().map_err(|e| format!("waiting for a stop signal: {e}"))?;
+    // A second signal now terminates at once (the default action), should the shutdown hang.
+    let _ = signals.unblock();
+    eprintln!("rangedb nbd: {sig}: answering the requests in flight, then flushing the volume");
+    running.shutdown();
+    let flushed = vol.flush().and_then(|()| if a.read_only { Ok(()) } else { vol.checkpoint() });
+    drop(vol);
+    // The store holds the last handle: dropping it closes the volume and releases its lock.
+    drop(store);
+    flushed.map_err(|e| format!("flushing volume {} at shutdown: {e}", path.display()))?;
+    eprintln!("rangedb nbd: stopped");
     Ok(ExitCode::SUCCESS)
 }
 
