@@ -67,13 +67,13 @@ pub struct Volume {
     pub(crate) gc_in_background: bool,
 }
 
-/// What the volume and its flusher thread share.
-#[derive(Debug)]
+/// What the volume and its background threads (the flusher, a collection round) share.
 ///
 /// Background threads hold this, never the `Volume`: dropping the last `Volume` handle then stops and joins
 /// them, and the volume, with its lock file, is closed when the drop returns. A collection thread that held the
 /// `Volume` kept it open past its last user's drop, so a reopen right after could find it in use (it ran beside
 /// a second instance before the lock file existed).
+#[derive(Debug)]
 pub(crate) struct Shared {
     state: Mutex<State>,
     /// Signalled when a cache is frozen (the flusher waits for work) and when a frozen cache reached the index or

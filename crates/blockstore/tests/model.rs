@@ -416,8 +416,10 @@ fn regression_a_volume_open_in_one_instance_is_refused_to_another() {
     for e in [second.volume("l").unwrap_err(), second.volume_read_only("l").unwrap_err()] {
         assert!(matches!(&e, Error::InvalidArgument(m) if m.contains("in use")), "{e}");
     }
-    // The same store shares its open volume instead.
+    // The same store shares its open volume instead; a missing volume is still named as missing.
     assert!(Arc::ptr_eq(&first.volume("l").unwrap(), &v));
+    assert!(matches!(second.volume("none"), Err(Error::NoSuchVolume(_))));
+    assert!(matches!(second.volume_read_only("none"), Err(Error::NoSuchVolume(_))));
     drop((v, first));
     let v = second.volume("l").unwrap();
     let mut b = vec![0u8; BLOCK_SIZE];

@@ -50,6 +50,7 @@ impl Volume {
 
     /// Opens and recovers volume `name`.
     pub(crate) fn open(fs: Arc<dyn Fs>, store: &Path, name: &str, opts: Options) -> Result<Volume> {
+        exists(fs.as_ref(), store, name)?;
         let lock = lock_volume(fs.as_ref(), &volume_dir(store, name), name, false)?;
         Volume::open_locked(fs, store, name, opts, false, lock)
     }
@@ -57,6 +58,7 @@ impl Volume {
     /// Opens volume `name` for inspection: recovery runs in memory only (no torn tail is cut, no file removed)
     /// and every write or flush fails. Refused while another instance has the volume open.
     pub(crate) fn open_read_only(fs: Arc<dyn Fs>, store: &Path, name: &str, opts: Options) -> Result<Volume> {
+        exists(fs.as_ref(), store, name)?;
         let lock = lock_volume(fs.as_ref(), &volume_dir(store, name), name, true)?;
         Volume::open_locked(fs, store, name, opts, true, lock)
     }
@@ -244,6 +246,16 @@ impl Volume {
             gc_in_background,
             gc_thread: Mutex::new(None),
         })
+    }
+}
+
+/// `NoSuchVolume` unless volume `name` has its meta file: checked before the lock, which would otherwise create
+/// a lock file in (or fail on) a directory that holds no volume.
+fn exists(fs: &dyn Fs, store: &Path, name: &str) -> Result<()> {
+    if fs.exists(&vfs::join(&volume_dir(store, name), "meta"))? {
+        Ok(())
+    } else {
+        Err(Error::NoSuchVolume(name.to_string()))
     }
 }
 
