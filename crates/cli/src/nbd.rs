@@ -7,6 +7,7 @@
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use ::nbd::{BlockDevice, BlockSizes, Export, Exports, Features, Server, ServerOptions};
 use blockstore::{Options, Store, Volume};
@@ -65,10 +66,14 @@ pub fn run(args: NbdArgs) -> Result<ExitCode, String> {
 
 /// Serves one volume until SIGINT or SIGTERM, then stops cleanly: the requests in flight are answered, the
 /// volume is flushed and checkpointed (the next start replays nothing) and closed (its lock released), and the
-/// socket file is removed. A second signal during that ends the process at once.
+/// socket file is removed. A signal during start-up, or a second one during that shutdown, ends the process at
+/// once (`signals.rs`).
 pub fn serve(a: ServeArgs) -> Result<ExitCode, String> {
     // Before any thread starts (the volume's flusher, the server's acceptor): they inherit the mask.
     let signals = crate::signals::StopSignals::block().map_err(|e| format!("blocking stop signals: {e}"))?;
+    let serving = Arc::new(AtomicBool::new(false));
+    let stop =
+        crate::signals::watch(signals, serving.clone()).map_err(|e| format!("watching stop signals: {e}"))?;
     let fs: Arc<dyn vfs::Fs> = Arc::new(vfs::OsFs::new());
     let volume = a.export.clone().unwrap_or_else(|| "default".to_string());
     blockstore::validate_volume_name(&volume).map_err(|e| format!("export name {volume:?}: {e}"))?;
@@ -126,9 +131,8 @@ pub fn serve(a: ServeArgs) -> Result<ExitCode, String> {
         if a.read_only { ", read-only" } else { "" },
         running.uri(&export_name)
     );
-    let sig = signals.wait().map_err(|e| format!("waiting for a stop signal: {e}"))?;
-    // A second signal now terminates at once (the default action), should the shutdown hang.
-    let _ = signals.unblock();
+    serving.store(true, Ordering::Release);
+    let sig = stop.recv().map_err(|_| "the stop-signal thread ended".to_string())?;
     eprintln!("rangedb nbd: {sig}: answering the requests in flight, then flushing the volume");
     running.shutdown();
     let flushed = vol.flush().and_then(|()| if a.read_only { Ok(()) } else { vol.checkpoint() });

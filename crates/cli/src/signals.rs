@@ -1,15 +1,17 @@
 //! Stopping a server on SIGINT or SIGTERM instead of dying mid-request.
 //!
-//! The signals are blocked in the serving thread before it starts any other thread, so every thread inherits the
-//! mask and the signals stay pending until [`StopSignals::wait`] takes one (`sigwait`). No handler runs in an
-//! arbitrary thread, and a signal that arrives during set-up is not lost. After the first signal, [`unblock`]
-//! lets a second one take its default action (terminate) in the waiting thread, so an operator can still stop a
-//! shutdown that hangs.
-//!
-//! [`unblock`]: StopSignals::unblock
+//! The signals are blocked in the main thread before it starts any other thread, so every thread inherits the
+//! mask and no handler ever runs inside a request. One thread ([`watch`]) takes them with `sigwait`:
+//! - during start-up (recovery, binding) a signal ends the process at once, as it did before: start-up is
+//!   crash-safe, and an operator who interrupts a long recovery expects it to stop;
+//! - once the server runs, the first signal is handed to the main thread, which shuts down cleanly;
+//! - a second signal during that shutdown ends the process at once, should the shutdown hang.
 
 use std::io;
 use std::mem::MaybeUninit;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{self, Receiver};
 
 /// SIGINT and SIGTERM, blocked in the thread that made this and in every thread it starts afterwards.
 pub struct StopSignals {
@@ -54,11 +56,6 @@ impl StopSignals {
         Ok(if sig == libc::SIGINT { "SIGINT" } else { "SIGTERM" })
     }
 
-    /// Unblocks the signals in the calling thread: the next one terminates the process.
-    pub fn unblock(&self) -> io::Result<()> {
-        self.mask(libc::SIG_UNBLOCK)
-    }
-
     fn mask(&self, how: libc::c_int) -> io::Result<()> {
         // SAFETY: `self.set` is an initialised signal set; a null old-set pointer is allowed and means "do not
         // report the previous mask". Only the calling thread's mask changes.
@@ -68,6 +65,32 @@ impl StopSignals {
         }
         Ok(())
     }
+}
+
+/// Starts the thread that takes the stop signals (see the module comment): until `serving` is set a signal
+/// ends the process at once; after, the first one is sent on the returned channel and a second ends the process
+/// at once. The exit status of an immediate end is 128 plus the signal number, as a shell reports a killed
+/// process.
+pub fn watch(signals: StopSignals, serving: Arc<AtomicBool>) -> io::Result<Receiver<&'static str>> {
+    let (tx, rx) = mpsc::channel();
+    std::thread::Builder::new().name("stop-signals".into()).spawn(move || {
+        let mut handed_over = false;
+        loop {
+            let sig = match signals.wait() {
+                Ok(sig) => sig,
+                Err(e) => {
+                    eprintln!("rangedb: waiting for stop signals failed: {e}");
+                    return;
+                }
+            };
+            if handed_over || !serving.load(Ordering::Acquire) || tx.send(sig).is_err() {
+                eprintln!("rangedb: {sig}: stopping at once");
+                std::process::exit(128 + if sig == "SIGINT" { libc::SIGINT } else { libc::SIGTERM });
+            }
+            handed_over = true;
+        }
+    })?;
+    Ok(rx)
 }
 
 #[cfg(test)]
