@@ -43,9 +43,13 @@ impl StopSignals {
                 return Err(io::Error::last_os_error());
             }
         }
-        let s = StopSignals { set };
-        s.mask(libc::SIG_BLOCK)?;
-        Ok(s)
+        // SAFETY: `set` is an initialised signal set; a null old-set pointer is allowed and means "do not report
+        // the previous mask". Only the calling thread's mask changes.
+        let rc = unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()) };
+        if rc != 0 {
+            return Err(io::Error::from_raw_os_error(rc));
+        }
+        Ok(StopSignals { set })
     }
 
     /// Waits until SIGINT or SIGTERM is pending and takes it; returns its name.
@@ -58,16 +62,6 @@ impl StopSignals {
             return Err(io::Error::from_raw_os_error(rc));
         }
         Ok(if sig == libc::SIGINT { "SIGINT" } else { "SIGTERM" })
-    }
-
-    fn mask(&self, how: libc::c_int) -> io::Result<()> {
-        // SAFETY: `self.set` is an initialised signal set; a null old-set pointer is allowed and means "do not
-        // report the previous mask". Only the calling thread's mask changes.
-        let rc = unsafe { libc::pthread_sigmask(how, &self.set, std::ptr::null_mut()) };
-        if rc != 0 {
-            return Err(io::Error::from_raw_os_error(rc));
-        }
-        Ok(())
     }
 }
 

@@ -90,6 +90,17 @@ fn session(sock: &Path, write: Option<&[u8]>, read_len: u32) -> (u64, Vec<u8>) {
     (size, data)
 }
 
+/// `rangedb inspect blockstore STORE --action check`, which must pass; its report.
+fn inspect_check(store: &str) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_rangedb"))
+        .args(["inspect", "blockstore", store, "--action", "check"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(out.status.success(), "{text}{}", String::from_utf8_lossy(&out.stderr));
+    text
+}
+
 #[test]
 fn serve_creates_a_volume_that_survives_a_killed_server() {
     let dir = tempfile::tempdir().unwrap();
@@ -103,12 +114,7 @@ fn serve_creates_a_volume_that_survives_a_killed_server() {
     } // killed with SIGKILL: the socket file stays behind
     assert!(sock.exists());
     // Read-only inspection of the store the killed server left: the FUA write is in the journal.
-    let out = Command::new(env!("CARGO_BIN_EXE_rangedb"))
-        .args(["inspect", "blockstore", store_s, "--action", "check"])
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{text}{}", String::from_utf8_lossy(&out.stderr));
+    let text = inspect_check(store_s);
     assert!(text.contains("volume default: 2097152 bytes"), "{text}");
     assert!(text.contains("1 record(s)") && text.contains("check:"), "{text}");
     // No data sync emptied the journal yet: no synced mark.
@@ -141,12 +147,7 @@ fn sigterm_stops_the_server_with_the_volume_flushed_and_released() {
     };
     assert!(status.success(), "{status}");
     assert!(!sock.exists(), "the socket file was left behind");
-    let out = Command::new(env!("CARGO_BIN_EXE_rangedb"))
-        .args(["inspect", "blockstore", store_s, "--action", "check"])
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{text}{}", String::from_utf8_lossy(&out.stderr));
+    let text = inspect_check(store_s);
     assert!(text.contains("recovery replayed 0 batch(es), 0 journal record(s)"), "{text}");
     let _server = serve(&["--dir", store_s], &sock);
     assert_eq!(session(&sock, None, 23).1, b"written before the stop");

@@ -152,21 +152,27 @@ fn regression_a_snapshot_dropped_beside_close_does_not_keep_the_store_locked() {
     for _ in 0..100 {
         let db = open(&fs, tiny());
         let snaps: Vec<lsm::Snapshot> = (0..20_000).map(|_| db.snapshot()).collect();
-        let go = Arc::new(std::sync::Barrier::new(2));
-        let dropper = {
-            let go = go.clone();
-            std::thread::spawn(move || {
-                go.wait();
-                drop(snaps);
-            })
-        };
-        go.wait();
-        db.close().unwrap();
-        let f: Arc<dyn vfs::Fs> = fs.clone();
-        let reopened = Db::open(f, "/db", tiny());
-        dropper.join().unwrap();
-        reopened.unwrap().close().unwrap();
+        close_while_dropping_then_reopen(&fs, db, snaps);
     }
+}
+
+/// Drops `handles` on another thread while `db` closes, then reopens the store at once: the reopen must not find
+/// it locked.
+fn close_while_dropping_then_reopen<T: Send + 'static>(fs: &Arc<vfs::MemFs>, db: Db, handles: T) {
+    let go = Arc::new(std::sync::Barrier::new(2));
+    let dropper = {
+        let go = go.clone();
+        std::thread::spawn(move || {
+            go.wait();
+            drop(handles);
+        })
+    };
+    go.wait();
+    db.close().unwrap();
+    let f: Arc<dyn vfs::Fs> = fs.clone();
+    let reopened = Db::open(f, "/db", tiny());
+    dropper.join().unwrap();
+    reopened.unwrap().close().unwrap();
 }
 
 /// Recovery flushes the logs it replays into L0; `Stats::flushes` counted none of them while `bytes_flushed`
@@ -236,19 +242,6 @@ fn regression_iterators_dropped_beside_close_do_not_keep_the_store_locked() {
             ..Default::default()
         };
         let iters: Vec<lsm::DbIter> = (0..5_000).map(|_| db.iter(&ro).unwrap()).collect();
-        let go = Arc::new(std::sync::Barrier::new(2));
-        let dropper = {
-            let go = go.clone();
-            std::thread::spawn(move || {
-                go.wait();
-                drop(iters);
-            })
-        };
-        go.wait();
-        db.close().unwrap();
-        let f: Arc<dyn vfs::Fs> = fs.clone();
-        let reopened = Db::open(f, "/db", tiny());
-        dropper.join().unwrap();
-        reopened.unwrap().close().unwrap();
+        close_while_dropping_then_reopen(&fs, db, iters);
     }
 }
