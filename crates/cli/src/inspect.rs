@@ -3,7 +3,8 @@
 //! `rangedb inspect wal FILE`, `sst FILE`, `manifest FILE`, `db DIR`, each with `--action dump|layout|check|scan`;
 //! `rangedb inspect blockstore DIR` is the block store's (in `blockstore_inspect.rs`), `rangedb inspect flexdb DIR`
 //! FlexDB's (in `flexdb.rs`).
-//! `check` verifies every checksum, key ordering and reference and exits non-zero on the first problem.
+//! `check` verifies every checksum, key ordering and reference and exits non-zero on the first problem. The other
+//! actions print what they can read and exit non-zero on corruption, but not on a WAL's or MANIFEST's torn tail.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -67,15 +68,22 @@ fn wal(path: &Path, action: &str) -> Res<()> {
 }
 
 /// Reports where a log stopped early, and whether a later sync mark shows the damaged bytes had been synced
-/// (corruption) rather than torn. `check` fails on either.
+/// (corruption) rather than torn. `check` fails on either; the other actions fail only on corruption, because
+/// a torn tail is what a crash normally leaves and recovery drops it, while damage to synced records is data
+/// loss a script reading the dump must not miss.
 fn damaged_tail(r: &LogReader, name: &str, action: &str) -> Res<()> {
     if let Some(why) = r.tail_dropped() {
         match r.check_durable() {
-            Ok(()) => println!("damaged tail: {why}"),
-            Err(e) => println!("damaged synced records: {e}"),
-        }
-        if action == "check" {
-            return Err(format!("{name}: {why}").into());
+            Ok(()) => {
+                println!("damaged tail: {why}");
+                if action == "check" {
+                    return Err(format!("{name}: {why}").into());
+                }
+            }
+            Err(e) => {
+                println!("damaged synced records: {e}");
+                return Err(e.into());
+            }
         }
     }
     Ok(())

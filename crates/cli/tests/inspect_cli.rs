@@ -101,7 +101,7 @@ fn wal_dump_shows_every_operation_kind() {
 
 #[test]
 fn check_reports_a_flipped_byte_in_each_file_kind() {
-    for (kind, pick) in [("sst", ".sst"), ("manifest", "MANIFEST-")] {
+    for (kind, pick) in [("sst", ".sst"), ("manifest", "MANIFEST-"), ("wal", ".log")] {
         let tmp = tempfile::tempdir().unwrap();
         let dir = tmp.path().join("db");
         make_db(&dir);
@@ -119,6 +119,32 @@ fn check_reports_a_flipped_byte_in_each_file_kind() {
         );
         let out = rangedb(&["inspect", "db", "--action", "check"], &dir);
         assert!(!out.status.success(), "{kind}: db check passed over a damaged file");
+    }
+}
+
+#[test]
+fn regression_a_dump_over_damaged_synced_records_fails() {
+    // `dump` printed "damaged synced records" and exited 0, so a script reading the dump missed the loss of
+    // acknowledged writes. A torn tail, which a crash leaves and recovery drops, still dumps successfully.
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("db");
+    make_db(&dir);
+    let wal = files_with(&dir, |n| n.ends_with(".log")).pop().unwrap();
+    let whole = std::fs::read(&wal).unwrap();
+
+    std::fs::write(&wal, &whole[..whole.len() - 3]).unwrap();
+    let dump = ok(&["inspect", "wal", "--action", "dump"], &wal);
+    assert!(dump.contains("put e 5") && dump.contains("damaged tail"), "{dump}");
+    let out = rangedb(&["inspect", "wal", "--action", "check"], &wal);
+    assert!(!out.status.success(), "check passed over a torn tail");
+
+    std::fs::write(&wal, &whole).unwrap();
+    flip(&wal, whole.len() as u64 - 12);
+    for action in ["dump", "check", "scan"] {
+        let out = rangedb(&["inspect", "wal", "--action", action], &wal);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{action} passed over damaged synced records");
+        assert!(err.contains("corruption in"), "{action}: {err}");
     }
 }
 
