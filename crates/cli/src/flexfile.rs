@@ -184,6 +184,9 @@ fn command(f: &mut FlexFile, line: &str) -> Reply {
 pub fn inspect(dir: &Path) -> Result<ExitCode, bench::Error> {
     crate::dirs::existing(dir)?;
     let fs: Arc<dyn vfs::Fs> = Arc::new(vfs::OsFs::new());
+    if !fs.exists(&dir.join(TREE_FILE))? {
+        return Err(format!("{} holds no FlexFile (no {TREE_FILE} file)", dir.display()).into());
+    }
     let tfile = fs.open(&dir.join(TREE_FILE), OpenMode::ReadOnly)?;
     let mut problems = Vec::new();
     // Both header slots.

@@ -47,3 +47,31 @@ fn inspect_flexfile_checks_and_reports_damage() {
     assert!(!out.status.success(), "{text}");
     assert!(text.contains("check: log: extends version 2"), "{text}");
 }
+
+#[test]
+fn regression_a_directory_without_a_flexfile_is_named() {
+    // Both commands answered a bare "No such file or directory (os error 2)", naming no path; `exec` without
+    // `--create` also left a LOCK file in the directory it refused.
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("empty");
+    std::fs::create_dir(&dir).unwrap();
+    let out = rangedb(&["inspect", "flexfile"], &dir);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("empty holds no FlexFile"), "{err}");
+    let out = Command::new(env!("CARGO_BIN_EXE_rangedb"))
+        .args(["flexfile", "exec", "--dir"])
+        .arg(tmp.path().join("missing"))
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("missing does not exist"), "{err}");
+    let out = Command::new(env!("CARGO_BIN_EXE_rangedb"))
+        .args(["flexfile", "exec", "--dir"])
+        .arg(&dir)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 0, "the refused exec wrote into the directory");
+}

@@ -184,6 +184,12 @@ pub struct Db {
 
 const LOCK_FILE: &str = "LOCK";
 
+impl std::fmt::Debug for Db {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Db").field("dir", &self.inner.dir).finish_non_exhaustive()
+    }
+}
+
 impl Db {
     /// Opens the store in `dir` (creating it if `opts.create_if_missing`), replaying its logs.
     pub fn open(fs: Arc<dyn vfs::Fs>, dir: &Path, opts: Options) -> Result<Db> {
@@ -195,6 +201,10 @@ impl Db {
             fs.sync_dir(parent)?;
         } else if !fs.exists(dir)? {
             return Err(Error::invalid(format!("{} does not exist", dir.display())));
+        } else if !opts.create_if_missing {
+            // Refused before the lock, so a directory holding no store is left as it was; `Table::open`
+            // checks again under the lock.
+            Table::check_exists(fs.as_ref(), dir)?;
         }
         let lock = fs.lock(&dir.join(LOCK_FILE))?;
         let table = Table::open(fs.clone(), dir, &opts, opts.create_if_missing)?;

@@ -111,7 +111,20 @@ impl Run {
     }
 }
 
+fn no_store(dir: &Path) -> Error {
+    Error::invalid(format!("{} holds no FlexDB store", dir.display()))
+}
+
 impl Table {
+    /// Fails with an `InvalidArgument` error naming `dir` unless it holds a table.
+    pub(crate) fn check_exists(fs: &dyn vfs::Fs, dir: &Path) -> Result<()> {
+        if fs.exists(&dir.join(TABLE_DIR).join(flexfile::flexfile::TREE_FILE))? {
+            Ok(())
+        } else {
+            Err(no_store(dir))
+        }
+    }
+
     /// Opens (or, with `create`, creates) the table in `dir/table` and rebuilds its index.
     pub fn open(fs: Arc<dyn vfs::Fs>, dir: &Path, opts: &Options, create: bool) -> Result<Table> {
         let tdir = dir.join(TABLE_DIR);
@@ -120,7 +133,7 @@ impl Table {
         } else if create {
             FlexFile::create(fs, &tdir, opts.flexfile.clone())?
         } else {
-            return Err(Error::invalid(format!("{} holds no FlexDB store", dir.display())));
+            return Err(no_store(dir));
         };
         let stats = TableStats::default();
         let index = Self::rebuild(&file, opts.rebuild_interval, opts.rebuild_threads, &stats)?;

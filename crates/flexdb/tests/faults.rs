@@ -151,7 +151,7 @@ fn damaged_retired_wal_is_corruption() {
     let n = flexdb::wal::parse_name(&log).unwrap();
     mem.open(&dir.join(flexdb::wal::file_name(n + 1)), vfs::OpenMode::CreateTruncate).unwrap();
     flip(mem.as_ref(), &dir.join(&log), 10);
-    let e = Db::open(mem.clone(), dir, opts()).err().expect("damage must be reported");
+    let e = Db::open(mem.clone(), dir, opts()).expect_err("damage must be reported");
     assert!(e.is_corruption(), "{e}");
 }
 

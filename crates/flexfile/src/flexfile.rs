@@ -163,11 +163,16 @@ impl FlexFile {
     /// Opens the FlexFile in `dir`, recovering from the log. The format parameters stored in the tree file
     /// (segment and node sizes, capacities) override those in `opts`; the policy knobs of `opts` apply.
     pub fn open(fs: Arc<dyn vfs::Fs>, dir: &Path, opts: Options) -> Result<FlexFile> {
-        let lock = fs.lock(&dir.join(LOCK_FILE))?;
         let tpath = dir.join(TREE_FILE);
+        // Refused before the lock, so a missing directory or one holding no FlexFile is left as it was. `create`
+        // renames the tree file into place last, so once it exists it stays, and the lock below is enough.
+        if !fs.exists(dir)? {
+            return Err(Error::invalid(format!("{} does not exist", dir.display())));
+        }
         if !fs.exists(&tpath)? {
             return Err(Error::invalid(format!("{} holds no FlexFile", dir.display())));
         }
+        let lock = fs.lock(&dir.join(LOCK_FILE))?;
         let tfile = fs.open(&tpath, OpenMode::ReadWrite)?;
         let h = TreeFile::read_header(tfile.as_ref())?;
         let opts = Options {

@@ -239,6 +239,31 @@ fn bad_arguments_are_typed_errors() {
     assert!(matches!(FlexFile::create(fs, Path::new("/c"), bad), Err(Error::InvalidArgument(_))));
 }
 
+/// Opening a missing directory failed with a bare "No such file or directory" naming no path, and opening one
+/// that held no FlexFile left a `LOCK` file in it.
+#[test]
+fn regression_a_refused_open_names_the_directory_and_writes_nothing() {
+    let fs: Arc<dyn vfs::Fs> = Arc::new(vfs::MemFs::new());
+    let err = FlexFile::open(fs.clone(), Path::new("/missing"), Options::tiny()).expect_err("opened nothing");
+    assert!(
+        matches!(err, Error::InvalidArgument(_)) && err.to_string().contains("/missing does not exist"),
+        "{err}"
+    );
+    assert!(!fs.exists(Path::new("/missing")).unwrap());
+    fs.create_dir_all(Path::new("/empty")).unwrap();
+    let err = FlexFile::open(fs.clone(), Path::new("/empty"), Options::tiny()).expect_err("opened nothing");
+    assert!(
+        matches!(err, Error::InvalidArgument(_)) && err.to_string().contains("/empty holds no FlexFile"),
+        "{err}"
+    );
+    assert!(
+        fs.list_dir(Path::new("/empty")).unwrap().is_empty(),
+        "the refused open wrote into the directory"
+    );
+    // The directory is still good for creating one.
+    FlexFile::create(fs, Path::new("/empty"), Options::tiny()).unwrap();
+}
+
 #[test]
 fn large_insert_does_not_overflow_the_log_buffer() {
     // Regression for the reference implementation's fixed log buffer: one operation producing far more entries

@@ -245,3 +245,23 @@ fn regression_iterators_dropped_beside_close_do_not_keep_the_store_locked() {
         close_while_dropping_then_reopen(&fs, db, iters);
     }
 }
+
+#[test]
+fn regression_opening_a_missing_database_leaves_nothing_behind() {
+    // Without `create_if_missing` the open failed, but only after creating the directory (and its parents)
+    // and a LOCK file in it, so a mistyped path left debris that a later open took for a database directory.
+    let fs = Arc::new(vfs::MemFs::new());
+    let f: Arc<dyn vfs::Fs> = fs.clone();
+    let o = Options { create_if_missing: false, ..Options::default() };
+    let err = Db::open(f.clone(), "/a/b/db", o.clone()).expect_err("opened a database that does not exist");
+    assert_eq!(err.kind(), "invalid", "{err}");
+    assert!(err.to_string().contains("/a/b/db does not exist"), "{err}");
+    assert!(!f.exists(std::path::Path::new("/a")).unwrap(), "the failed open created directories");
+
+    // An existing directory without a database is refused the same way, and stays usable for creating one.
+    f.create_dir_all(std::path::Path::new("/empty")).unwrap();
+    let err = Db::open(f.clone(), "/empty", o).expect_err("opened an empty directory");
+    assert_eq!(err.kind(), "invalid", "{err}");
+    let db = Db::open(f, "/empty", tiny()).unwrap();
+    db.put(&WriteOptions::default(), b"k", b"v").unwrap();
+}

@@ -373,3 +373,25 @@ fn regression_dropping_a_snapshot_beside_close_does_not_fail_the_close() {
         dropper.join().unwrap();
     }
 }
+
+/// Without `create_if_missing`, opening a directory that holds no store failed only after taking the lock, so
+/// it left a `LOCK` file behind in a directory that was not the store's.
+#[test]
+fn regression_a_refused_open_leaves_the_directory_as_it_was() {
+    let fs: Arc<dyn vfs::Fs> = Arc::new(vfs::MemFs::new());
+    let opts = Options { create_if_missing: false, ..Options::tiny() };
+    let err = Db::open(fs.clone(), Path::new("missing"), opts.clone()).expect_err("opened a missing store");
+    assert!(
+        matches!(err, Error::InvalidArgument(_)) && err.to_string().contains("missing does not exist"),
+        "{err}"
+    );
+    assert!(!fs.exists(Path::new("missing")).unwrap());
+
+    fs.create_dir_all(Path::new("empty")).unwrap();
+    let err = Db::open(fs.clone(), Path::new("empty"), opts).expect_err("opened an empty directory");
+    assert!(
+        matches!(err, Error::InvalidArgument(_)) && err.to_string().contains("holds no FlexDB store"),
+        "{err}"
+    );
+    assert!(fs.list_dir(Path::new("empty")).unwrap().is_empty(), "the refused open wrote into the directory");
+}

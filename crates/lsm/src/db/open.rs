@@ -34,6 +34,11 @@ impl Db {
     pub fn open(fs: Arc<dyn vfs::Fs>, dir: impl AsRef<Path>, opts: Options) -> Result<Db> {
         opts.validate()?;
         let dir = dir.as_ref().to_path_buf();
+        // Without `create_if_missing` a mistyped path must fail without leaving a directory or a LOCK file
+        // behind (LevelDB creates both first). The check is repeated under the lock below.
+        if !opts.create_if_missing && !fs.exists(&dir.join("CURRENT"))? {
+            return Err(Error::InvalidArgument(format!("database {} does not exist", dir.display())));
+        }
         // Create missing directories and make their entries durable: a new directory whose parent was never synced
         // may vanish, with everything in it, at a power loss.
         let mut created = Vec::new();
