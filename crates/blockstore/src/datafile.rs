@@ -525,6 +525,16 @@ pub struct PendingBatch {
     pub ops: Vec<BatchOp>,
 }
 
+impl std::fmt::Debug for PendingBatch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PendingBatch")
+            .field("file", &self.file)
+            .field("base", &self.base)
+            .field("ops", &self.ops.len())
+            .finish_non_exhaustive()
+    }
+}
+
 impl PendingBatch {
     /// Writes the units, then the header and ops (no sync: the journal keeps these writes until a data sync).
     pub fn write(&self) -> Result<()> {

@@ -61,6 +61,16 @@ pub struct Bpa<K, V> {
     block_size: u32,
 }
 
+impl<K, V> std::fmt::Debug for Bpa<K, V> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Bpa")
+            .field("len", &self.len)
+            .field("log_len", &self.log_len)
+            .field("num_blocks", &self.num_blocks)
+            .finish_non_exhaustive()
+    }
+}
+
 impl<K: Ord + Default, V: Default> Bpa<K, V> {
     #[inline]
     fn hdr(&self, i: usize) -> usize {

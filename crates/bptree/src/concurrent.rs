@@ -97,6 +97,17 @@ pub struct ConcurrentBpTree<K, V, L = Bpa<K, V>> {
     stats: Mutex<Stats>,
 }
 
+/// A summary, not the entries.
+impl<K, V, L> std::fmt::Debug for ConcurrentBpTree<K, V, L> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ConcurrentBpTree")
+            .field("len", &self.len.load(std::sync::atomic::Ordering::Relaxed))
+            .field("leaves", &self.leaves.load(std::sync::atomic::Ordering::Relaxed))
+            .field("heap_bytes", &self.heap_bytes.load(std::sync::atomic::Ordering::Relaxed))
+            .finish_non_exhaustive()
+    }
+}
+
 const BATCH: usize = 64;
 
 impl<K, V, L> ConcurrentBpTree<K, V, L>

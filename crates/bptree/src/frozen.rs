@@ -21,6 +21,12 @@ pub struct FrozenBpTree<K, V, L = Bpa<K, V>> {
     tree: BpTree<K, V, L>,
 }
 
+impl<K, V, L> std::fmt::Debug for FrozenBpTree<K, V, L> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("FrozenBpTree").field(&self.tree).finish()
+    }
+}
+
 impl<K, V, L> BpTree<K, V, L>
 where
     K: Ord + Clone + HeapSize,

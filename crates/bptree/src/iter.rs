@@ -25,6 +25,15 @@ where
     merged: bool,
 }
 
+impl<'a, K: Ord + 'a, V: 'a, L: Leaf<K, V> + 'a> std::fmt::Debug for Range<'a, K, V, L> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Range")
+            .field("front_leaf", &self.front_leaf)
+            .field("back_leaf", &self.back_leaf)
+            .finish_non_exhaustive()
+    }
+}
+
 impl<K, V, L> BpTree<K, V, L>
 where
     K: Ord + Clone + HeapSize,

@@ -20,6 +20,12 @@ pub struct SortedLeaf<K, V> {
     vals: Vec<V>,
 }
 
+impl<K, V> std::fmt::Debug for SortedLeaf<K, V> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SortedLeaf").field("len", &self.keys.len()).finish_non_exhaustive()
+    }
+}
+
 impl<K: Ord, V> SortedLeaf<K, V> {
     fn position<Q>(&self, key: &Q) -> Result<usize, usize>
     where

@@ -68,6 +68,18 @@ pub struct BpTree<K, V, L = Bpa<K, V>> {
     _v: PhantomData<V>,
 }
 
+/// A summary, not the entries (a memtable holds millions).
+impl<K, V, L> std::fmt::Debug for BpTree<K, V, L> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BpTree")
+            .field("len", &self.len)
+            .field("height", &self.height)
+            .field("leaves", &(self.leaves.len() - self.free_leaves.len()))
+            .field("heap_bytes", &self.heap_bytes)
+            .finish_non_exhaustive()
+    }
+}
+
 impl<K, V, L> BpTree<K, V, L>
 where
     K: Ord + Clone + HeapSize,

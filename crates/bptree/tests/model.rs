@@ -360,3 +360,16 @@ fn regression_unlimited_iterate_range_on_sorted_leaves() {
         assert_eq!((n, got), ((200 - start) as usize, (start..200).collect::<Vec<_>>()));
     }
 }
+
+#[test]
+fn debug_prints_a_summary_not_the_entries() {
+    let mut t = BpTree::<u64, u64>::new();
+    for k in 0..10_000u64 {
+        t.insert(k, k);
+    }
+    let s = format!("{t:?}");
+    assert!(s.starts_with("BpTree { len: 10000,"), "{s}");
+    assert!(s.len() < 200, "{s}");
+    let frozen = format!("{:?}", t.freeze());
+    assert!(frozen.starts_with("FrozenBpTree(BpTree { len: 10000,"), "{frozen}");
+}

@@ -110,6 +110,16 @@ pub struct IntervalCache {
     pub misses: AtomicU64,
 }
 
+impl std::fmt::Debug for IntervalCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("IntervalCache")
+            .field("partitions", &self.parts.len())
+            .field("hits", &self.hits)
+            .field("misses", &self.misses)
+            .finish_non_exhaustive()
+    }
+}
+
 /// Intervals of the largest size every partition can hold at once (when the budget allows any partitioning).
 pub const MIN_INTERVALS_PER_PARTITION: usize = 8;
 

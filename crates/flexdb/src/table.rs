@@ -74,6 +74,12 @@ pub struct Table {
     pub stats: TableStats,
 }
 
+impl std::fmt::Debug for Table {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Table").field("cache", &self.cache).finish_non_exhaustive()
+    }
+}
+
 /// A record borrowed from a cached interval or a memtable: the committer's working form (building owned
 /// records cost two allocations and two frees per record of every interval a commit touched).
 type RecRef<'a> = (&'a [u8], &'a [u8]);
@@ -100,6 +106,15 @@ pub struct Run {
     pub range: std::ops::Range<usize>,
     /// Whether the run is read largest key first.
     pub reverse: bool,
+}
+
+impl std::fmt::Debug for Run {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Run")
+            .field("range", &self.range)
+            .field("reverse", &self.reverse)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Run {

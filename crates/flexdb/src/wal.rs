@@ -302,6 +302,16 @@ pub struct WalWriter {
     failed: vfs::StickyError,
 }
 
+impl std::fmt::Debug for WalWriter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WalWriter")
+            .field("number", &self.number)
+            .field("len", &self.len)
+            .field("durable", &self.durable)
+            .finish_non_exhaustive()
+    }
+}
+
 impl WalWriter {
     /// Creates log `number` in `dir` and makes its directory entry durable.
     pub fn create(fs: &dyn vfs::Fs, dir: &Path, number: u64) -> Result<Self> {

@@ -48,6 +48,16 @@ pub struct ReadAhead {
     pub reads: u64,
 }
 
+impl std::fmt::Debug for ReadAhead {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ReadAhead")
+            .field("windows", &self.windows.len())
+            .field("window_bytes", &self.window_bytes)
+            .field("reads", &self.reads)
+            .finish_non_exhaustive()
+    }
+}
+
 impl Default for ReadAhead {
     fn default() -> Self {
         ReadAhead::new(DEFAULT_WINDOW_BYTES)

@@ -95,6 +95,16 @@ pub struct Sweep<'a, F: FnMut(Area) -> Result<()>> {
     emitted: u64,
 }
 
+impl<F: FnMut(Area) -> Result<()>> std::fmt::Debug for Sweep<'_, F> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Sweep")
+            .field("watermark", &self.watermark)
+            .field("active", &self.curr.len())
+            .field("emitted", &self.emitted)
+            .finish_non_exhaustive()
+    }
+}
+
 impl<'a, F: FnMut(Area) -> Result<()>> Sweep<'a, F> {
     /// A sweep keeping `snapshots` distinguishable and clipping output to sequence numbers `>= watermark`.
     pub fn new(stripes: Stripes<'a>, watermark: u64, sink: F) -> Self {

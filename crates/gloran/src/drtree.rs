@@ -127,6 +127,15 @@ pub struct DrTreeWriter {
     footer: Footer,
 }
 
+impl std::fmt::Debug for DrTreeWriter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DrTreeWriter")
+            .field("path", &self.path)
+            .field("offset", &self.offset)
+            .finish_non_exhaustive()
+    }
+}
+
 impl DrTreeWriter {
     /// Creates (truncating) `path`. `node_size` is the target encoded size of a node.
     pub fn create(fs: &dyn Fs, path: &Path, node_size: usize) -> Result<Self> {

@@ -174,6 +174,12 @@ pub struct OutputSink<'a> {
     pub cut: OutputCut,
 }
 
+impl std::fmt::Debug for OutputSink<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OutputSink").field("dir", &self.dir).finish_non_exhaustive()
+    }
+}
+
 /// Writes the entries of `input` that survive into tables. Used by flush (one output, memtable input, nothing
 /// dropped but shadowed versions) and compaction.
 ///

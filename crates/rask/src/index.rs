@@ -45,6 +45,14 @@ pub struct Rask<V, I = Art<LeafId>> {
     read_scratch: RefCell<ReadScratch>,
 }
 
+/// A summary, not the mappings.
+impl<V, I> std::fmt::Debug for Rask<V, I> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let leaves: usize = self.leaves.iter().map(|c| c.iter().filter(|l| l.is_some()).count()).sum();
+        f.debug_struct("Rask").field("leaves", &leaves).field("stats", &self.stats).finish_non_exhaustive()
+    }
+}
+
 /// One leaf as seen by tests and tools: its anchor key and its entries, oldest first.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LeafView<V> {
@@ -611,6 +619,15 @@ pub struct Iter<'a, V, I> {
     buf: Vec<(BlockRange, V)>,
     pos: usize,
     unfound: UnfoundList,
+}
+
+impl<V, I> std::fmt::Debug for Iter<'_, V, I> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Iter")
+            .field("leaf", &self.leaf)
+            .field("buffered", &(self.buf.len() - self.pos))
+            .finish_non_exhaustive()
+    }
 }
 
 impl<V: RangeValue, I: InternalIndex<LeafId>> Iterator for Iter<'_, V, I> {

@@ -220,3 +220,14 @@ fn fig13_merge_through_the_index() {
     let live: Vec<_> = rask.iter().collect();
     assert_eq!(live, vec![(r(1, 1), w(0)), (r(3, 3), w(1)), (r(4, 5), w(2)), (r(7, 7), w(3))]);
 }
+
+#[test]
+fn debug_prints_a_summary_not_the_mappings() {
+    let mut rask: Rask<WriteRef> = Rask::new(Options::default()).unwrap();
+    for i in 0..1_000u64 {
+        rask.put(r(i * 4, i * 4 + 2), w(i));
+    }
+    let s = format!("{rask:?}");
+    assert!(s.starts_with(&format!("Rask {{ leaves: {},", rask.leaf_count())), "{s}");
+    assert!(!s.contains("WriteRef"), "{s}");
+}

@@ -28,6 +28,12 @@ pub struct BpaIter<'a, K, V> {
     gb: usize,
 }
 
+impl<K, V> std::fmt::Debug for BpaIter<'_, K, V> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BpaIter").field("leaf", self.leaf).finish_non_exhaustive()
+    }
+}
+
 /// A position among block entries: block `b`, entry `p` (0 is the header entry, `p >= 1` the `p`-th slot in key
 /// order), with the key order of block `b`'s slots when that block is unsorted.
 struct BlockCursor {

@@ -146,6 +146,15 @@ pub struct ConcurrentRange<'a, K, V, L> {
     exhausted: bool,
 }
 
+impl<K, V, L> std::fmt::Debug for ConcurrentRange<'_, K, V, L> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ConcurrentRange")
+            .field("buffered", &(self.front.len() + self.back.len()))
+            .field("exhausted", &self.exhausted)
+            .finish_non_exhaustive()
+    }
+}
+
 fn key_of<K>(b: &Bound<K>) -> Option<&K> {
     match b {
         Bound::Included(k) | Bound::Excluded(k) => Some(k),

@@ -246,6 +246,16 @@ pub struct DbIter<'a> {
     pub(super) snap: Option<&'a Snapshot>,
 }
 
+impl std::fmt::Debug for DbIter<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DbIter")
+            .field("reverse", &self.reverse)
+            .field("done", &self.done)
+            .field("at_snapshot", &self.snap.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
 impl DbIter<'_> {
     /// Repositions the iterator: forward, to the first key `>= key`; reverse, to the last key `< key`. The
     /// position is clamped to the iterator's bounds.

@@ -65,6 +65,13 @@ pub struct ConcurrentRask<V: RangeValue + Send + Sync> {
     stats: ShardedStats,
 }
 
+/// A summary, not the mappings.
+impl<V: RangeValue + Send + Sync> std::fmt::Debug for ConcurrentRask<V> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ConcurrentRask").field("stats", &self.stats()).finish_non_exhaustive()
+    }
+}
+
 // SAFETY: all shared state is reached through atomics, locks, and leaves whose lifetime the collector manages.
 unsafe impl<V: RangeValue + Send + Sync> Send for ConcurrentRask<V> {}
 // SAFETY: as above.

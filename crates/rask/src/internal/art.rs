@@ -436,6 +436,12 @@ pub struct Art<T> {
     len: usize,
 }
 
+impl<T> std::fmt::Debug for Art<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Art").field("len", &self.len).finish_non_exhaustive()
+    }
+}
+
 impl<T> Default for Art<T> {
     fn default() -> Self {
         Art { root: None, len: 0 }
