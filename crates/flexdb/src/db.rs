@@ -295,22 +295,28 @@ impl Db {
     /// batch or none of it, and after a crash the store holds all of it or none.
     pub fn write(&self, mut ops: Vec<Op>, wo: WriteOptions) -> Result<()> {
         for op in &ops {
+            let keys: &[&[u8]] = match op {
+                Op::Put(k, _) | Op::Delete(k) => &[k],
+                Op::DeleteRange(a, b) => &[a, b],
+            };
+            if let Some(k) = keys.iter().find(|k| k.len() > MAX_KEY_LEN) {
+                return Err(Error::invalid(format!(
+                    "a key of {} bytes is over the limit of {MAX_KEY_LEN}",
+                    k.len()
+                )));
+            }
             match op {
-                Op::Put(k, v) => {
-                    if k.len() > MAX_KEY_LEN || v.len() > MAX_VALUE_LEN {
-                        return Err(Error::invalid("key or value too long"));
-                    }
-                }
-                Op::Delete(k) if k.len() > MAX_KEY_LEN => return Err(Error::invalid("key too long")),
-                Op::Delete(_) => {}
-                Op::DeleteRange(a, b) if a.len() > MAX_KEY_LEN || b.len() > MAX_KEY_LEN => {
-                    return Err(Error::invalid("key too long"));
+                Op::Put(_, v) if v.len() > MAX_VALUE_LEN => {
+                    return Err(Error::invalid(format!(
+                        "a value of {} bytes is over the limit of {MAX_VALUE_LEN}",
+                        v.len()
+                    )));
                 }
                 // As the LSM engine and RocksDB answer: a reversed range is a caller's mistake, not an empty one.
                 Op::DeleteRange(a, b) if a > b => {
                     return Err(Error::invalid("delete_range start is after end"));
                 }
-                Op::DeleteRange(..) => {}
+                _ => {}
             }
         }
         // An empty range deletes nothing; dropping it keeps it out of the log and off the slow path below.

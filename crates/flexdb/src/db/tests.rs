@@ -395,3 +395,34 @@ fn regression_a_refused_open_leaves_the_directory_as_it_was() {
     );
     assert!(fs.list_dir(Path::new("empty")).unwrap().is_empty(), "the refused open wrote into the directory");
 }
+
+/// Keys up to 64 KiB (four times an interval's byte limit) are stored and read back through a commit; longer keys
+/// and values over 1 GiB are refused with the length and the limit named, and nothing of the batch is applied.
+#[test]
+fn keys_and_values_at_their_limits() {
+    let db = open();
+    let wo = WriteOptions::default();
+    let key = vec![b'k'; MAX_KEY_LEN];
+    db.put(&key, b"v", wo).unwrap();
+    db.put(b"a", &vec![b'x'; 1 << 20], wo).unwrap();
+    db.flush().unwrap();
+    assert_eq!(db.get(&key).unwrap().as_deref(), Some(&b"v"[..]));
+    assert_eq!(db.get(b"a").unwrap().map(|v| v.len()), Some(1 << 20));
+
+    let long: Box<[u8]> = vec![b'k'; MAX_KEY_LEN + 1].into();
+    for op in [
+        put(&long, b"v"),
+        Op::Delete(long.clone()),
+        Op::DeleteRange(b"a"[..].into(), long.clone()),
+        Op::DeleteRange(long.clone(), long.clone()),
+    ] {
+        let err = db.write(vec![put(b"first", b"1"), op], wo).expect_err("a key over the limit was taken");
+        let want = format!("a key of {} bytes is over the limit of {MAX_KEY_LEN}", MAX_KEY_LEN + 1);
+        assert!(matches!(err, Error::InvalidArgument(_)) && err.to_string().contains(&want), "{err}");
+    }
+    // Zero-filled, so the gibibyte is address space, not memory touched.
+    let huge = Op::Put(b"h"[..].into(), vec![0u8; MAX_VALUE_LEN + 1].into_boxed_slice());
+    let err = db.write(vec![huge], wo).expect_err("a value over the limit was taken");
+    assert!(err.to_string().contains(&format!("a value of {} bytes", MAX_VALUE_LEN + 1)), "{err}");
+    assert_eq!(db.get(b"first").unwrap(), None, "a refused batch was partly applied");
+}
