@@ -319,6 +319,8 @@ impl Db {
                 _ => {}
             }
         }
+        // Checked before anything is applied; the WAL writer checks again before it encodes.
+        wal::check_batch_size(&ops)?;
         // An empty range deletes nothing; dropping it keeps it out of the log and off the slow path below.
         ops.retain(|op| !matches!(op, Op::DeleteRange(a, b) if a >= b));
         let inner = &self.inner;

@@ -41,7 +41,8 @@ pub fn get_varint(buf: &[u8]) -> Option<(u64, usize)> {
     None
 }
 
-fn varint_len(v: u64) -> usize {
+/// Bytes [`put_varint`] writes for `v`.
+pub(crate) fn varint_len(v: u64) -> usize {
     let mut n = 1;
     let mut v = v >> 7;
     while v > 0 {

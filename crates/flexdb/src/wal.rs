@@ -22,7 +22,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use crate::error::{Error, Result};
-use crate::record::{get_varint, put_varint};
+use crate::record::{get_varint, put_varint, varint_len};
 
 /// Largest record buffer a writer keeps between batches.
 const SCRATCH_KEEP: usize = 1 << 20;
@@ -89,16 +89,34 @@ pub fn encode_batch(ops: &[Op]) -> Vec<u8> {
     out
 }
 
+/// The largest payload a record can carry: its length field is 32 bits.
+pub const MAX_PAYLOAD: usize = u32::MAX as usize;
+
+/// The payload bytes [`encode_batch`] writes for `ops` (the record adds an 8-byte header).
+pub fn payload_len(ops: &[Op]) -> usize {
+    let field = |b: &[u8]| varint_len(b.len() as u64) + b.len();
+    ops.iter()
+        .map(|op| match op {
+            Op::Put(a, b) | Op::DeleteRange(a, b) => 1 + field(a) + field(b),
+            Op::Delete(a) => 1 + field(a),
+        })
+        .sum()
+}
+
+/// Refuses a batch whose record would not fit its 32-bit length field.
+pub fn check_batch_size(ops: &[Op]) -> Result<()> {
+    let n = payload_len(ops);
+    if n > MAX_PAYLOAD {
+        return Err(Error::invalid(format!("a batch of {n} bytes is over the limit of {MAX_PAYLOAD}")));
+    }
+    Ok(())
+}
+
 /// [`encode_batch`] into `out` (cleared first), reserving the record's exact size once: the writer reuses one
 /// buffer, where growing a fresh vector byte by byte cost several reallocations per put.
+/// REQUIRES: `payload_len(ops) <= MAX_PAYLOAD` (`Db::write` refuses larger batches).
 pub fn encode_batch_into(out: &mut Vec<u8>, ops: &[Op]) {
-    let size: usize = ops
-        .iter()
-        .map(|op| match op {
-            Op::Put(a, b) | Op::DeleteRange(a, b) => 1 + 20 + a.len() + b.len(),
-            Op::Delete(a) => 1 + 10 + a.len(),
-        })
-        .sum();
+    let size = payload_len(ops);
     out.clear();
     out.reserve(8 + size);
     out.extend_from_slice(&[0u8; 8]);
@@ -125,8 +143,9 @@ pub fn encode_batch_into(out: &mut Vec<u8>, ops: &[Op]) {
             }
         }
     }
-    let len = (out.len() - 8) as u32;
-    out[4..8].copy_from_slice(&len.to_le_bytes());
+    debug_assert_eq!(out.len() - 8, size);
+    debug_assert!(size <= MAX_PAYLOAD, "a batch over the record limit reached the encoder");
+    out[4..8].copy_from_slice(&(size as u32).to_le_bytes());
     let crc = vfs::crc32c::crc32c(&out[4..]);
     out[0..4].copy_from_slice(&crc.to_le_bytes());
 }
@@ -363,6 +382,7 @@ impl WalWriter {
 
     /// Encodes `ops` as one record and appends it; syncs when `sync`. Returns the record's length.
     pub fn append_batch(&mut self, ops: &[Op], sync: bool) -> Result<u64> {
+        check_batch_size(ops)?;
         let mut rec = std::mem::take(&mut self.scratch);
         encode_batch_into(&mut rec, ops);
         let r = self.append(&rec, sync);

@@ -33,6 +33,29 @@ pub enum Op<'a> {
     DeleteRange(&'a [u8], &'a [u8]),
 }
 
+/// The longest key the engine stores: the memtable's key and its version entries carry 32-bit lengths, as
+/// RocksDB's do.
+pub const MAX_KEY_LEN: usize = u32::MAX as usize;
+/// The longest value the engine stores (see [`MAX_KEY_LEN`]).
+pub const MAX_VALUE_LEN: usize = u32::MAX as usize;
+
+/// Refuses a key or value over its limit, before anything copies it.
+pub(crate) fn check_lengths(keys: &[&[u8]], value: Option<&[u8]>) -> Result<()> {
+    if let Some(k) = keys.iter().find(|k| k.len() > MAX_KEY_LEN) {
+        return Err(Error::InvalidArgument(format!(
+            "a key of {} bytes is over the limit of {MAX_KEY_LEN}",
+            k.len()
+        )));
+    }
+    match value {
+        Some(v) if v.len() > MAX_VALUE_LEN => Err(Error::InvalidArgument(format!(
+            "a value of {} bytes is over the limit of {MAX_VALUE_LEN}",
+            v.len()
+        ))),
+        _ => Ok(()),
+    }
+}
+
 impl WriteBatch {
     /// An empty batch.
     pub fn new() -> Self {

@@ -23,7 +23,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 
-use crate::batch::{Op, WriteBatch};
+use crate::batch::{Op, WriteBatch, check_lengths};
 use crate::db_iter::DbIter;
 use crate::error::{Error, Result};
 use crate::ikey::Kind;
@@ -155,6 +155,7 @@ pub struct FileEntry {
 impl Db {
     /// Sets `key` to `value`.
     pub fn put(&self, opts: &WriteOptions, key: &[u8], value: &[u8]) -> Result<()> {
+        check_lengths(&[key], Some(value))?;
         let mut b = WriteBatch::new();
         b.put(key, value);
         self.write(opts, b)
@@ -162,6 +163,7 @@ impl Db {
 
     /// Deletes `key`.
     pub fn delete(&self, opts: &WriteOptions, key: &[u8]) -> Result<()> {
+        check_lengths(&[key], None)?;
         let mut b = WriteBatch::new();
         b.delete(key);
         self.write(opts, b)
@@ -173,6 +175,7 @@ impl Db {
         if start > end {
             return Err(Error::InvalidArgument("delete_range start is after end".into()));
         }
+        check_lengths(&[start, end], None)?;
         let mut b = WriteBatch::new();
         b.delete_range(start, end);
         self.write(opts, b)
@@ -181,6 +184,13 @@ impl Db {
     /// Applies `batch` atomically.
     pub fn write(&self, opts: &WriteOptions, batch: WriteBatch) -> Result<()> {
         for op in batch.iter() {
+            // A key the memtable cannot hold would fail its insert after the WAL append, and fail every replay.
+            match op {
+                Ok(Op::Put(k, v)) => check_lengths(&[k], Some(v))?,
+                Ok(Op::Delete(k)) => check_lengths(&[k], None)?,
+                Ok(Op::DeleteRange(s, e)) => check_lengths(&[s, e], None)?,
+                Err(_) => {}
+            }
             if let Ok(Op::DeleteRange(s, e)) = op {
                 if s > e {
                     return Err(Error::InvalidArgument("delete_range start is after end".into()));

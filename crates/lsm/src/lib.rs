@@ -53,7 +53,7 @@ pub mod tombstones;
 pub mod version;
 pub mod wal;
 
-pub use batch::WriteBatch;
+pub use batch::{MAX_KEY_LEN, MAX_VALUE_LEN, WriteBatch};
 pub use compaction_stats::CompactionLevelStats;
 pub use db::range_reduce::{
     LevelEstimate, RangeReduceMode, RangeReduceOptions, RangeReduceStats, SelectParams, compaction_debt,

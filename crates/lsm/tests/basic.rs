@@ -265,3 +265,28 @@ fn regression_opening_a_missing_database_leaves_nothing_behind() {
     let db = Db::open(f, "/empty", tiny()).unwrap();
     db.put(&WriteOptions::default(), b"k", b"v").unwrap();
 }
+
+#[test]
+fn regression_keys_and_values_over_four_gib_are_refused() {
+    // The memtable keeps 32-bit lengths: a longer value was stored with its length truncated (a silently wrong
+    // answer), and a longer key failed its memtable insert after the WAL append, so every later open failed too.
+    let fs = Arc::new(vfs::MemFs::new());
+    let db = open(&fs, tiny());
+    let w = WriteOptions::default();
+    // Zero-filled and never written to: address space, not memory touched (the check comes before any copy).
+    let huge = vec![0u8; lsm::MAX_VALUE_LEN + 1];
+    let over = format!("of {} bytes is over the limit of {}", lsm::MAX_KEY_LEN + 1, lsm::MAX_KEY_LEN);
+    for err in [
+        db.put(&w, b"k", &huge).expect_err("a value over the limit was taken"),
+        db.put(&w, &huge, b"v").expect_err("a key over the limit was taken"),
+        db.delete(&w, &huge).expect_err("a key over the limit was taken"),
+        db.delete_range(&w, b"", &huge).expect_err("a key over the limit was taken"),
+    ] {
+        assert_eq!(err.kind(), "invalid", "{err}");
+        assert!(err.to_string().contains(&over), "{err}");
+    }
+    db.put(&w, b"k", b"v").unwrap();
+    drop(db);
+    let db = open(&fs, tiny());
+    assert_eq!(db.get(b"k").unwrap(), Some(b"v".to_vec()));
+}

@@ -426,3 +426,20 @@ fn keys_and_values_at_their_limits() {
     assert!(err.to_string().contains(&format!("a value of {} bytes", MAX_VALUE_LEN + 1)), "{err}");
     assert_eq!(db.get(b"first").unwrap(), None, "a refused batch was partly applied");
 }
+
+/// A batch of four 1 GiB values passed the per-value limit, and its WAL record's 32-bit length field was written
+/// truncated: the acknowledged batch would have read back as a damaged record. It is refused now, whole.
+#[test]
+fn regression_a_batch_over_the_record_limit_is_refused() {
+    let db = open();
+    let wo = WriteOptions::default();
+    // Zero-filled and never written to, so the 4 GiB are address space, not memory touched.
+    let mut ops = vec![put(b"first", b"1")];
+    ops.extend((0..4u8).map(|i| Op::Put(vec![i].into(), vec![0u8; MAX_VALUE_LEN].into_boxed_slice())));
+    let err = db.write(ops, wo).expect_err("a batch over the record limit was taken");
+    assert!(matches!(err, Error::InvalidArgument(_)), "{err}");
+    assert!(err.to_string().contains(&format!("is over the limit of {}", wal::MAX_PAYLOAD)), "{err}");
+    assert_eq!(db.get(b"first").unwrap(), None, "a refused batch was partly applied");
+    db.put(b"after", b"ok", wo).unwrap();
+    assert_eq!(db.get(b"after").unwrap().as_deref(), Some(&b"ok"[..]));
+}
