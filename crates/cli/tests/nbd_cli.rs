@@ -1,5 +1,6 @@
 //! `rangedb nbd serve` end to end: the binary creates a volume, serves it on a Unix socket, a client writes, the
-//! server is killed and restarted on the same socket path, and the data is still there.
+//! server is killed and restarted on the same socket path, and the data is still there; SIGTERM stops it
+//! cleanly, and a second signal during that stop ends it at once.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -38,8 +39,8 @@ fn serve(args: &[&str], sock: &Path) -> Serving {
     s
 }
 
-/// Minimal client: fixed newstyle, GO on the default export, then one request; returns the reply payload.
-fn session(sock: &Path, write: Option<&[u8]>, read_len: u32) -> (u64, Vec<u8>) {
+/// Fixed newstyle handshake and GO on the default export; the connection in transmission and the export size.
+fn connect_and_go(sock: &Path) -> (UnixStream, u64) {
     let mut c = UnixStream::connect(sock).unwrap();
     c.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
     let mut greet = [0u8; 18];
@@ -63,10 +64,16 @@ fn session(sock: &Path, write: Option<&[u8]>, read_len: u32) -> (u64, Vec<u8>) {
             size = u64::from_be_bytes(body[2..10].try_into().unwrap());
         }
         if kind == 1 {
-            break;
+            return (c, size);
         }
         assert_eq!(kind, 3, "GO failed");
     }
+}
+
+/// Minimal client: [`connect_and_go`], then one request (with FUA) at offset 4096; the export size and the
+/// reply payload.
+fn session(sock: &Path, write: Option<&[u8]>, read_len: u32) -> (u64, Vec<u8>) {
+    let (mut c, size) = connect_and_go(sock);
     let mut req = Vec::new();
     req.extend_from_slice(&0x2560_9513u32.to_be_bytes());
     req.extend_from_slice(&1u16.to_be_bytes()); // FUA
@@ -151,6 +158,75 @@ fn sigterm_stops_the_server_with_the_volume_flushed_and_released() {
     assert!(text.contains("recovery replayed 0 batch(es), 0 journal record(s)"), "{text}");
     let _server = serve(&["--dir", store_s], &sock);
     assert_eq!(session(&sock, None, 23).1, b"written before the stop");
+}
+
+/// A second SIGINT or SIGTERM while the server waits for in-flight requests ends it at once (exit 128 + signal),
+/// as an operator who presses Ctrl-C twice expects; the volume then recovers from its journal like after a crash.
+/// Here the wait cannot end by itself: the client asked for 64 MiB of reads and reads none of the replies.
+#[test]
+fn a_second_signal_during_the_stop_ends_the_server_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    let sock = dir.path().join("nbd.sock");
+    let store_s = store.to_str().unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_rangedb"))
+        .args(["nbd", "serve", "--dir", store_s, "--create", "--size", "2M", "--unix"])
+        .arg(&sock)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (tx, lines) = std::sync::mpsc::channel();
+    let stderr = child.stderr.take().unwrap();
+    std::thread::spawn(move || {
+        for line in std::io::BufRead::lines(std::io::BufReader::new(stderr)) {
+            let Ok(line) = line else { break };
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let server = Serving(child);
+    let wait_for = |needle: &str| loop {
+        let line =
+            lines.recv_timeout(Duration::from_secs(20)).unwrap_or_else(|e| panic!("no {needle:?}: {e}"));
+        if line.contains(needle) {
+            break;
+        }
+    };
+    wait_for("serving");
+    session(&sock, Some(b"acknowledged before the stop"), 0);
+
+    let (mut stuck, _) = connect_and_go(&sock);
+    let mut reqs = Vec::new();
+    for handle in 0..64u64 {
+        reqs.extend_from_slice(&0x2560_9513u32.to_be_bytes());
+        reqs.extend_from_slice(&0u16.to_be_bytes());
+        reqs.extend_from_slice(&0u16.to_be_bytes()); // READ
+        reqs.extend_from_slice(&handle.to_be_bytes());
+        reqs.extend_from_slice(&0u64.to_be_bytes()); // offset
+        reqs.extend_from_slice(&(1u32 << 20).to_be_bytes());
+    }
+    stuck.write_all(&reqs).unwrap();
+
+    let mut server = server;
+    let pid = server.0.id().to_string();
+    assert!(Command::new("kill").args(["-TERM", &pid]).status().unwrap().success());
+    wait_for("answering the requests in flight");
+    assert!(Command::new("kill").args(["-TERM", &pid]).status().unwrap().success());
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let status = loop {
+        if let Some(st) = server.0.try_wait().unwrap() {
+            break st;
+        }
+        assert!(Instant::now() < deadline, "the server did not stop on the second SIGTERM");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(status.code(), Some(128 + 15), "{status}");
+    drop(stuck);
+    let _server = serve(&["--dir", store_s], &sock);
+    assert_eq!(session(&sock, None, 28).1, b"acknowledged before the stop");
 }
 
 #[test]
