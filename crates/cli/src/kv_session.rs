@@ -135,6 +135,10 @@ pub fn session(
                     [_, a, b] => Some((decode_token(a)?, decode_token(b)?)),
                     _ => return Err(KvError::parse("usage: compact [A B]")),
                 };
+                // Refused for both engines alike (FlexDB has no range to compact, the LSM engine refuses it too).
+                if range.as_ref().is_some_and(|(a, b)| a > b) {
+                    return Err(KvError { kind: "invalid", msg: "compact start is after end".into() });
+                }
                 engine.compact(range).map(|_| "OK".to_string())
             }
             "stats" => engine.stats(),

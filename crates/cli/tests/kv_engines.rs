@@ -21,9 +21,10 @@ fn exec(engine: &str, dir: &std::path::Path, script: impl AsRef<[u8]>) -> String
 fn both_engines_answer_the_spec_commands_alike() {
     let script = "put a 1\nput b 0x\nput 0x00ff v\nget b\nget nope\nbatch 2\nput c 3\ndel a\n\
                   delrange 0x00 0x01\nscan 0x z\nrscan 0x z 1\nflush\nsync\nbogus\nb\x01gus\nsync now\nstats x\n\
-                  batch 3\nput d 4\ndelrange c e\nput dd 5\nscan 0x z\n";
+                  batch 3\nput d 4\ndelrange c e\nput dd 5\nscan 0x z\ndelrange z a\ncompact z a\ncompact a z\n";
     let want = "OK\nOK\nOK\n0x\nNOT_FOUND\nOK\nOK\nb 0x\nc 3\nEND 2\nc 3\nEND 1\nOK\nOK\nERR parse unknown command bogus\nERR parse unknown command b\\u{1}gus\n\
-                ERR parse usage: sync (takes no argument)\nERR parse usage: stats (takes no argument)\nOK\nb 0x\ndd 5\nEND 2\n";
+                ERR parse usage: sync (takes no argument)\nERR parse usage: stats (takes no argument)\nOK\nb 0x\ndd 5\nEND 2\n\
+                ERR invalid delrange start is after end\nERR invalid compact start is after end\nOK\n";
     for engine in ["lsm", "flexdb"] {
         let dir = tempfile::tempdir().unwrap();
         assert_eq!(exec(engine, &dir.path().join("db"), script), want, "{engine}");

@@ -279,8 +279,14 @@ impl Db {
     }
 
     /// Compacts every level's files that overlap `[start, end]` (`None` = unbounded) down to the last level
-    /// holding data, after flushing the memtable.
+    /// holding data, after flushing the memtable. REQUIRES: `start <= end` when both are given (else an invalid
+    /// argument, as a reversed `delete_range` is).
     pub fn compact_range(&self, start: Option<&[u8]>, end: Option<&[u8]>) -> Result<()> {
+        if let (Some(a), Some(b)) = (start, end)
+            && a > b
+        {
+            return Err(Error::InvalidArgument("compact_range start is after end".into()));
+        }
         self.flush()?;
         self.inner.compact_range(start, end)
     }

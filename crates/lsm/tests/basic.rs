@@ -290,3 +290,16 @@ fn regression_keys_and_values_over_four_gib_are_refused() {
     let db = open(&fs, tiny());
     assert_eq!(db.get(b"k").unwrap(), Some(b"v".to_vec()));
 }
+
+#[test]
+fn regression_a_reversed_compaction_range_is_refused() {
+    // `compact_range(z, a)` returned Ok having compacted nothing, where a reversed `delete_range` is refused.
+    let fs = Arc::new(vfs::MemFs::new());
+    let db = open(&fs, tiny());
+    db.put(&WriteOptions::default(), b"k", b"v").unwrap();
+    let err = db.compact_range(Some(b"z"), Some(b"a")).expect_err("a reversed range was taken");
+    assert_eq!(err.kind(), "invalid", "{err}");
+    db.compact_range(Some(b"a"), Some(b"a")).unwrap();
+    db.compact_range(Some(b"a"), Some(b"z")).unwrap();
+    assert_eq!(db.get(b"k").unwrap(), Some(b"v".to_vec()));
+}
