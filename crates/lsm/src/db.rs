@@ -404,6 +404,19 @@ impl Inner {
         l.keys().next().copied().unwrap_or_else(|| self.last_seq.load(Ordering::Acquire))
     }
 
+    /// What GC planning needs, read together under the state lock: the current version, the oldest snapshot (or
+    /// the last sequence), and a floor for every memtable entry's sequence number: the first sequence of the
+    /// oldest memtable holding anything, else one past the last published sequence (a write group inserting now
+    /// took numbers above it). A flush that turns a memtable into a table installs its version under this lock,
+    /// so no entry is in neither the version nor the memtables read here.
+    fn gc_view(&self) -> (Arc<Version>, u64, u64) {
+        let s = lock(&self.state);
+        let published = self.last_seq.load(Ordering::Acquire);
+        let floor = s.imm.iter().chain([&s.mem]).find_map(|m| m.first_seq()).unwrap_or(published + 1);
+        let oldest = lock(&self.snapshots).keys().next().copied().unwrap_or(published);
+        (s.current.clone(), oldest, floor.min(published + 1))
+    }
+
     /// The live snapshots and the last published sequence, read together.
     fn snapshot_list(&self) -> (Vec<u64>, u64) {
         let _s = lock(&self.state);

@@ -49,6 +49,7 @@ mod snapshot;
 mod stats;
 pub mod table;
 pub mod table_cache;
+mod table_spans;
 pub mod tombstones;
 pub mod version;
 pub mod wal;

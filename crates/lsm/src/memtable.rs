@@ -20,7 +20,7 @@
 use std::ops::Bound;
 use std::sync::Arc;
 use std::sync::RwLock;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
 use bptree::{ByteKey, ConcurrentBpTree, HeapSize};
 
@@ -117,6 +117,9 @@ pub struct MemTable {
     /// The empty tree's `memory_usage`, not charged (see `approx_size`).
     empty_bytes: usize,
     entries: AtomicUsize,
+    /// The sequence number of the first entry or range tombstone added (`u64::MAX` while empty): entries arrive
+    /// in sequence order, so it is the smallest this memtable holds.
+    first_seq: AtomicU64,
     frozen: AtomicBool,
     /// The WAL file that holds this memtable's writes.
     pub log_number: u64,
@@ -132,6 +135,7 @@ impl MemTable {
             tombs: RwLock::new((Vec::new(), Arc::new(Fragments::default()))),
             tomb_bytes: AtomicUsize::new(0),
             entries: AtomicUsize::new(0),
+            first_seq: AtomicU64::new(u64::MAX),
             frozen: AtomicBool::new(false),
             log_number,
         }
@@ -142,6 +146,7 @@ impl MemTable {
     /// order: by the write-group leader, or by recovery).
     pub fn add(&self, seq: u64, kind: Kind, key: &[u8], value: &[u8]) {
         debug_assert!(!self.frozen.load(Ordering::Acquire), "write to a frozen memtable");
+        self.note_seq(seq);
         let t = ikey::pack(seq, kind);
         self.map.upsert(
             &ByteKey::probe(key),
@@ -151,8 +156,22 @@ impl MemTable {
         self.entries.fetch_add(1, Ordering::Relaxed);
     }
 
+    /// Records `seq` as the first if nothing was added before (one writer adds, in sequence order).
+    #[inline]
+    fn note_seq(&self, seq: u64) {
+        if self.first_seq.load(Ordering::Relaxed) == u64::MAX {
+            self.first_seq.store(seq, Ordering::Release);
+        }
+    }
+
+    /// The smallest sequence number added, if any was.
+    pub fn first_seq(&self) -> Option<u64> {
+        Some(self.first_seq.load(Ordering::Acquire)).filter(|&s| s != u64::MAX)
+    }
+
     /// Adds a range tombstone `[start, end) @ seq`.
     pub fn add_range_delete(&self, seq: u64, start: &[u8], end: &[u8]) {
+        self.note_seq(seq);
         let mut t = self.tombs.write().unwrap_or_else(|p| p.into_inner());
         t.0.push(Tombstone { start: start.to_vec(), end: end.to_vec(), seq });
         Arc::make_mut(&mut t.1).insert(start, end, seq);

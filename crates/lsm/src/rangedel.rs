@@ -189,10 +189,11 @@ pub trait RangeDeleteStrategy: Send + Sync {
         Ok(None)
     }
 
-    /// After a bottommost compaction installed `v`: plan GC (§4.4). `oldest_snapshot` is the oldest live snapshot
-    /// or the last sequence.
-    fn after_bottommost_compaction(&self, v: &Version, oldest_snapshot: u64) {
-        let _ = (v, oldest_snapshot);
+    /// After a bottommost compaction: plan GC (§4.4). `v` is the current version, `oldest_snapshot` the oldest
+    /// live snapshot or the last sequence, and every entry of the memtables (and of any write not yet in them)
+    /// has a sequence number `>= mem_floor`; all three were read together.
+    fn after_bottommost_compaction(&self, v: &Version, oldest_snapshot: u64, mem_floor: u64) {
+        let _ = (v, oldest_snapshot, mem_floor);
     }
 
     /// After a MANIFEST edit carrying a state from `flush`/`maintain` is durable: delete replaced files.

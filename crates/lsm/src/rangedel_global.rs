@@ -34,6 +34,12 @@
 //! starts a new epoch, and GC runs only when the old epoch, and every epoch before it, has no pin left (a later
 //! decision must not release readers an earlier one waits for). The watermark is persisted with the file list in
 //! the MANIFEST ([`RangeIndexState`]) and re-applied at open.
+//!
+//! The watermark is global: one table of never-updated old data holds it down for every key range. So each
+//! plan also keeps the key and sequence bounds of the version's tables ([`TableSpans`]), and the same GC run
+//! drops, through `GlobalIndex::purge`, every bottom-level area whose keys and sequence band no table (and no
+//! memtable) can hold an entry in any more: the paper's "all entries it matches have been removed", per record.
+//! It needs no watermark and clips nothing, so it is planned after every bottommost compaction.
 
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -45,6 +51,7 @@ use crate::edit::RangeIndexState;
 use crate::error::{Error, Result};
 use crate::memtable::MemTable;
 use crate::rangedel::{RangeCover, RangeDeleteStrategy, ReadPin};
+use crate::table_spans::TableSpans;
 use crate::tombstones::Fragments;
 use crate::version::Version;
 
@@ -154,11 +161,25 @@ struct Instance {
     dirty: AtomicBool,
     /// Readers pin the current epoch (see the module documentation).
     epoch: Mutex<Arc<()>>,
-    /// Planned GCs, oldest first: each watermark with the epoch its decision closed. A plan waits for the
-    /// readers of its epoch and of every older one.
-    pending_gc: Mutex<Vec<(u64, Weak<()>)>>,
+    /// Planned GCs, oldest first. A plan waits for the readers of its epoch and of every older one.
+    pending_gc: Mutex<Vec<GcPlan>>,
     /// Moves before every flush and GC that disjointizes (see `RangeDeleteStrategy::generation`).
     generation: AtomicU64,
+}
+
+/// Planned GCs kept at most; a newer plan absorbs the newest waiting one beyond that.
+const MAX_PENDING_GC: usize = 8;
+
+/// One GC decision, taken after a bottommost compaction (§4.4).
+#[derive(Debug)]
+struct GcPlan {
+    /// No entry below it remains: `GlobalIndex::gc` may clip every area to it.
+    watermark: u64,
+    /// The tables of the version the decision saw: `GlobalIndex::purge` drops the bottom level's areas they say
+    /// no entry lies in any more (`TableSpans::dead`), however old the data elsewhere that holds the watermark.
+    spans: Arc<TableSpans>,
+    /// The epoch the decision closed.
+    epoch: Weak<()>,
 }
 
 impl Instance {
@@ -199,21 +220,24 @@ impl Instance {
 
     /// How many planned GCs, oldest first, may run: a plan's readers are those of its epoch and of every older
     /// one (they all started before its decision), so it is ready when none of them holds a pin.
-    fn gc_ready_count(p: &[(u64, Weak<()>)]) -> usize {
-        p.iter().take_while(|(_, epoch)| epoch.strong_count() == 0).count()
+    fn gc_ready_count(p: &[GcPlan]) -> usize {
+        p.iter().take_while(|plan| plan.epoch.strong_count() == 0).count()
     }
 
-    /// The highest watermark among the ready plans, if any.
-    fn gc_ready(&self) -> Option<u64> {
+    /// Whether a planned GC may run.
+    fn gc_ready(&self) -> bool {
         let p = self.pending_gc.lock().unwrap_or_else(|p| p.into_inner());
-        p[..Self::gc_ready_count(&p)].iter().map(|&(w, _)| w).max()
+        Self::gc_ready_count(&p) > 0
     }
 
-    /// [`Instance::gc_ready`], removing the ready plans.
-    fn take_ready_gc(&self) -> Option<u64> {
+    /// Removes the ready plans and returns what they allow together: the highest watermark, and the newest
+    /// plan's table spans (what the older ones saw was compacted into it or is still there).
+    fn take_ready_gc(&self) -> Option<(u64, Arc<TableSpans>)> {
         let mut p = self.pending_gc.lock().unwrap_or_else(|p| p.into_inner());
         let n = Self::gc_ready_count(&p);
-        p.drain(..n).map(|(w, _)| w).max()
+        let ready: Vec<GcPlan> = p.drain(..n).collect();
+        let w = ready.iter().map(|plan| plan.watermark).max()?;
+        ready.last().map(|plan| (w, plan.spans.clone()))
     }
 }
 
@@ -280,7 +304,7 @@ impl RangeDeleteStrategy for Instance {
     }
 
     fn maintenance_due(&self) -> bool {
-        self.read().needs_flush() || self.gc_ready().is_some()
+        self.read().needs_flush() || self.gc_ready()
     }
 
     fn has_unflushed_records(&self) -> bool {
@@ -298,22 +322,25 @@ impl RangeDeleteStrategy for Instance {
         if idx.needs_flush() {
             self.flush_locked(&mut idx, snapshots, published)?;
         }
-        if let Some(w) = self.take_ready_gc()
-            && w > idx.watermark()
-        {
-            // No snapshot older than `w` exists (it was at most the oldest when planned, and later ones are
-            // newer); keep the live ones apart while the bottom level is rewritten.
+        if let Some((w, spans)) = self.take_ready_gc() {
+            // Keep the live snapshots apart while the bottom level is rewritten. (For `gc`, no snapshot older
+            // than `w` exists: it was at most the oldest when planned, and later ones are newer.)
             let mut s = snapshots.to_vec();
             s.extend(published..=idx.last_seq().max(published));
             idx.set_snapshots(s);
             self.generation.fetch_add(1, Ordering::AcqRel);
-            idx.gc(w).map_err(conv)?;
-            self.dirty.store(true, Ordering::Release);
+            if w > idx.watermark() {
+                idx.gc(w).map_err(conv)?;
+                self.dirty.store(true, Ordering::Release);
+            }
+            if idx.purge(|a| spans.dead(a)).map_err(conv)? > 0 {
+                self.dirty.store(true, Ordering::Release);
+            }
         }
         Ok(self.take_state(&idx))
     }
 
-    fn after_bottommost_compaction(&self, v: &Version, oldest_snapshot: u64) {
+    fn after_bottommost_compaction(&self, v: &Version, oldest_snapshot: u64, mem_floor: u64) {
         let mut w = oldest_snapshot;
         let mut newest = 0;
         let mut any = false;
@@ -326,13 +353,21 @@ impl RangeDeleteStrategy for Instance {
             return;
         }
         w = w.min(newest + 1);
-        if w <= self.read().watermark() {
-            return;
-        }
+        // Planned even when `w` does not rise: whole areas may be dead in key ranges the compaction emptied.
+        let spans = Arc::new(TableSpans::of(v, mem_floor));
         let old = std::mem::replace(&mut *self.epoch.lock().unwrap_or_else(|p| p.into_inner()), Arc::new(()));
         // Appended, never replacing an older plan: readers pinned to an older epoch may still hold versions
-        // with entries below `w`.
-        self.pending_gc.lock().unwrap_or_else(|p| p.into_inner()).push((w, Arc::downgrade(&old)));
+        // with entries below `w`, or in areas the spans call dead.
+        let mut plan = GcPlan { watermark: w, spans, epoch: Arc::downgrade(&old) };
+        let mut pending = self.pending_gc.lock().unwrap_or_else(|p| p.into_inner());
+        if pending.len() >= MAX_PENDING_GC {
+            // A reader that stays open through many bottommost compactions must not make plans pile up: the
+            // newest waiting plan folds into this one, which waits for its readers too (and for more).
+            if let Some(prev) = pending.pop() {
+                plan.watermark = plan.watermark.max(prev.watermark);
+            }
+        }
+        pending.push(plan);
     }
 
     fn state_recorded(&self) -> Result<()> {

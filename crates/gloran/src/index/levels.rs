@@ -306,4 +306,46 @@ impl GlobalIndex {
         }
         self.check_invariants()
     }
+
+    /// Garbage collection of whole areas (§4.4: a record is obsolete once "all entries it matches have been
+    /// removed"): rewrites the bottom DR-tree without the areas `dead` names. Returns how many it dropped; a level
+    /// that would lose none is not rewritten. Unlike [`gc`](Self::gc) this clips nothing, so records inserted
+    /// later keep all they cover, and an area is dropped or kept whole by what lies under it alone: an old area
+    /// goes as soon as its own key range holds no entry of its sequence band, whatever old data other key ranges
+    /// keep (those hold the watermark of `gc` down).
+    ///
+    /// REQUIRES of the caller: `dead(a)` only if no entry `(key, seq)` with `a.start <= key < a.end` and
+    /// `a.min_seq <= seq < a.max_seq` remains anywhere a reader can see it, now or later (entries written later
+    /// take sequence numbers above every area's band). `dead` is called twice per area and must answer alike.
+    pub fn purge(&mut self, mut dead: impl FnMut(&Area) -> bool) -> Result<u64> {
+        let bottom = self.levels.len().saturating_sub(1);
+        let Some(tree) = self.levels.get(bottom).and_then(Option::as_ref).map(|l| l.tree.clone()) else {
+            return Ok(0);
+        };
+        let mut doomed = 0u64;
+        let mut it = tree.iter()?;
+        while let Some(a) = it.next_area()? {
+            doomed += u64::from(dead(&a));
+        }
+        if doomed == 0 {
+            return Ok(0);
+        }
+        self.work.gc_runs += 1;
+        let before = tree.footer().areas;
+        let (number, new) = self.write_level(|push| {
+            let mut it = tree.iter()?;
+            while let Some(a) = it.next_area()? {
+                if !dead(&a) {
+                    push(a)?;
+                }
+            }
+            Ok(())
+        })?;
+        let after = new.as_ref().map_or(0, |t| t.footer().areas);
+        self.work.gc_areas_dropped += before.saturating_sub(after);
+        self.work.gc_bytes_rewritten += new.as_ref().map_or(0, |t| t.file_len());
+        self.replace_level(bottom, number, new);
+        self.check_invariants()?;
+        Ok(doomed)
+    }
 }

@@ -199,7 +199,9 @@ impl Inner {
         job.micros = started.elapsed().as_micros() as u64;
         self.counters.per_level.record(&job);
         if c.bottommost {
-            self.range_deletes.after_bottommost_compaction(&v, self.smallest_snapshot());
+            drop(v);
+            let (current, oldest, mem_floor) = self.gc_view();
+            self.range_deletes.after_bottommost_compaction(&current, oldest, mem_floor);
         }
         self.counters.compactions.fetch_add(1, Ordering::Relaxed);
         Ok(())
