@@ -174,6 +174,10 @@ fn replay(a: ReplayArgs) -> Result<ExitCode, bench::Error> {
         }
     }
     report(&r, malformed_total);
+    if let Some(v) = a.volume.as_deref().filter(|_| r.vols.is_empty()) {
+        // A mistyped id would otherwise look like a trace with nothing in it.
+        return Err(format!("--volume {v}: no operation of that volume in the trace").into());
+    }
     if let (Some(path), Some(file)) = (&a.dump, dump_file) {
         let mut out = BufWriter::new(file);
         let written = dump(&r, &mut out).and_then(|()| out.flush());

@@ -136,3 +136,30 @@ fn regression_an_unwritable_dump_fails_first_and_is_named() {
     assert!(err.contains(&format!("--dump {}: ", dump.display())), "{err}");
     assert!(out.stdout.is_empty(), "replayed before failing: {}", String::from_utf8_lossy(&out.stdout));
 }
+
+/// `--volume` with an id the trace never names printed an empty report and exited 0, as if the trace held no
+/// operations; it fails now, naming the id. A volume the trace has still replays alone.
+#[test]
+fn regression_a_volume_the_trace_lacks_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("t.csv");
+    write_file(&trace, TraceFormat::Alibaba, 1000);
+    let replay = |volume: &str| {
+        rangedb()
+            .args(["rask", "replay", "--format", "alibaba", "--volume", volume])
+            .arg(&trace)
+            .output()
+            .unwrap()
+    };
+    let out = replay("nosuch");
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--volume nosuch: no operation of that volume"), "{err}");
+    let names = synthetic(1000).volume_names();
+    let (first, second) = (names.name(0).to_string(), names.name(1).to_string());
+    let out = replay(&first);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    let rows: Vec<&str> = stdout.lines().skip(1).map(|l| l.split_whitespace().next().unwrap_or("")).collect();
+    assert_eq!(rows, [first.as_str(), "total", "malformed"], "{second} replayed too: {stdout}");
+}
