@@ -323,17 +323,20 @@ impl RangeDeleteStrategy for Instance {
             self.flush_locked(&mut idx, snapshots, published)?;
         }
         if let Some((w, spans)) = self.take_ready_gc() {
-            // Keep the live snapshots apart while the bottom level is rewritten. (For `gc`, no snapshot older
-            // than `w` exists: it was at most the oldest when planned, and later ones are newer.)
-            let mut s = snapshots.to_vec();
-            s.extend(published..=idx.last_seq().max(published));
-            idx.set_snapshots(s);
-            self.generation.fetch_add(1, Ordering::AcqRel);
-            if w > idx.watermark() {
-                idx.gc(w).map_err(conv)?;
-                self.dirty.store(true, Ordering::Release);
-            }
-            if idx.purge(|a| spans.dead(a)).map_err(conv)? > 0 {
+            let raise = w > idx.watermark();
+            // Most plans find nothing to drop: only a rewrite moves the generation (readers at an implicit
+            // snapshot read again when it moves).
+            if raise || idx.count_bottom(|a| spans.dead(a)).map_err(conv)? > 0 {
+                // Keep the live snapshots apart while the bottom level is rewritten. (For `gc`, no snapshot
+                // older than `w` exists: it was at most the oldest when planned, and later ones are newer.)
+                let mut s = snapshots.to_vec();
+                s.extend(published..=idx.last_seq().max(published));
+                idx.set_snapshots(s);
+                self.generation.fetch_add(1, Ordering::AcqRel);
+                if raise {
+                    idx.gc(w).map_err(conv)?;
+                }
+                idx.purge(|a| spans.dead(a)).map_err(conv)?;
                 self.dirty.store(true, Ordering::Release);
             }
         }

@@ -307,6 +307,17 @@ impl GlobalIndex {
         self.check_invariants()
     }
 
+    /// How many areas of the bottom DR-tree `pred` holds for (what [`purge`](Self::purge) with it would drop).
+    pub fn count_bottom(&self, mut pred: impl FnMut(&Area) -> bool) -> Result<u64> {
+        let Some(l) = self.levels.last().and_then(Option::as_ref) else { return Ok(0) };
+        let mut n = 0u64;
+        let mut it = l.tree.iter()?;
+        while let Some(a) = it.next_area()? {
+            n += u64::from(pred(&a));
+        }
+        Ok(n)
+    }
+
     /// Garbage collection of whole areas (§4.4: a record is obsolete once "all entries it matches have been
     /// removed"): rewrites the bottom DR-tree without the areas `dead` names. Returns how many it dropped; a level
     /// that would lose none is not rewritten. Unlike [`gc`](Self::gc) this clips nothing, so records inserted
@@ -318,15 +329,11 @@ impl GlobalIndex {
     /// `a.min_seq <= seq < a.max_seq` remains anywhere a reader can see it, now or later (entries written later
     /// take sequence numbers above every area's band). `dead` is called twice per area and must answer alike.
     pub fn purge(&mut self, mut dead: impl FnMut(&Area) -> bool) -> Result<u64> {
+        let doomed = self.count_bottom(&mut dead)?;
         let bottom = self.levels.len().saturating_sub(1);
         let Some(tree) = self.levels.get(bottom).and_then(Option::as_ref).map(|l| l.tree.clone()) else {
             return Ok(0);
         };
-        let mut doomed = 0u64;
-        let mut it = tree.iter()?;
-        while let Some(a) = it.next_area()? {
-            doomed += u64::from(dead(&a));
-        }
         if doomed == 0 {
             return Ok(0);
         }
