@@ -36,7 +36,7 @@
 //! the MANIFEST ([`RangeIndexState`]) and re-applied at open.
 //!
 //! The watermark is global: one table of never-updated old data holds it down for every key range. So each
-//! plan also keeps the key and sequence bounds of the version's tables ([`TableSpans`]), and the same GC run
+//! plan also keeps the key and sequence bounds of the version's tables (`table_spans.rs`), and the same GC run
 //! drops, through `GlobalIndex::purge`, every bottom-level area whose keys and sequence band no table (and no
 //! memtable) can hold an entry in any more: the paper's "all entries it matches have been removed", per record.
 //! It needs no watermark and clips nothing, so it is planned after every bottommost compaction.
