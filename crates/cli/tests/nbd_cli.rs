@@ -187,7 +187,7 @@ fn a_second_signal_during_the_stop_ends_the_server_at_once() {
             }
         }
     });
-    let server = Serving(child);
+    let mut server = Serving(child);
     let wait_for = |needle: &str| loop {
         let line =
             lines.recv_timeout(Duration::from_secs(20)).unwrap_or_else(|e| panic!("no {needle:?}: {e}"));
@@ -210,7 +210,6 @@ fn a_second_signal_during_the_stop_ends_the_server_at_once() {
     }
     stuck.write_all(&reqs).unwrap();
 
-    let mut server = server;
     let pid = server.0.id().to_string();
     assert!(Command::new("kill").args(["-TERM", &pid]).status().unwrap().success());
     wait_for("answering the requests in flight");
