@@ -97,6 +97,18 @@ fn session(sock: &Path, write: Option<&[u8]>, read_len: u32) -> (u64, Vec<u8>) {
     (size, data)
 }
 
+/// The server's exit status, once it stopped (within 20 s) after `what`.
+fn wait_exit(server: &mut Serving, what: &str) -> std::process::ExitStatus {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        if let Some(st) = server.0.try_wait().unwrap() {
+            return st;
+        }
+        assert!(Instant::now() < deadline, "the server did not stop on {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 /// `rangedb inspect blockstore STORE --action check`, which must pass; its report.
 fn inspect_check(store: &str) -> String {
     let out = Command::new(env!("CARGO_BIN_EXE_rangedb"))
@@ -144,14 +156,7 @@ fn sigterm_stops_the_server_with_the_volume_flushed_and_released() {
     session(&sock, Some(b"written before the stop"), 0);
     let pid = server.0.id().to_string();
     assert!(Command::new("kill").args(["-TERM", &pid]).status().unwrap().success());
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let status = loop {
-        if let Some(st) = server.0.try_wait().unwrap() {
-            break st;
-        }
-        assert!(Instant::now() < deadline, "the server did not stop on SIGTERM");
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let status = wait_exit(&mut server, "SIGTERM");
     assert!(status.success(), "{status}");
     assert!(!sock.exists(), "the socket file was left behind");
     let text = inspect_check(store_s);
@@ -214,14 +219,7 @@ fn a_second_signal_during_the_stop_ends_the_server_at_once() {
     assert!(Command::new("kill").args(["-TERM", &pid]).status().unwrap().success());
     wait_for("answering the requests in flight");
     assert!(Command::new("kill").args(["-TERM", &pid]).status().unwrap().success());
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let status = loop {
-        if let Some(st) = server.0.try_wait().unwrap() {
-            break st;
-        }
-        assert!(Instant::now() < deadline, "the server did not stop on the second SIGTERM");
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let status = wait_exit(&mut server, "the second SIGTERM");
     assert_eq!(status.code(), Some(128 + 15), "{status}");
     drop(stuck);
     let _server = serve(&["--dir", store_s], &sock);

@@ -286,23 +286,9 @@ impl GlobalIndex {
                 }
             }
         }
-        let bottom = self.levels.len().saturating_sub(1);
-        let target = match self.levels.get(bottom).and_then(Option::as_ref) {
-            Some(l) if l.tree.footer().min_seq < watermark => Some((l.tree.footer().areas, l.tree.iter()?)),
-            _ => None,
-        };
-        if let Some((before, it)) = target {
-            let (number, tree) = self.write_level(|push| {
-                let mut m = Merge2::new(Some(it), None)?;
-                while let Some(a) = m.next()? {
-                    push(a)?;
-                }
-                Ok(())
-            })?;
-            let after = tree.as_ref().map_or(0, |t| t.footer().areas);
-            self.work.gc_areas_dropped += before.saturating_sub(after);
-            self.work.gc_bytes_rewritten += tree.as_ref().map_or(0, |t| t.file_len());
-            self.replace_level(bottom, number, tree);
+        if self.levels.last().and_then(Option::as_ref).is_some_and(|l| l.tree.footer().min_seq < watermark) {
+            // The sweep of `write_level` clips every area to the new watermark.
+            self.rewrite_bottom(|_| true)?;
         }
         self.check_invariants()
     }
@@ -330,29 +316,34 @@ impl GlobalIndex {
     /// take sequence numbers above every area's band). `dead` is called twice per area and must answer alike.
     pub fn purge(&mut self, mut dead: impl FnMut(&Area) -> bool) -> Result<u64> {
         let doomed = self.count_bottom(&mut dead)?;
+        if doomed > 0 {
+            self.work.gc_runs += 1;
+            self.rewrite_bottom(|a| !dead(a))?;
+            self.check_invariants()?;
+        }
+        Ok(doomed)
+    }
+
+    /// Rewrites the bottom DR-tree through `write_level` (which clips to the watermark and disjointizes) with only
+    /// the areas `keep` holds for, counting what GC dropped and wrote.
+    fn rewrite_bottom(&mut self, mut keep: impl FnMut(&Area) -> bool) -> Result<()> {
         let bottom = self.levels.len().saturating_sub(1);
         let Some(tree) = self.levels.get(bottom).and_then(Option::as_ref).map(|l| l.tree.clone()) else {
-            return Ok(0);
+            return Ok(());
         };
-        if doomed == 0 {
-            return Ok(0);
-        }
-        self.work.gc_runs += 1;
-        let before = tree.footer().areas;
         let (number, new) = self.write_level(|push| {
             let mut it = tree.iter()?;
             while let Some(a) = it.next_area()? {
-                if !dead(&a) {
+                if keep(&a) {
                     push(a)?;
                 }
             }
             Ok(())
         })?;
         let after = new.as_ref().map_or(0, |t| t.footer().areas);
-        self.work.gc_areas_dropped += before.saturating_sub(after);
+        self.work.gc_areas_dropped += tree.footer().areas.saturating_sub(after);
         self.work.gc_bytes_rewritten += new.as_ref().map_or(0, |t| t.file_len());
         self.replace_level(bottom, number, new);
-        self.check_invariants()?;
-        Ok(doomed)
+        Ok(())
     }
 }
