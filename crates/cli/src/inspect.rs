@@ -168,7 +168,12 @@ fn sst_on(fs: Arc<dyn vfs::Fs>, path: &Path, action: &str) -> Res<()> {
             it.seek_to_first();
             while it.valid() {
                 let h = Handle::decode(it.value()).ok_or("bad handle")?;
-                println!("data   offset={:<10} size={:<8} last={}", h.offset, h.size, show_ikey(it.key()));
+                println!(
+                    "data   offset={:<10} size={:<8} index_key={}",
+                    h.offset,
+                    h.size,
+                    show_ikey(it.key())
+                );
                 it.next();
             }
             println!("meta   offset={:<10} size={}", footer.metaindex.offset, footer.metaindex.size);

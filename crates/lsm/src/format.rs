@@ -5,8 +5,12 @@ use crate::coding::{Decoder, le_u32, le_u64, masked_crc, masked_crc2, put_varint
 
 /// The table magic number, last 8 bytes of every SST.
 pub const TABLE_MAGIC: u64 = 0x7a1b_5ed0_4c53_4d01;
-/// The SST format version written by this code.
-pub const FORMAT_VERSION: u32 = 1;
+/// The SST format version written by this code. Version 2 (since 2026-11-27) keys each index entry but the last
+/// by a separator between two blocks (`ikey::separator`); version 1 keyed every entry by its block's last key,
+/// which is one such separator, so readers take both alike.
+pub const FORMAT_VERSION: u32 = 2;
+/// The oldest SST format version readers accept.
+pub const MIN_FORMAT_VERSION: u32 = 1;
 /// Footer length in bytes.
 pub const FOOTER_LEN: usize = 48;
 /// Block trailer: compression type (1) + masked CRC32C (4).
@@ -157,7 +161,7 @@ impl Footer {
         }
         let g = |o| le_u64(b, o).unwrap_or(0);
         let version = le_u32(b, 32).unwrap_or(0);
-        if version != FORMAT_VERSION {
+        if !(MIN_FORMAT_VERSION..=FORMAT_VERSION).contains(&version) {
             return Err(format!("unsupported table format version {version}"));
         }
         Ok(Footer {
@@ -185,6 +189,12 @@ mod tests {
             let mut c = b;
             c[i] ^= 4;
             assert!(Footer::decode(&c).is_err());
+        }
+        // Every version from the oldest on opens; versions on either side are refused (with a valid checksum).
+        for version in 0..=FORMAT_VERSION + 1 {
+            let g = Footer { version, ..f };
+            let supported = (MIN_FORMAT_VERSION..=FORMAT_VERSION).contains(&version);
+            assert_eq!(Footer::decode(&g.encode()).is_ok(), supported, "version {version}");
         }
     }
 

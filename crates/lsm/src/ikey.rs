@@ -106,6 +106,40 @@ pub fn cmp(a: &[u8], b: &[u8]) -> Ordering {
     }
 }
 
+/// Writes to `out` a short index key between two adjacent data blocks: an internal key `s` with `a <= s < b`,
+/// where `a` is the last key of one block and `b` the first of the next (RocksDB's default index shortening,
+/// `kShortenSeparators`). When the user keys differ at some byte, the separator is the shortest prefix of `a`'s
+/// user key that, with one byte raised, still sorts below `b`'s, followed by the seek trailer
+/// `(MAX_SEQ, SEEK_KIND)`, which sorts before every entry of that user key. Otherwise it is `a` itself.
+///
+/// Why a point lookup still reads one block only: a target above `a` but at or below `s` has a user key above
+/// `a`'s and at or below `s`'s (or is `a`'s user key at a sequence below every entry of it, and the next block,
+/// which starts at a greater user key, holds none of it), so no entry with the target's user key exists in the
+/// table at all.
+///
+/// REQUIRES: `a` and `b` are internal keys and `a < b`.
+pub fn separator(a: &[u8], b: &[u8], out: &mut Vec<u8>) {
+    out.clear();
+    let (ua, ub) = (user_key(a), user_key(b));
+    let p = ua.iter().zip(ub).take_while(|(x, y)| x == y).count();
+    if p < ua.len() && p < ub.len() {
+        // `ua[p] < ub[p]`, as `a < b` and the user keys differ here. Raising `ua[p]` gives a key below `ub` if
+        // the raised byte is still below `ub[p]`; otherwise any key that starts with `ua[..=p]` is below `ub`,
+        // so raise the first later byte of `ua` that can be.
+        let i =
+            if ua[p].saturating_add(1) < ub[p] { Some(p) } else { (p + 1..ua.len()).find(|&i| ua[i] < 0xff) };
+        if let Some(i) = i
+            && i + 1 < ua.len()
+        {
+            out.extend_from_slice(&ua[..=i]);
+            out[i] += 1;
+            out.extend_from_slice(&pack(MAX_SEQ, SEEK_KIND).to_le_bytes());
+            return;
+        }
+    }
+    out.extend_from_slice(a);
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -125,5 +159,64 @@ mod tests {
         assert_eq!((p.user_key, p.seq, p.kind), (&b"k"[..], MAX_SEQ, Kind::RangeDelete));
         assert!(parse(&[1, 2, 3]).is_none());
         assert!(parse(&[9, 0, 0, 0, 0, 0, 0, 0]).is_none());
+    }
+
+    fn sep(a: &[u8], b: &[u8]) -> Vec<u8> {
+        let (a, b) = (make(a, 7, Kind::Value), make(b, 9, Kind::Value));
+        let mut out = Vec::new();
+        separator(&a, &b, &mut out);
+        assert!(cmp(&a, &out).is_le() && cmp(&out, &b).is_lt());
+        out
+    }
+
+    #[test]
+    fn separators_are_short_and_between_the_blocks() {
+        let seek = |uk: &[u8]| make(uk, MAX_SEQ, SEEK_KIND);
+        assert_eq!(sep(b"abcdefgh", b"abzzz"), seek(b"abd"));
+        // The differing byte cannot be raised below `b`'s: a later byte of `a` is raised instead.
+        assert_eq!(sep(b"abcdefgh", b"abdxyz"), seek(b"abce"));
+        assert_eq!(sep(b"ab\xff\xffqrs", b"ac"), seek(b"ab\xff\xffr"));
+        // Nothing shorter exists: `a` itself.
+        for (a, b) in [(&b"abc"[..], &b"abcd"[..]), (b"abc", b"abd"), (b"ab\xff\xff", b"ac"), (b"a", b"z")] {
+            assert_eq!(sep(a, b), make(a, 7, Kind::Value));
+        }
+        // The same user key in both blocks: `a` exactly.
+        let (a, b) = (make(b"key", 9, Kind::Value), make(b"key", 3, Kind::Delete));
+        let mut out = Vec::new();
+        separator(&a, &b, &mut out);
+        assert_eq!(out, a);
+    }
+
+    #[test]
+    fn separators_hold_for_random_keys() {
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        for _ in 0..20_000 {
+            let mut key = || {
+                let len = (next() % 6) as usize;
+                // Few distinct bytes, many of them at the ends of the range, so prefixes and 0xff runs are common.
+                (0..len).map(|_| [0u8, 1, 2, 0xfe, 0xff][(next() % 5) as usize]).collect::<Vec<u8>>()
+            };
+            let (ua, ub) = (key(), key());
+            let (a, b) = (make(&ua, next() % 10, Kind::Value), make(&ub, next() % 10, Kind::Value));
+            let (a, b) = match cmp(&a, &b) {
+                Ordering::Less => (a, b),
+                Ordering::Greater => (b, a),
+                Ordering::Equal => continue,
+            };
+            let mut out = Vec::new();
+            separator(&a, &b, &mut out);
+            assert!(cmp(&a, &out).is_le() && cmp(&out, &b).is_lt(), "{a:?} {out:?} {b:?}");
+            assert!(out.len() <= a.len());
+            if out != a {
+                // A shortened separator's user key lies strictly between the two user keys.
+                assert!(user_key(&a) < user_key(&out) && user_key(&out) < user_key(&b));
+            }
+        }
     }
 }

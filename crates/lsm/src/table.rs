@@ -5,8 +5,9 @@
 //! ```text
 //! data block 0 | ... | data block n-1 | filter block | range-del block | properties block | metaindex | index | footer
 //! ```
-//! Every block is followed by its trailer (compression type, masked CRC32C). The index maps the last internal key
-//! of each data block to its handle. The metaindex maps `filter.bloom`, `rangedb.range_del` and
+//! Every block is followed by its trailer (compression type, masked CRC32C). The index maps a separator key
+//! of each data block (at or after its last internal key, before the next block's first; the last block's own
+//! last key) to its handle. The metaindex maps `filter.bloom`, `rangedb.range_del` and
 //! `rangedb.properties` to their handles. The filter is one Bloom filter over the table's distinct user keys.
 //! The range-deletion block holds tombstones as `(start, seq, RangeDelete) -> end` in internal-key order; the
 //! reader fragments them once at open and keeps them in memory, as RocksDB caches its fragmented list.
@@ -242,7 +243,7 @@ impl Table {
     }
 
     /// How many data blocks may hold user keys in `[lo, hi)`, and how many there are, from the in-memory index
-    /// alone (block `b` spans `(last key of b-1, last key of b]`): a seek plus one step per block in range.
+    /// alone (block `b` holds keys in `(index key of b-1, index key of b]`): a seek plus one step per block in range.
     /// RangeReduce's overlap estimate.
     pub fn blocks_in_range(&self, lo: &[u8], hi: &[u8]) -> (u64, u64) {
         let mut it = BlockIter::new(self.index.clone(), ikey::cmp);

@@ -47,7 +47,11 @@ pub struct TableBuilder {
     hashes: Vec<u64>,
     /// The last user key added; meaningful once `hashes` is not empty.
     last_user_key: Vec<u8>,
-    /// Scratch for `flush_data`: the block's last key and its index entry's handle.
+    /// The handle of the data block written last, whose index entry waits for the next block's first key: the
+    /// entry's key is then a short separator between the two blocks (`ikey::separator`), not the block's last
+    /// key, which may be long. The table's last block keeps its last key.
+    pending: Option<Handle>,
+    /// Scratch for an index entry's key and handle.
     index_key: Vec<u8>,
     index_value: Vec<u8>,
     props: TableProps,
@@ -69,6 +73,7 @@ impl TableBuilder {
             index: BlockBuilder::new(1),
             hashes: Vec::new(),
             last_user_key: Vec::new(),
+            pending: None,
             index_key: Vec::new(),
             index_value: Vec::new(),
             props: TableProps { smallest_seq: u64::MAX, ..TableProps::default() },
@@ -97,6 +102,11 @@ impl TableBuilder {
         self.props.raw_value_bytes += value.len() as u64;
         if self.first_key.is_none() {
             self.first_key = Some(ik.to_vec());
+        }
+        if let Some(h) = self.pending.take() {
+            // `last_key` is still the flushed block's last key.
+            ikey::separator(&self.last_key, ik, &mut self.index_key);
+            self.add_index_entry(h);
         }
         self.last_key.clear();
         self.last_key.extend_from_slice(ik);
@@ -142,22 +152,29 @@ impl TableBuilder {
         if self.data.is_empty() {
             return Ok(());
         }
-        self.index_key.clear();
-        self.index_key.extend_from_slice(self.data.last_key());
         let raw = self.data.finish();
         let (h, buf) = self.write_block(raw, self.opts.compression)?;
         self.data.recycle(buf);
         self.props.data_bytes += h.size + TRAILER_LEN as u64;
         self.props.num_data_blocks += 1;
+        self.pending = Some(h);
+        Ok(())
+    }
+
+    /// Adds block `h` to the index under `index_key`.
+    fn add_index_entry(&mut self, h: Handle) {
         self.index_value.clear();
         h.encode(&mut self.index_value);
         self.index.add(&self.index_key, &self.index_value);
-        Ok(())
     }
 
     /// Writes the remaining blocks and the footer and syncs the file. Returns the table's properties.
     pub fn finish(mut self) -> Result<(TableProps, u64)> {
         self.flush_data()?;
+        if let Some(h) = self.pending.take() {
+            self.index_key.clone_from(&self.last_key);
+            self.add_index_entry(h);
+        }
         let mut meta = Vec::<(&[u8], Handle)>::new();
         let filter_h = if self.opts.bloom_bits_per_key > 0 && !self.hashes.is_empty() {
             let f = bloom::build(&self.hashes, self.opts.bloom_bits_per_key);
