@@ -43,6 +43,7 @@ pub struct BenchArgs {
 /// Runs `rangedb bench`.
 pub fn run(args: BenchArgs) -> Result<ExitCode, bench::Error> {
     if args.experiment == "list" {
+        crate::signals::die_on_broken_pipe();
         for e in experiments::all() {
             println!("{:<14} {}", e.name(), e.about());
         }

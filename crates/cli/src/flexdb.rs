@@ -120,7 +120,10 @@ pub fn run(args: FlexdbArgs) -> Result<ExitCode, bench::Error> {
             engine.close().map_err(|e| e.to_string())?;
             Ok(ExitCode::SUCCESS)
         }
-        FlexdbCmd::Inspect { dir } => inspect_store(&dir, "check"),
+        FlexdbCmd::Inspect { dir } => {
+            crate::signals::die_on_broken_pipe();
+            inspect_store(&dir, "check")
+        }
     }
 }
 

@@ -54,7 +54,10 @@ pub fn run(args: FlexfileArgs) -> Result<ExitCode, bench::Error> {
             f.close()?;
             Ok(ExitCode::SUCCESS)
         }
-        FlexCmd::Inspect { dir } => inspect(&dir),
+        FlexCmd::Inspect { dir } => {
+            crate::signals::die_on_broken_pipe();
+            inspect(&dir)
+        }
     }
 }
 

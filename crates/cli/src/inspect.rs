@@ -40,6 +40,17 @@ fn show_ikey(k: &[u8]) -> String {
     }
 }
 
+/// An index key: a block's last key, or a separator between two blocks (a user key that no entry has, with the
+/// seek trailer; docs/formats/sst.md), shown as such.
+fn show_index_key(k: &[u8]) -> String {
+    match ikey::parse(k) {
+        Some(p) if p.seq == ikey::MAX_SEQ && p.kind == ikey::SEEK_KIND => {
+            format!("{} (separator)", show(p.user_key))
+        }
+        _ => show_ikey(k),
+    }
+}
+
 fn split(path: &Path) -> (Arc<dyn vfs::Fs>, String) {
     let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
     (Arc::new(vfs::OsFs::new()), name)
@@ -172,7 +183,7 @@ fn sst_on(fs: Arc<dyn vfs::Fs>, path: &Path, action: &str) -> Res<()> {
                     "data   offset={:<10} size={:<8} index_key={}",
                     h.offset,
                     h.size,
-                    show_ikey(it.key())
+                    show_index_key(it.key())
                 );
                 it.next();
             }
@@ -308,6 +319,7 @@ fn manifest_is_global(path: &Path) -> Res<bool> {
 
 /// Runs `rangedb inspect`.
 pub fn run(a: InspectArgs) -> Res<ExitCode> {
+    crate::signals::die_on_broken_pipe();
     // Named here: the engines' open errors do not say which path they could not find.
     if !a.path.exists() {
         return Err(format!("{}: no such file or directory", a.path.display()).into());

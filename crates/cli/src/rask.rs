@@ -61,6 +61,7 @@ struct ReplayArgs {
 
 /// Runs `rangedb rask`.
 pub fn run(args: RaskArgs) -> Result<ExitCode, bench::Error> {
+    crate::signals::die_on_broken_pipe();
     match args.command {
         RaskCommand::Replay(a) => replay(a),
     }

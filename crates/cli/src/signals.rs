@@ -1,4 +1,5 @@
-//! Stopping a server on SIGINT or SIGTERM instead of dying mid-request.
+//! Signals: stopping a server on SIGINT or SIGTERM instead of dying mid-request, and SIGPIPE for the commands
+//! that only print.
 //!
 //! The signals are blocked in the main thread before it starts any other thread, so every thread inherits the
 //! mask and no handler ever runs inside a request. One thread ([`watch`]) takes them with `sigwait`:
@@ -7,9 +8,11 @@
 //! - once the server runs, the first signal is handed to the main thread, which shuts down cleanly;
 //! - a second signal during that shutdown ends the process at once, should the shutdown hang.
 //!
-//! The `unsafe` calls below are FFI, out of Miri's reach; their test and the end-to-end SIGTERM test pass under
-//! AddressSanitizer (`RUSTFLAGS=-Zsanitizer=address cargo +nightly test -p rangedb-cli --target
-//! x86_64-unknown-linux-gnu`, with `--bin rangedb signals` and with `--test nbd_cli`).
+//! The `unsafe` calls below are FFI, out of Miri's reach; their test, the end-to-end SIGTERM test and the broken
+//! pipe test pass under AddressSanitizer (`RUSTFLAGS=-Zsanitizer=address cargo +nightly test -p rangedb-cli
+//! --target x86_64-unknown-linux-gnu`, with `--bin rangedb signals`, `--test nbd_cli` and `--test inspect_cli`).
+//!
+//! Commands that only read and print also restore SIGPIPE's default action ([`die_on_broken_pipe`]).
 
 use std::io;
 use std::mem::MaybeUninit;
@@ -89,6 +92,21 @@ pub fn watch(signals: StopSignals, serving: Arc<AtomicBool>) -> io::Result<Recei
         }
     })?;
     Ok(rx)
+}
+
+/// Restores SIGPIPE's default action, so a command that only reads and prints ends quietly, as `cat` or
+/// `sst_dump` do, when the reader of its output goes away (`rangedb inspect ... | head`). Rust starts programs
+/// with SIGPIPE ignored, and `println!` then panics on the failed write. Not for the NBD server, which must
+/// outlive a client that closes its socket, nor for the scripted sessions (`exec`), which report the failed
+/// write and close their store.
+///
+/// REQUIRES: called before the command starts any thread (the action is process-wide).
+pub fn die_on_broken_pipe() {
+    // SAFETY: `signal` with a valid signal number and `SIG_DFL` only changes the process's disposition of
+    // SIGPIPE; no handler of ours runs. On failure (`SIG_ERR`) SIGPIPE stays ignored, the behaviour before.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
 }
 
 #[cfg(test)]

@@ -116,6 +116,7 @@ struct StatsArgs {
 
 /// Runs `rangedb trace`.
 pub fn run(args: TraceArgs) -> Result<ExitCode, bench::Error> {
+    crate::signals::die_on_broken_pipe();
     match args.command {
         TraceCommand::Synth(a) => synth(a),
         TraceCommand::Stats(a) => stats(a),

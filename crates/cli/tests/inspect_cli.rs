@@ -227,3 +227,40 @@ fn every_action_reads_a_database_with_a_global_range_index() {
     let err = String::from_utf8_lossy(&out.stderr).to_lowercase();
     assert!(err.contains("corrupt") || err.contains("checksum"), "{err}");
 }
+
+/// `rangedb inspect ... | head`: the dump used to panic ("failed printing to stdout: Broken pipe") once the
+/// reader had gone; it now ends as `cat` does, by SIGPIPE, with nothing on standard error. The layout of the same
+/// table names its index separators.
+#[test]
+fn regression_a_reader_that_goes_away_ends_inspect_quietly() {
+    use std::io::BufRead as _;
+    use std::os::unix::process::ExitStatusExt as _;
+    use std::process::Stdio;
+
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("db");
+    // About 200 KB of dump, more than a pipe holds, so the dump is still writing when the reader goes.
+    let mut script: String =
+        (0..3000).map(|i| format!("put user{i:012}-with-a-longer-tail value{i}\n")).collect();
+    script.push_str("flush\n");
+    let out = common::kv_exec("lsm", &[], &dir, script.as_bytes());
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let table = files_with(&dir, |n| n.ends_with(".sst")).pop().expect("a table");
+
+    let layout = ok(&["inspect", "sst", "--action", "layout"], &table);
+    assert!(layout.contains("index_key=user000000000") && layout.contains(". (separator)"), "{layout}");
+
+    let mut child = Command::new(env!("CARGO_BIN_EXE_rangedb"))
+        .args(["inspect", "sst", "--action", "dump"])
+        .arg(&table)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    std::io::BufReader::new(child.stdout.take().unwrap()).read_line(&mut first).unwrap();
+    assert!(first.starts_with("user000000000000-with-a-longer-tail@"), "{first}");
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.signal(), Some(libc::SIGPIPE), "{:?}", out.status);
+    assert!(out.stderr.is_empty(), "{}", String::from_utf8_lossy(&out.stderr));
+}
