@@ -138,7 +138,7 @@ pub trait Fs: Send + Sync + Debug {
     /// Makes the entries of `dir` (creations, renames, removals) durable.
     fn sync_dir(&self, dir: &Path) -> Result<()>;
 
-    /// Whether `path` names a file or directory.
+    /// Whether `path` names a file or directory (`false` for a path below a file).
     fn exists(&self, path: &Path) -> Result<bool>;
 
     /// Takes the advisory lock at `path` (creating the file if needed). A lock already held anywhere gives an

@@ -79,7 +79,11 @@ impl Fs for OsFs {
     }
 
     fn exists(&self, path: &Path) -> Result<bool> {
-        path.try_exists()
+        match path.try_exists() {
+            // A path below a file (`file/name`) names nothing, as the simulators answer; the OS says ENOTDIR.
+            Err(e) if e.kind() == io::ErrorKind::NotADirectory => Ok(false),
+            r => r,
+        }
     }
 
     fn lock(&self, path: &Path) -> Result<Box<dyn FileLock>> {

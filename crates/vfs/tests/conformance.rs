@@ -136,6 +136,25 @@ fn run(seed: u64, steps: u64) {
     assert_eq!(os, contents(&subjects[2]), "seed {seed}: CrashFs final state differs");
 }
 
+/// A store directory can hold files beside what an engine looks for in its subdirectories (`rangedb inspect
+/// blockstore` on an LSM directory asked for `CURRENT/meta`): a path below a file names nothing everywhere. The
+/// OS answered ENOTDIR, the simulators `false`.
+#[test]
+fn regression_a_path_below_a_file_does_not_exist_anywhere() {
+    let tmp = tempfile::tempdir().unwrap();
+    let systems: [(Arc<dyn Fs>, PathBuf); 3] = [
+        (Arc::new(OsFs::new()), tmp.path().to_path_buf()),
+        (Arc::new(MemFs::new()), PathBuf::new()),
+        (Arc::new(CrashFs::new()), PathBuf::new()),
+    ];
+    for (fs, root) in systems {
+        fs.open(&root.join("f"), OpenMode::CreateNew).unwrap();
+        assert!(fs.exists(&root.join("f")).unwrap());
+        assert!(!fs.exists(&root.join("f/meta")).unwrap(), "{fs:?}");
+        assert!(!fs.exists(&root.join("f/a/b")).unwrap(), "{fs:?}");
+    }
+}
+
 #[test]
 fn os_mem_and_crash_file_systems_agree() {
     let scale: u64 = std::env::var("RANGEDB_TEST_SCALE").ok().and_then(|s| s.parse().ok()).unwrap_or(1);
