@@ -309,7 +309,7 @@ fn reads_see_whole_blocks_that_never_go_back_in_time() {
         })
         .collect();
     let mut x = 12345u64;
-    let writes = 1500 * std::env::var("RANGEDB_TEST_SCALE").ok().and_then(|s| s.parse().ok()).unwrap_or(1u64);
+    let writes = 1500 * testkit::scale() as u64;
     for write in 1..=writes {
         x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
         let start = (x >> 33) % BLOCKS;

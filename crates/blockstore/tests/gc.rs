@@ -15,14 +15,7 @@ use vfs::{CrashFs, CrashMode, Fs, MemFs};
 const BLOCKS: u64 = 128;
 
 fn seeds() -> Vec<u64> {
-    match std::env::var("RANGEDB_SEED") {
-        Ok(s) => vec![s.parse().expect("RANGEDB_SEED must be a u64")],
-        Err(_) => vec![0x6C, 11, 12],
-    }
-}
-
-fn scale() -> usize {
-    std::env::var("RANGEDB_TEST_SCALE").ok().and_then(|s| s.parse().ok()).unwrap_or(1)
+    testkit::seeds(&[0x6C, 11, 12])
 }
 
 /// Small files so collection happens often; `auto_gc` is `gc_live_percent`, `garbage` `gc_garbage_percent`.
@@ -135,7 +128,7 @@ fn model_with_gc_interleaved_matches_a_per_block_map() {
         let mut model = vec![0u64; BLOCKS as usize];
         let mut next = 1u64;
         let (mut removed, mut relocated, mut peak) = (0, 0, 0);
-        for step in 0..1500 * scale() {
+        for step in 0..1500 * testkit::scale() {
             match rng.random_range(0..100) {
                 0..=59 => {
                     // Skewed: most writes hit the first quarter, so files empty at different rates.
@@ -320,7 +313,7 @@ fn background_collection_races_writes_without_losing_any() {
         let v = store.create_volume("b", BLOCKS * BLOCK_SIZE as u64).unwrap();
         let mut model = vec![0u64; BLOCKS as usize];
         let mut next = 1u64;
-        for step in 0..2000 * scale() {
+        for step in 0..2000 * testkit::scale() {
             if rng.random_range(0..10) == 0 {
                 let first = rng.random_range(0..BLOCKS);
                 let n = rng.random_range(1..=8).min(BLOCKS - first);
@@ -447,7 +440,7 @@ fn reads_outside_the_lock_stay_intact_while_writes_and_collection_race() {
     let toks = |round: u64| (0..BLOCKS).map(|b| round * 1000 + b + 1).collect::<Vec<_>>();
     let mut model = vec![0u64; BLOCKS as usize];
     write(&v, &mut model, 0, &toks(1));
-    let rounds = 60 * scale() as u64;
+    let rounds = 60 * testkit::scale() as u64;
     let done = std::sync::atomic::AtomicBool::new(false);
     std::thread::scope(|s| {
         let reader = s.spawn(|| {

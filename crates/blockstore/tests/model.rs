@@ -19,14 +19,7 @@ use vfs::{CrashFs, CrashMode, Fault, FaultFs, FaultKind, Fs, MemFs, Op};
 const BLOCKS: u64 = 96;
 
 fn seeds() -> Vec<u64> {
-    match std::env::var("RANGEDB_SEED") {
-        Ok(s) => vec![s.parse().expect("RANGEDB_SEED must be a u64")],
-        Err(_) => vec![0xB10C, 1, 2, 3],
-    }
-}
-
-fn scale() -> usize {
-    std::env::var("RANGEDB_TEST_SCALE").ok().and_then(|s| s.parse().ok()).unwrap_or(1)
+    testkit::seeds(&[0xB10C, 1, 2, 3])
 }
 
 fn small_opts() -> Options {
@@ -245,7 +238,7 @@ fn run_crash_model(seed: u64, steps: usize, opts: Options) {
 #[test]
 fn model_with_crashes_keeps_every_acknowledged_write() {
     for seed in seeds() {
-        run_crash_model(seed, 600 * scale(), small_opts());
+        run_crash_model(seed, 600 * testkit::scale(), small_opts());
     }
 }
 
@@ -255,7 +248,7 @@ fn model_with_crashes_keeps_every_acknowledged_write() {
 fn model_with_crashes_and_background_flushes_keeps_every_acknowledged_write() {
     for seed in seeds() {
         let opts = Options { flush_in_background: true, gc_in_background: true, ..small_opts() };
-        run_crash_model(seed, 600 * scale(), opts);
+        run_crash_model(seed, 600 * testkit::scale(), opts);
     }
 }
 
@@ -269,7 +262,7 @@ fn unaligned_writes_and_zeroes_match_a_byte_model() {
         let size = 32 * BLOCK_SIZE;
         let v = store.create_volume("u", size as u64).unwrap();
         let mut model = vec![0u8; size];
-        for step in 0..300 * scale() {
+        for step in 0..300 * testkit::scale() {
             let off = rng.random_range(0..size - 1);
             let len = rng.random_range(1..=3 * BLOCK_SIZE).min(size - off);
             match rng.random_range(0..10) {

@@ -17,14 +17,7 @@ use rand::{Rng, SeedableRng};
 type Map = BTreeMap<String, String>;
 
 fn seeds() -> Vec<u64> {
-    match std::env::var("RANGEDB_SEED") {
-        Ok(s) => vec![s.parse().expect("RANGEDB_SEED must be a number")],
-        Err(_) => vec![7, 8],
-    }
-}
-
-fn scale() -> usize {
-    std::env::var("RANGEDB_TEST_SCALE").ok().and_then(|s| s.parse().ok()).unwrap_or(1)
+    testkit::seeds(&[7, 8])
 }
 
 /// The LSM engine's flags that make it flush and compact every few commands.
@@ -212,7 +205,7 @@ fn both_engines_answer_random_scripts_as_the_model_does() {
             input: String::new(),
             want: Vec::new(),
         };
-        for _ in 0..2500 * scale() {
+        for _ in 0..2500 * testkit::scale() {
             s.step();
         }
         let want_out: String =

@@ -364,8 +364,7 @@ mod tests {
         use rand::{Rng, SeedableRng};
         use std::collections::HashMap as Model;
 
-        let seed =
-            std::env::var("RANGEDB_SEED").map_or(5, |s| s.parse().expect("RANGEDB_SEED must be a number"));
+        let seed = testkit::seeds(&[5])[0];
         let mut rng = SmallRng::seed_from_u64(seed);
         let c = IntervalCache::new(6 * tagged(0).charge(), 1, tagged(0).charge());
         let hints: Vec<CacheSlot> = (0..12).map(|_| CacheSlot::default()).collect();

@@ -13,7 +13,7 @@ use flexdb::wal::Op;
 use flexdb::{Db, Options, Pair, WriteOptions};
 
 fn scale() -> u32 {
-    std::env::var("RANGEDB_TEST_SCALE").ok().and_then(|s| s.parse().ok()).unwrap_or(1)
+    testkit::scale() as u32
 }
 
 #[test]

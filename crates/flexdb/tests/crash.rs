@@ -17,10 +17,7 @@ use vfs::CrashFs;
 type Model = BTreeMap<Vec<u8>, Vec<u8>>;
 
 fn seeds() -> Vec<u64> {
-    match std::env::var("RANGEDB_SEED") {
-        Ok(s) => vec![s.parse().expect("RANGEDB_SEED must be a number")],
-        Err(_) => vec![11, 12, 13],
-    }
+    testkit::seeds(&[11, 12, 13])
 }
 
 fn opts() -> Options {
@@ -113,7 +110,7 @@ fn recover_and_check(fs: Arc<dyn vfs::Fs>, states: &[Model], synced: usize, what
 
 #[test]
 fn crash_anywhere_loses_no_synced_write() {
-    let n = 600 * std::env::var("RANGEDB_TEST_SCALE").ok().and_then(|s| s.parse().ok()).unwrap_or(1);
+    let n = 600 * testkit::scale();
     for seed in seeds() {
         // A dry run counts the mutating operations to pick crash points from.
         let dry = CrashFs::new();

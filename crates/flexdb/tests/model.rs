@@ -13,14 +13,7 @@ use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
 fn seeds() -> Vec<u64> {
-    match std::env::var("RANGEDB_SEED") {
-        Ok(s) => vec![s.parse().expect("RANGEDB_SEED must be a number")],
-        Err(_) => vec![1, 2, 3, 0xfeed],
-    }
-}
-
-fn scale() -> usize {
-    std::env::var("RANGEDB_TEST_SCALE").ok().and_then(|s| s.parse().ok()).unwrap_or(1)
+    testkit::seeds(&[1, 2, 3, 0xfeed])
 }
 
 fn key(rng: &mut SmallRng, space: u32) -> Vec<u8> {
@@ -150,7 +143,7 @@ fn run(seed: u64, snapshots: bool) {
     let mut model: BTreeMap<Vec<u8>, Vec<u8>> = BTreeMap::new();
     let mut rng = SmallRng::seed_from_u64(seed);
     let w = WriteOptions::default();
-    let steps = 12000 * scale();
+    let steps = 12000 * testkit::scale();
     // Counters restart at every open: (memtables committed, interval splits) of the closed instances.
     let mut earlier = (0u64, 0u64);
     let mut snaps: Snaps = Vec::new();

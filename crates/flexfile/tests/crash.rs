@@ -102,9 +102,9 @@ fn trial(seed: u64, budget: Option<u64>, steps: usize) -> (u64, bool) {
 
 #[test]
 fn crash_at_random_points() {
-    let steps = 300 * common::scale();
+    let steps = 300 * testkit::scale();
     let (mut rolled_back, mut trials) = (0, 0);
-    for seed in common::seeds(&[101, 102, 103, 104, 105, 106, 107, 108]) {
+    for seed in testkit::seeds(&[101, 102, 103, 104, 105, 106, 107, 108]) {
         let (total, _) = trial(seed, None, steps);
         let mut rng = common::rng(seed ^ 77);
         for i in 0..12 {
@@ -281,7 +281,7 @@ fn emptied_segments_are_not_reused_before_the_commit_is_durable() {
 /// on the lost writes.
 #[test]
 fn failed_sync_then_reopen_then_crash() {
-    for seed in common::seeds(&[301, 302, 303, 304, 305, 306, 307, 308]) {
+    for seed in testkit::seeds(&[301, 302, 303, 304, 305, 306, 307, 308]) {
         let mut rng = common::rng(seed);
         for nth in 0..6u64 {
             let fs = CrashFs::new();

@@ -82,7 +82,7 @@ fn fault_run(seed: u64, op: Op, kind: FaultKind, fault: Option<u64>) -> (u64, bo
 fn random_faults_give_typed_errors_and_a_consistent_reopen() {
     let ops = [Op::Write, Op::Sync, Op::SetLen, Op::Read];
     let (mut hit, mut trials) = (0, 0);
-    for seed in common::seeds(&[201, 202, 203, 204, 205, 206]) {
+    for seed in testkit::seeds(&[201, 202, 203, 204, 205, 206]) {
         for (k, &op) in ops.iter().enumerate() {
             let kind = if seed % 2 == 0 { FaultKind::Eio } else { FaultKind::NoSpace };
             let run_seed = seed * 10 + k as u64;

@@ -11,14 +11,7 @@ use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
 fn seeds() -> Vec<u64> {
-    match std::env::var("RANGEDB_SEED") {
-        Ok(s) => vec![s.parse().expect("RANGEDB_SEED must be a u64")],
-        Err(_) => vec![11, 12, 13, 14],
-    }
-}
-
-fn scale() -> usize {
-    std::env::var("RANGEDB_TEST_SCALE").ok().and_then(|s| s.parse().ok()).unwrap_or(1)
+    testkit::seeds(&[11, 12, 13, 14])
 }
 
 fn contents(f: &mut FlexFile) -> Vec<u8> {
@@ -131,7 +124,7 @@ fn run_model(seed: u64) {
         let mut m: Vec<u8> = Vec::new();
         let mut since_sync: Vec<Vec<u8>> = vec![Vec::new()];
         let (mut gc, mut ck, mut cm) = (0, 0, 0);
-        for step in 0..2500 * scale() {
+        for step in 0..2500 * testkit::scale() {
             let ctx = format!("seed {seed} step {step} size {}", m.len());
             random_op(&mut rng, &mut f, &mut m, &ctx);
             since_sync.push(m.clone());

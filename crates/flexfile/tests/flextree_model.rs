@@ -95,14 +95,7 @@ fn tree_runs(t: &FlexTree) -> Vec<(u64, u64)> {
 }
 
 fn seeds() -> Vec<u64> {
-    match std::env::var("RANGEDB_SEED") {
-        Ok(s) => vec![s.parse().expect("RANGEDB_SEED must be a u64")],
-        Err(_) => vec![1, 2, 3, 4, 5, 6],
-    }
-}
-
-fn scale() -> usize {
-    std::env::var("RANGEDB_TEST_SCALE").ok().and_then(|s| s.parse().ok()).unwrap_or(1)
+    testkit::seeds(&[1, 2, 3, 4, 5, 6])
 }
 
 fn run_model(seed: u64, cfg: TreeConfig, ops: usize, huge: bool) {
@@ -203,7 +196,7 @@ fn run_model(seed: u64, cfg: TreeConfig, ops: usize, huge: bool) {
 fn model_tiny_nodes() {
     for seed in seeds() {
         let cfg = TreeConfig { leaf_cap: 4, internal_cap: 4, boundary: 64, max_merge: 0 };
-        run_model(seed, cfg, 3000 * scale(), false);
+        run_model(seed, cfg, 3000 * testkit::scale(), false);
     }
 }
 
@@ -211,7 +204,7 @@ fn model_tiny_nodes() {
 fn model_small_nodes() {
     for seed in seeds() {
         let cfg = TreeConfig { leaf_cap: 6, internal_cap: 5, boundary: 128, max_merge: 32 };
-        run_model(seed ^ 0x55, cfg, 3000 * scale(), false);
+        run_model(seed ^ 0x55, cfg, 3000 * testkit::scale(), false);
     }
 }
 
@@ -222,7 +215,7 @@ fn model_huge_extents_force_rebases() {
         let cfg = TreeConfig { leaf_cap: 4, internal_cap: 4, boundary: 64, max_merge: 0 };
         let mut rng = SmallRng::seed_from_u64(seed);
         let _ = rng.random::<u8>();
-        run_model(seed ^ 0xabc, cfg, 600 * scale(), true);
+        run_model(seed ^ 0xabc, cfg, 600 * testkit::scale(), true);
         // Drive a leaf towards the 32-bit limit directly: big holes inserted at a leaf's head.
         let mut t = FlexTree::new(cfg).unwrap();
         for i in 0..40u64 {

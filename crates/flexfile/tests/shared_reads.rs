@@ -16,10 +16,7 @@ use rand::{Rng, SeedableRng};
 use vfs::OpenMode;
 
 fn seeds() -> Vec<u64> {
-    match std::env::var("RANGEDB_SEED") {
-        Ok(s) => vec![s.parse().expect("RANGEDB_SEED must be a u64")],
-        Err(_) => vec![21, 22, 23],
-    }
+    testkit::seeds(&[21, 22, 23])
 }
 
 fn compare(f: &FlexFile, model: &[u8], rng: &mut SmallRng, ctx: &str) {

@@ -29,14 +29,7 @@ const DIR: &str = "/db/gloran";
 const MANIFEST: &str = "/db/MANIFEST";
 
 fn seeds() -> Vec<u64> {
-    match std::env::var("RANGEDB_SEED") {
-        Ok(s) => vec![s.parse().expect("RANGEDB_SEED must be a u64")],
-        Err(_) => (1..=4).collect(),
-    }
-}
-
-fn scale() -> usize {
-    std::env::var("RANGEDB_TEST_SCALE").ok().and_then(|s| s.parse().ok()).unwrap_or(1)
+    testkit::seeds(&[1, 2, 3, 4])
 }
 
 fn opts() -> IndexOptions {
@@ -101,7 +94,7 @@ fn workload(fs: Arc<CrashFs>, recs: &[Rec], rng: &mut SmallRng) -> (usize, Optio
 fn run(seed: u64) {
     eprintln!("crash test seed {seed} (set RANGEDB_SEED to replay)");
     let mut rng = SmallRng::seed_from_u64(seed);
-    let n = 300 * scale();
+    let n = 300 * testkit::scale();
     let recs: Vec<Rec> = (0..n)
         .map(|i| {
             let a: u16 = rng.random_range(0..2000);

@@ -29,14 +29,7 @@ struct Rec {
 }
 
 fn seeds() -> Vec<u64> {
-    match std::env::var("RANGEDB_SEED") {
-        Ok(s) => vec![s.parse().expect("RANGEDB_SEED must be a u64")],
-        Err(_) => vec![1, 2, 3, 0xC0FFEE, 77],
-    }
-}
-
-fn scale() -> usize {
-    std::env::var("RANGEDB_TEST_SCALE").ok().and_then(|s| s.parse().ok()).unwrap_or(1)
+    testkit::seeds(&[1, 2, 3, 0xC0FFEE, 77])
 }
 
 const ALPHABET: &[u8] = &[0x00, 0x01, b'a', b'b', 0x7f, 0xff];
@@ -97,7 +90,7 @@ fn run(seed: u64) -> u64 {
     let mut watermark = 0u64;
     let mut empty: Vec<Empty> = Vec::new();
     let mut purged = 0u64;
-    let steps = 400 * scale();
+    let steps = 400 * testkit::scale();
     for step in 0..steps {
         match rng.random_range(0..100) {
             0..=59 => {

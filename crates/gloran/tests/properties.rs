@@ -12,14 +12,7 @@ use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
 fn seeds() -> Vec<u64> {
-    match std::env::var("RANGEDB_SEED") {
-        Ok(s) => vec![s.parse().expect("RANGEDB_SEED must be a u64")],
-        Err(_) => vec![7, 8, 9, 0xBEEF],
-    }
-}
-
-fn scale() -> usize {
-    std::env::var("RANGEDB_TEST_SCALE").ok().and_then(|s| s.parse().ok()).unwrap_or(1)
+    testkit::seeds(&[7, 8, 9, 0xBEEF])
 }
 
 /// Keys of every shape the projection must survive: short, long with shared prefixes, 0x00 and 0xff runs,
@@ -53,7 +46,7 @@ fn estimator_has_no_false_negatives() {
     for seed in seeds() {
         eprintln!("estimator seed {seed}");
         let mut rng = SmallRng::seed_from_u64(seed);
-        for _case in 0..20 * scale() {
+        for _case in 0..20 * testkit::scale() {
             let opts = EstimatorOptions {
                 bits_per_range: rng.random_range(1..16),
                 first_capacity: rng.random_range(1..50),
@@ -134,7 +127,7 @@ fn disjointization_preserves_answers_and_is_disjoint() {
     for seed in seeds() {
         eprintln!("disjointization seed {seed}");
         let mut rng = SmallRng::seed_from_u64(seed);
-        for _case in 0..100 * scale() {
+        for _case in 0..100 * testkit::scale() {
             let n = rng.random_range(1..40);
             let mut seq = 0;
             let mut input = Vec::new();

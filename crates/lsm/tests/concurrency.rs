@@ -259,7 +259,7 @@ fn small_options(buffer: usize) -> Options {
 
 /// Repetitions from `RANGEDB_TEST_SCALE` (default 1).
 fn scale() -> u32 {
-    std::env::var("RANGEDB_TEST_SCALE").ok().and_then(|s| s.parse().ok()).unwrap_or(1)
+    testkit::scale() as u32
 }
 
 /// Reads beside rounds of writes, range deletes, flushes, compactions and query-driven rewrites, under both

@@ -237,24 +237,17 @@ fn check(
 }
 
 fn seeds() -> Vec<u64> {
-    match std::env::var("RANGEDB_SEED") {
-        Ok(s) => vec![s.parse().expect("RANGEDB_SEED must be an integer")],
-        Err(_) => (0..12).collect(),
-    }
-}
-
-fn scale() -> usize {
-    std::env::var("RANGEDB_TEST_SCALE").ok().and_then(|s| s.parse().ok()).unwrap_or(1)
+    testkit::seeds(&(0..12).collect::<Vec<u64>>())
 }
 
 #[test]
 fn crash_at_random_points_loses_nothing_durable() {
-    crash_at_random_points(false, &seeds(), 4 * scale());
+    crash_at_random_points(false, &seeds(), 4 * testkit::scale());
 }
 
 #[test]
 fn crash_at_random_points_loses_nothing_durable_global_range_deletes() {
-    crash_at_random_points(true, &seeds(), 4 * scale());
+    crash_at_random_points(true, &seeds(), 4 * testkit::scale());
 }
 
 /// Regression: an index flush wrote every buffered range record to a synced DR-tree, including records whose WAL

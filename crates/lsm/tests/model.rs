@@ -14,14 +14,7 @@ use rand::{Rng, SeedableRng};
 type Model = BTreeMap<Vec<u8>, Vec<u8>>;
 
 fn seeds() -> Vec<u64> {
-    match std::env::var("RANGEDB_SEED") {
-        Ok(s) => vec![s.parse().expect("RANGEDB_SEED must be an integer")],
-        Err(_) => vec![0x5eed, 1, 2, 3],
-    }
-}
-
-fn scale() -> usize {
-    std::env::var("RANGEDB_TEST_SCALE").ok().and_then(|s| s.parse().ok()).unwrap_or(1)
+    testkit::seeds(&[0x5eed, 1, 2, 3])
 }
 
 /// Range-delete strategies every model run is repeated under.
@@ -264,7 +257,7 @@ fn run_mode(strat: Strategy, mode: RangeReduceMode) -> u64 {
     let mut rewrites = 0;
     for seed in seeds() {
         eprintln!("model test seed {seed} {strat:?} mode {mode:?} (set RANGEDB_SEED to reproduce)");
-        let st = run(seed, 3000 * scale(), strat, mode);
+        let st = run(seed, 3000 * testkit::scale(), strat, mode);
         rewrites += st.range_reduce.rewrites;
     }
     rewrites

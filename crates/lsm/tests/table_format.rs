@@ -194,14 +194,7 @@ fn tables_now_key_their_index_by_short_separators() {
 }
 
 fn seeds() -> Vec<u64> {
-    match std::env::var("RANGEDB_SEED") {
-        Ok(s) => vec![s.parse().expect("RANGEDB_SEED must be an integer")],
-        Err(_) => vec![1, 2, 3],
-    }
-}
-
-fn scale() -> usize {
-    std::env::var("RANGEDB_TEST_SCALE").ok().and_then(|s| s.parse().ok()).unwrap_or(1)
+    testkit::seeds(&[1, 2, 3])
 }
 
 /// A random user key over a few bytes at both ends of the range, so shared prefixes, prefixes of each other
@@ -216,7 +209,7 @@ fn a_table_answers_like_a_sorted_model() {
     for seed in seeds() {
         eprintln!("table model seed {seed} (set RANGEDB_SEED to reproduce)");
         let mut rng = SmallRng::seed_from_u64(seed);
-        for round in 0..10 * scale() {
+        for round in 0..10 * testkit::scale() {
             let mut want: Entries = Vec::new();
             for _ in 0..rng.random_range(1..600) {
                 let uk = user_key(&mut rng);

@@ -345,8 +345,8 @@ fn device_errors_become_nbd_errors() {
 
 #[test]
 fn randomized_against_a_model_over_several_connections() {
-    let seed: u64 = std::env::var("RANGEDB_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(0x5eed);
-    let scale: usize = std::env::var("RANGEDB_TEST_SCALE").ok().and_then(|s| s.parse().ok()).unwrap_or(1);
+    let seed = testkit::seeds(&[0x5eed])[0];
+    let scale = testkit::scale();
     let (s, _) = server();
     let mut conns: Vec<Conn> = (0..3)
         .map(|i| {
@@ -400,7 +400,7 @@ fn randomized_against_a_model_over_several_connections() {
 
 #[test]
 fn random_garbage_after_a_valid_handshake_never_breaks_the_server() {
-    let seed: u64 = std::env::var("RANGEDB_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(0xbad5eed);
+    let seed = testkit::seeds(&[0xbad5eed])[0];
     let (s, _) = server();
     for round in 0..50u64 {
         let mut c = connect(&s);

@@ -7,7 +7,7 @@ use rask::{BlockRange, Options, RangeValue, Rask, WriteRef};
 
 #[test]
 fn put_reporting_reports_exactly_the_blocks_it_overrides() {
-    let seed: u64 = std::env::var("RANGEDB_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(7);
+    let seed = testkit::seeds(&[7])[0];
     let mut x = seed | 1;
     let mut next = move || {
         x ^= x << 13;

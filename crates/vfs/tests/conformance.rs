@@ -157,11 +157,8 @@ fn regression_a_path_below_a_file_does_not_exist_anywhere() {
 
 #[test]
 fn os_mem_and_crash_file_systems_agree() {
-    let scale: u64 = std::env::var("RANGEDB_TEST_SCALE").ok().and_then(|s| s.parse().ok()).unwrap_or(1);
-    let seeds: Vec<u64> = match std::env::var("RANGEDB_SEED").ok().and_then(|s| s.parse().ok()) {
-        Some(seed) => vec![seed],
-        None => vec![0xC0F0, 1, 2, 3],
-    };
+    let scale = testkit::scale() as u64;
+    let seeds = testkit::seeds(&[0xC0F0, 1, 2, 3]);
     for seed in seeds {
         eprintln!("conformance seed {seed} (rerun with RANGEDB_SEED={seed})");
         run(seed, 600 * scale);

@@ -289,11 +289,8 @@ fn run(seed: u64, rounds: u64) {
 
 #[test]
 fn crashfs_matches_the_durability_model() {
-    let scale: u64 = std::env::var("RANGEDB_TEST_SCALE").ok().and_then(|s| s.parse().ok()).unwrap_or(1);
-    let seeds: Vec<u64> = match std::env::var("RANGEDB_SEED").ok().and_then(|s| s.parse().ok()) {
-        Some(seed) => vec![seed],
-        None => vec![0x5EED, 1, 2, 3, 4, 5, 6, 7],
-    };
+    let scale = testkit::scale() as u64;
+    let seeds = testkit::seeds(&[0x5EED, 1, 2, 3, 4, 5, 6, 7]);
     for seed in seeds {
         eprintln!("crash model seed {seed} (rerun with RANGEDB_SEED={seed})");
         run(seed, 100 * scale);

@@ -7,15 +7,12 @@ use rand::rngs::SmallRng;
 
 /// Seeds to run: `RANGEDB_SEED` alone when set, else a fixed default plus a few.
 pub fn seeds() -> Vec<u64> {
-    match std::env::var("RANGEDB_SEED").ok().and_then(|s| s.parse().ok()) {
-        Some(s) => vec![s],
-        None => vec![0x5eed, 1, 2, 3],
-    }
+    testkit::seeds(&[0x5eed, 1, 2, 3])
 }
 
 /// Multiplier for test sizes from `RANGEDB_TEST_SCALE` (default 1).
 pub fn scale() -> usize {
-    std::env::var("RANGEDB_TEST_SCALE").ok().and_then(|s| s.parse().ok()).unwrap_or(1)
+    testkit::scale()
 }
 
 pub fn rng(seed: u64) -> SmallRng {

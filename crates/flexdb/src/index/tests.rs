@@ -59,10 +59,7 @@ fn many_splits_and_shifts() {
 fn model_random_ops() {
     use rand::rngs::SmallRng;
     use rand::{Rng, SeedableRng};
-    let seeds: Vec<u64> = match std::env::var("RANGEDB_SEED") {
-        Ok(s) => vec![s.parse().expect("RANGEDB_SEED must be a number")],
-        Err(_) => vec![1, 2, 3],
-    };
+    let seeds = testkit::seeds(&[1, 2, 3]);
     let key = |k: u32| -> Box<[u8]> { if k == 0 { Box::new([]) } else { k.to_be_bytes().into() } };
     for seed in seeds {
         let mut rng = SmallRng::seed_from_u64(seed);

@@ -7,17 +7,6 @@ use flexfile::FlexFile;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
-pub fn seeds(default: &[u64]) -> Vec<u64> {
-    match std::env::var("RANGEDB_SEED") {
-        Ok(s) => vec![s.parse().expect("RANGEDB_SEED must be a u64")],
-        Err(_) => default.to_vec(),
-    }
-}
-
-pub fn scale() -> usize {
-    std::env::var("RANGEDB_TEST_SCALE").ok().and_then(|s| s.parse().ok()).unwrap_or(1)
-}
-
 pub fn rng(seed: u64) -> SmallRng {
     SmallRng::seed_from_u64(seed)
 }

@@ -151,13 +151,10 @@ impl OpGen {
 
 /// Seeds for a randomized test: `RANGEDB_SEED` alone when set, else a fixed default and a few more.
 pub fn seeds() -> Vec<u64> {
-    match std::env::var("RANGEDB_SEED").ok().and_then(|s| s.parse().ok()) {
-        Some(s) => vec![s],
-        None => vec![0x5EED_0001, 2, 3, 4],
-    }
+    testkit::seeds(&[0x5EED_0001, 2, 3, 4])
 }
 
 /// Multiplier for test sizes from `RANGEDB_TEST_SCALE` (default 1).
 pub fn scale() -> usize {
-    std::env::var("RANGEDB_TEST_SCALE").ok().and_then(|s| s.parse().ok()).unwrap_or(1)
+    testkit::scale()
 }

@@ -111,8 +111,7 @@ mod tests {
     /// Against a per-block model: random CWs over a small block space.
     #[test]
     fn matches_a_per_block_model() {
-        let mut rng =
-            crate::Rng::new(std::env::var("RANGEDB_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(7));
+        let mut rng = crate::Rng::new(testkit::seeds(&[7])[0]);
         for _ in 0..200 {
             let mut m = CwMap::default();
             let mut model: Vec<Option<u64>> = vec![None; 64];

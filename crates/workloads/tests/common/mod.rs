@@ -3,19 +3,12 @@
 
 /// Seeds to run randomized tests with: `RANGEDB_SEED` alone when set, else a fixed default plus a few.
 pub fn seeds() -> Vec<u64> {
-    match std::env::var("RANGEDB_SEED").ok().and_then(|s| s.parse().ok()) {
-        Some(seed) => vec![seed],
-        None => vec![0x5EED, 1, 2],
-    }
+    testkit::seeds(&[0x5EED, 1, 2])
 }
 
 /// `RANGEDB_TEST_SCALE` (default 1): multiplies sample counts.
 pub fn scale() -> u64 {
-    std::env::var("RANGEDB_TEST_SCALE")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .filter(|&s: &u64| s >= 1)
-        .unwrap_or(1)
+    testkit::scale() as u64
 }
 
 /// Runs `f` for every seed, naming the seed if it panics.
