@@ -8,8 +8,6 @@
 //!
 //! A dev-dependency of every engine crate; nothing outside tests uses it.
 
-#![allow(clippy::expect_used)] // Tests report a bad variable by failing.
-
 /// The seed variable.
 pub const SEED_VAR: &str = "RANGEDB_SEED";
 /// The scale variable.
