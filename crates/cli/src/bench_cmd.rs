@@ -2,7 +2,7 @@
 
 use std::collections::BTreeMap;
 use std::io::IsTerminal;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use bench::{Ctx, Experiment, experiments};
@@ -83,19 +83,23 @@ pub fn run(args: BenchArgs) -> Result<ExitCode, bench::Error> {
         progress: std::io::stderr().is_terminal(),
     };
     bench::check_settings(&chosen, &ctx)?;
-    std::fs::create_dir_all(&ctx.scratch)?;
     let many = chosen.len() > 1;
+    check_outputs(&args, &chosen, many)?;
+    std::fs::create_dir_all(&ctx.scratch).map_err(|e| format!("--scratch {}: {e}", ctx.scratch.display()))?;
     for e in chosen {
         eprintln!("running {} ({}) ...", e.name(), if ctx.quick { "quick" } else { "full" });
         let report = e.run(&ctx)?;
         println!("{}", report.table());
         if let Some(path) = &args.json {
             let path = if many { per_experiment(path, e.name()) } else { path.clone() };
-            std::fs::write(&path, serde_json::to_string_pretty(&report.to_json())? + "\n")?;
+            std::fs::write(&path, serde_json::to_string_pretty(&report.to_json())? + "\n")
+                .map_err(|e| format!("writing {}: {e}", path.display()))?;
             eprintln!("wrote {}", path.display());
         }
         if let Some(dir) = &args.report {
-            report.write_markdown(dir)?;
+            report
+                .write_markdown(dir)
+                .map_err(|e| format!("writing a report into {}: {e}", dir.display()))?;
             eprintln!("wrote {}", dir.join(format!("{}.md", e.name())).display());
         }
     }
@@ -104,7 +108,35 @@ pub fn run(args: BenchArgs) -> Result<ExitCode, bench::Error> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn per_experiment(path: &std::path::Path, name: &str) -> PathBuf {
+/// Refuses, before anything runs, outputs that could not be written when the run ends: a typo in a path would
+/// otherwise cost a long run's results. Creates the report directory.
+fn check_outputs(
+    args: &BenchArgs,
+    chosen: &[&'static dyn Experiment],
+    many: bool,
+) -> Result<(), bench::Error> {
+    if let Some(path) = &args.json {
+        let paths: Vec<PathBuf> = match many {
+            true => chosen.iter().map(|e| per_experiment(path, e.name())).collect(),
+            false => vec![path.clone()],
+        };
+        for p in paths {
+            let parent = p.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+            if !parent.is_dir() {
+                return Err(format!("--json {}: no directory {}", p.display(), parent.display()).into());
+            }
+            if p.is_dir() {
+                return Err(format!("--json {}: is a directory", p.display()).into());
+            }
+        }
+    }
+    if let Some(dir) = &args.report {
+        std::fs::create_dir_all(dir).map_err(|e| format!("--report {}: {e}", dir.display()))?;
+    }
+    Ok(())
+}
+
+fn per_experiment(path: &Path, name: &str) -> PathBuf {
     let stem = path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
     let ext = path.extension().map(|e| format!(".{}", e.to_string_lossy())).unwrap_or_default();
     path.with_file_name(format!("{stem}.{name}{ext}"))

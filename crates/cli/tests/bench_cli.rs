@@ -73,3 +73,30 @@ fn help_is_useful_on_every_level() {
     let out = rangedb().args(["bench", "list"]).output().unwrap();
     assert!(String::from_utf8_lossy(&out.stdout).contains("machine"));
 }
+
+/// An output path that cannot be written was found only after the run, and named nowhere ("No such file or
+/// directory"): a full run's results were lost to a typo. Such paths are now refused before anything runs.
+#[test]
+fn regression_unwritable_outputs_are_refused_before_the_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("a-file");
+    std::fs::write(&file, b"").unwrap();
+    let missing = dir.path().join("missing").join("m.json");
+    for (flag, path, want) in [
+        ("--json", missing.clone(), format!("--json {}: no directory", missing.display())),
+        ("--json", dir.path().to_path_buf(), format!("--json {}: is a directory", dir.path().display())),
+        ("--report", file.clone(), format!("--report {}:", file.display())),
+        ("--scratch", file.join("scratch"), format!("--scratch {}:", file.join("scratch").display())),
+    ] {
+        let out = rangedb()
+            .args(["bench", "machine", "--quick", flag])
+            .arg(&path)
+            .args(["--set", "scan_log2_bytes=22", "--set", "disk_bytes=4194304", "--set", "fsyncs=5"])
+            .output()
+            .unwrap();
+        assert!(!out.status.success(), "{flag} {}", path.display());
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(&want), "{flag}: {err}");
+        assert!(!err.contains("running machine"), "{flag}: the run started: {err}");
+    }
+}
