@@ -15,7 +15,8 @@ pub const MIN_FORMAT_VERSION: u32 = 1;
 pub const FOOTER_LEN: usize = 48;
 /// Block trailer: compression type (1) + masked CRC32C (4).
 pub const TRAILER_LEN: usize = 5;
-/// The largest uncompressed block a reader accepts (guards allocations driven by corrupt lengths).
+/// The largest length a compressed block may claim for its contents (guards the allocation a corrupt length
+/// would drive). Larger blocks (one entry over 64 MiB) are stored plain, whose reads are bounded by the file.
 pub const MAX_BLOCK_LEN: usize = 64 << 20;
 
 /// Per-block compression.
@@ -65,8 +66,12 @@ pub fn block_trailer(contents: &[u8], ty: Compression) -> [u8; TRAILER_LEN] {
     t
 }
 
-/// Compresses `raw` if `ty` asks for it and it saves at least 1/8; returns the bytes and the type used.
+/// Compresses `raw` if `ty` asks for it and it saves at least 1/8; returns the bytes and the type used. A block
+/// over [`MAX_BLOCK_LEN`] is stored plain: readers refuse a compressed block claiming more.
 pub fn compress(raw: Vec<u8>, ty: Compression) -> (Vec<u8>, Compression) {
+    if raw.len() > MAX_BLOCK_LEN {
+        return (raw, Compression::None);
+    }
     match ty {
         Compression::None => (raw, Compression::None),
         Compression::Lz4 => {
@@ -215,6 +220,19 @@ mod tests {
             buf[3] ^= 1;
             assert!(unwrap_block(buf).is_err());
         }
+    }
+
+    #[test]
+    fn blocks_over_the_claimable_length_are_stored_plain() {
+        // Readers refuse a compressed block claiming more than MAX_BLOCK_LEN; such a block would have been
+        // unreadable (`regression_a_value_over_64_mib_survives_a_flush`).
+        let raw = vec![7u8; MAX_BLOCK_LEN + 1];
+        for ty in [Compression::Lz4, Compression::Zstd] {
+            let (c, used) = compress(raw.clone(), ty);
+            assert_eq!((c.len(), used), (raw.len(), Compression::None), "{ty:?}");
+        }
+        let (_, used) = compress(vec![7u8; MAX_BLOCK_LEN], Compression::Zstd);
+        assert_eq!(used, Compression::Zstd, "a block of exactly the limit still compresses");
     }
 
     #[test]

@@ -273,9 +273,11 @@ impl Table {
     }
 }
 
-/// Where block `h` and its trailer lie: offset and length, checked against the table's size.
+/// Where block `h` and its trailer lie: offset and length, checked against the table's size, which bounds what a
+/// damaged handle can make a read allocate. (A cap of 64 MiB here once made a table holding one larger entry,
+/// which the builder writes as one block, unreadable: `regression_a_value_over_64_mib_survives_a_flush`.)
 fn block_span(name: &str, size: u64, h: Handle) -> Result<(u64, usize)> {
-    let len = h.size.checked_add(TRAILER_LEN as u64).filter(|&l| l <= format::MAX_BLOCK_LEN as u64);
+    let len = h.size.checked_add(TRAILER_LEN as u64);
     let end = len.and_then(|l| h.offset.checked_add(l));
     let (Some(len), Some(end)) = (len, end) else {
         return Err(Error::corruption(name, "block handle out of range"));
@@ -283,7 +285,8 @@ fn block_span(name: &str, size: u64, h: Handle) -> Result<(u64, usize)> {
     if end > size - FOOTER_LEN as u64 {
         return Err(Error::corruption(name, "block handle past the end of the table"));
     }
-    Ok((h.offset, len as usize))
+    let len = usize::try_from(len).map_err(|_| Error::corruption(name, "block handle out of range"))?;
+    Ok((h.offset, len))
 }
 
 /// Block `h` and its trailer, as stored.
