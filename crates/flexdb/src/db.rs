@@ -206,7 +206,13 @@ impl Db {
             // checks again under the lock.
             Table::check_exists(fs.as_ref(), dir)?;
         }
-        let lock = fs.lock(&dir.join(LOCK_FILE))?;
+        // Another holder is an invalid argument naming the store, as the LSM engine reports it.
+        let lock = fs.lock(&dir.join(LOCK_FILE)).map_err(|e| match e.kind() {
+            std::io::ErrorKind::WouldBlock => {
+                Error::invalid(format!("FlexDB store {} is in use", dir.display()))
+            }
+            _ => e.into(),
+        })?;
         let table = Table::open(fs.clone(), dir, &opts, opts.create_if_missing)?;
         let c = Counters::default();
         let mut logs: Vec<u64> = fs.list_dir(dir)?.iter().filter_map(|n| wal::parse_name(n)).collect();

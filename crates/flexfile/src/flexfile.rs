@@ -138,7 +138,7 @@ impl FlexFile {
             // The directory entry itself must survive a crash once create returns.
             fs.sync_dir(parent)?;
         }
-        let lock = fs.lock(&dir.join(LOCK_FILE))?;
+        let lock = lock_dir(fs.as_ref(), dir)?;
         if fs.exists(&dir.join(TREE_FILE))? {
             return Err(Error::invalid(format!("{} already holds a FlexFile", dir.display())));
         }
@@ -172,7 +172,7 @@ impl FlexFile {
         if !fs.exists(&tpath)? {
             return Err(Error::invalid(format!("{} holds no FlexFile", dir.display())));
         }
-        let lock = fs.lock(&dir.join(LOCK_FILE))?;
+        let lock = lock_dir(fs.as_ref(), dir)?;
         let tfile = fs.open(&tpath, OpenMode::ReadWrite)?;
         let h = TreeFile::read_header(tfile.as_ref())?;
         let opts = Options {
@@ -597,4 +597,13 @@ impl std::io::Read for Reader<'_> {
             e => std::io::Error::other(e.to_string()),
         })
     }
+}
+
+/// Takes `dir`'s lock. Another holder is an invalid argument naming the directory, as the LSM engine and the
+/// block store report it (it was an I/O error naming the `LOCK` file).
+fn lock_dir(fs: &dyn vfs::Fs, dir: &Path) -> Result<Box<dyn vfs::FileLock>> {
+    fs.lock(&dir.join(LOCK_FILE)).map_err(|e| match e.kind() {
+        std::io::ErrorKind::WouldBlock => Error::invalid(format!("FlexFile {} is in use", dir.display())),
+        _ => e.into(),
+    })
 }

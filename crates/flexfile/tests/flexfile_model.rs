@@ -257,6 +257,30 @@ fn regression_a_refused_open_names_the_directory_and_writes_nothing() {
     FlexFile::create(fs, Path::new("/empty"), Options::tiny()).unwrap();
 }
 
+/// A second open of an open FlexFile failed with an I/O error naming its `LOCK` file; it is now an invalid
+/// argument naming the FlexFile, as the other engines say it, and the first handle is unaffected.
+#[test]
+fn regression_a_second_open_names_the_flexfile_in_use() {
+    let fs: Arc<dyn vfs::Fs> = Arc::new(vfs::MemFs::new());
+    let mut f = FlexFile::create(fs.clone(), Path::new("/f"), Options::tiny()).unwrap();
+    f.insert(0, b"kept").unwrap();
+    for err in [
+        FlexFile::open(fs.clone(), Path::new("/f"), Options::tiny()).expect_err("opened twice"),
+        FlexFile::create(fs.clone(), Path::new("/f"), Options::tiny()).expect_err("created over an open one"),
+    ] {
+        assert!(
+            matches!(err, Error::InvalidArgument(_)) && err.to_string().contains("FlexFile /f is in use"),
+            "{err}"
+        );
+    }
+    f.sync().unwrap();
+    drop(f);
+    let f = FlexFile::open(fs, Path::new("/f"), Options::tiny()).unwrap();
+    let mut buf = [0u8; 4];
+    f.read_at(0, &mut buf).unwrap();
+    assert_eq!((f.size(), &buf), (4, b"kept"));
+}
+
 #[test]
 fn large_insert_does_not_overflow_the_log_buffer() {
     // Regression for the reference implementation's fixed log buffer: one operation producing far more entries

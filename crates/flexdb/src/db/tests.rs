@@ -396,6 +396,24 @@ fn regression_a_refused_open_leaves_the_directory_as_it_was() {
     assert!(fs.list_dir(Path::new("empty")).unwrap().is_empty(), "the refused open wrote into the directory");
 }
 
+/// A second open of an open store failed with an I/O error naming its `LOCK` file; it is now an invalid argument
+/// naming the store, as the LSM engine says it, and the first handle is unaffected.
+#[test]
+fn regression_a_second_open_names_the_store_in_use() {
+    let fs: Arc<dyn vfs::Fs> = Arc::new(vfs::MemFs::new());
+    let db = Db::open(fs.clone(), Path::new("s"), Options::tiny()).unwrap();
+    db.put(b"k", b"v", WriteOptions::default()).unwrap();
+    let err = Db::open(fs.clone(), Path::new("s"), Options::tiny()).expect_err("opened twice");
+    assert!(
+        matches!(err, Error::InvalidArgument(_)) && err.to_string().contains("store s is in use"),
+        "{err}"
+    );
+    assert_eq!(db.get(b"k").unwrap(), Some(b"v".to_vec()));
+    db.close().unwrap();
+    let db = Db::open(fs, Path::new("s"), Options::tiny()).unwrap();
+    assert_eq!(db.get(b"k").unwrap(), Some(b"v".to_vec()));
+}
+
 /// Keys up to 64 KiB (four times an interval's byte limit) are stored and read back through a commit; longer keys
 /// and values over 1 GiB are refused with the length and the limit named, and nothing of the batch is applied.
 #[test]
