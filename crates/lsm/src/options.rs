@@ -60,7 +60,9 @@ pub struct Options {
     pub max_write_group_bytes: usize,
     /// Which file of a level compaction picks (default `MinOverlappingRatio`, RocksDB's default since 6.x).
     pub compaction_pri: CompactionPri,
-    /// Disable automatic compactions (manual `compact_range` still works; default false).
+    /// Disable automatic compactions (manual `compact_range` still works; default false). The L0 file count and
+    /// the pending compaction bytes then neither delay nor stop writes, as in RocksDB: nothing but the caller
+    /// would compact them away.
     pub disable_auto_compactions: bool,
     /// Compaction threads (default 1). Flushes run on a thread of their own besides these, so the default
     /// matches RocksDB's effective default: `max_background_jobs = 2` splits into one flush and one compaction

@@ -340,3 +340,42 @@ fn regression_a_value_over_64_mib_survives_a_flush() {
     drop(db);
     check(&open(&fs, tiny()), "after a reopen");
 }
+
+#[test]
+fn regression_writes_never_stop_without_automatic_compactions() {
+    // With automatic compactions off, writes stopped at `level0_stop_writes_trigger` L0 files and waited for a
+    // compaction that never came: a bulk load that meant to compact at the end hung for ever. As in RocksDB,
+    // the L0 count and the pending bytes no longer delay or stop writes then; `compact_range` cleans up.
+    let fs = Arc::new(vfs::MemFs::new());
+    let o = Options {
+        disable_auto_compactions: true,
+        level0_slowdown_writes_trigger: 3,
+        level0_stop_writes_trigger: 4,
+        ..tiny()
+    };
+    let db = Arc::new(open(&fs, o));
+    let (tx, rx) = std::sync::mpsc::channel();
+    let writer = {
+        let db = db.clone();
+        std::thread::spawn(move || {
+            for flush in 0..12u32 {
+                for i in 0..20u32 {
+                    db.put(&WriteOptions::default(), format!("k{flush:02}{i:02}").as_bytes(), &[b'v'; 100])
+                        .unwrap();
+                }
+                db.flush().unwrap();
+            }
+            tx.send(()).unwrap();
+        })
+    };
+    rx.recv_timeout(std::time::Duration::from_secs(60))
+        .expect("writes stopped for a compaction that never runs");
+    writer.join().unwrap();
+    let l0 = |db: &Db| db.files().iter().filter(|f| f.level == 0).count();
+    assert!(l0(&db) >= 12, "every flush stays in L0: {}", l0(&db));
+    db.compact_range(None, None).unwrap();
+    assert_eq!(l0(&db), 0);
+    for flush in 0..12u32 {
+        assert_eq!(db.get(format!("k{flush:02}19").as_bytes()).unwrap(), Some(vec![b'v'; 100]));
+    }
+}

@@ -242,7 +242,12 @@ impl Inner {
                 return Err(Error::Closed);
             }
             let l0 = s.current.levels[0].len();
+            // Without automatic compactions nothing would ever lower the L0 count or the pending bytes, so they
+            // neither delay nor stop writes (RocksDB's rule); the caller compacts by hand. A stop here waited
+            // forever (`regression_writes_never_stop_without_automatic_compactions`).
+            let compacting = !self.opts.disable_auto_compactions;
             if allow_delay
+                && compacting
                 && (l0 >= self.opts.level0_slowdown_writes_trigger
                     || s.pending_compaction_bytes >= self.opts.soft_pending_compaction_bytes_limit)
             {
@@ -262,8 +267,9 @@ impl Inner {
                 return Ok(());
             }
             if s.imm.len() + 1 >= self.opts.max_write_buffer_number
-                || l0 >= self.opts.level0_stop_writes_trigger
-                || s.pending_compaction_bytes >= self.opts.hard_pending_compaction_bytes_limit
+                || compacting
+                    && (l0 >= self.opts.level0_stop_writes_trigger
+                        || s.pending_compaction_bytes >= self.opts.hard_pending_compaction_bytes_limit)
             {
                 let t = Instant::now();
                 self.bg_cv.notify_all();
