@@ -127,10 +127,15 @@ fn probe(t: &Arc<Table>, entries: &Entries, target: &[u8], ctx: &str) {
     it.status().unwrap();
 }
 
+/// The version-1 fixture, read-only.
+fn fixture() -> Arc<dyn vfs::File> {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/table-v1.sst");
+    vfs::OsFs::new().open(&path, vfs::OpenMode::ReadOnly).unwrap()
+}
+
 #[test]
 fn a_version_1_table_still_reads() {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/table-v1.sst");
-    let f = vfs::OsFs::new().open(&path, vfs::OpenMode::ReadOnly).unwrap();
+    let f = fixture();
     assert_eq!(footer(&*f).version, 1);
     let index = index_entries(&*f);
     assert!(index.len() > 10);
@@ -156,9 +161,7 @@ fn tables_now_key_their_index_by_short_separators() {
     let fs = vfs::MemFs::new();
     let want = entries();
     let f = build(&fs, "t", &want, 256);
-    let fixture = vfs::OsFs::new()
-        .open(&Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/table-v1.sst"), vfs::OpenMode::ReadOnly)
-        .unwrap();
+    let fixture = fixture();
     let (now, then) = (footer(&*f), footer(&*fixture));
     assert_eq!(now.version, format::FORMAT_VERSION);
     let index = index_entries(&*f);
