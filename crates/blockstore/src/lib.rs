@@ -26,7 +26,7 @@ pub use format::{Checkpoint, Footer, Piece, SyncMark};
 pub use gc::GcReport;
 pub use journal::{JournalOp, decode_record, encode_record};
 pub use location::Location;
-pub use options::{BLOCK_SIZE, Options};
+pub use options::{BLOCK_SIZE, MAX_VOLUME_SIZE, Options};
 pub use stats::Stats;
 pub use store::{Store, validate_volume_name};
 pub use volume::{CHECKPOINT_FILE, SYNCED_FILE, Volume, VolumeInfo};

@@ -5,6 +5,11 @@ use crate::{Error, Result};
 /// Bytes per block: the unit of the index, the segment cache and the compression units.
 pub const BLOCK_SIZE: usize = 4096;
 
+/// Largest volume [`Store::create_volume`](crate::Store::create_volume) makes: the last multiple of
+/// [`BLOCK_SIZE`] not above 2^63 - 1. A volume is a disk, and its users (NBD clients, kernels, image tools) hold
+/// byte offsets as signed 64-bit integers; a larger volume could be created but never served.
+pub const MAX_VOLUME_SIZE: u64 = nbd::protocol::MAX_EXPORT_SIZE / BLOCK_SIZE as u64 * BLOCK_SIZE as u64;
+
 /// Options of a store. Defaults follow the paper (§2.1: 512 KiB segment cache, 4-block compression units).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Options {

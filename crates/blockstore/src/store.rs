@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use vfs::Fs;
 
 use crate::volume::{Volume, volume_dir};
-use crate::{BLOCK_SIZE, Error, Options, Result};
+use crate::{BLOCK_SIZE, Error, MAX_VOLUME_SIZE, Options, Result};
 
 /// A block store: a directory of volumes. Volumes are opened on first use and shared afterwards.
 #[derive(Debug)]
@@ -39,12 +39,19 @@ impl Store {
         Ok(Store { fs, dir: dir.to_path_buf(), opts, open: Mutex::new(BTreeMap::new()) })
     }
 
-    /// Creates volume `name` of `size` bytes (a nonzero multiple of 4096), fixed for its lifetime.
+    /// Creates volume `name` of `size` bytes, fixed for its lifetime.
+    /// REQUIRES: `size` is a nonzero multiple of 4096 and at most [`MAX_VOLUME_SIZE`]; otherwise
+    /// `InvalidArgument`.
     pub fn create_volume(&self, name: &str, size: u64) -> Result<Arc<Volume>> {
         validate_volume_name(name)?;
         if size == 0 || !size.is_multiple_of(BLOCK_SIZE as u64) {
             return Err(Error::InvalidArgument(format!(
                 "volume size {size} is not a nonzero multiple of 4096"
+            )));
+        }
+        if size > MAX_VOLUME_SIZE {
+            return Err(Error::InvalidArgument(format!(
+                "volume size {size} is over {MAX_VOLUME_SIZE} bytes (8 EiB - 4 KiB), the largest a disk's users can address"
             )));
         }
         let mut open = self.open.lock().unwrap_or_else(|p| p.into_inner());
@@ -93,5 +100,38 @@ impl Store {
         }
         out.sort();
         Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn regression_a_volume_too_large_to_serve_is_refused_and_the_largest_works_to_its_last_block() {
+        // A 16 EiB - 1 TiB volume was created, then `nbd serve` advertised a size no client accepts.
+        let fs: Arc<dyn Fs> = Arc::new(vfs::MemFs::new());
+        let dir = Path::new("s");
+        let store = Store::open(fs.clone(), dir, Options::default()).unwrap();
+        for size in [MAX_VOLUME_SIZE + BLOCK_SIZE as u64, u64::MAX - BLOCK_SIZE as u64 + 1] {
+            let err = store.create_volume("big", size).unwrap_err();
+            assert!(matches!(err, Error::InvalidArgument(ref m) if m.contains("8 EiB")), "{err}");
+        }
+        assert!(store.list().unwrap().is_empty(), "a refused volume leaves nothing behind");
+        let v = store.create_volume("max", MAX_VOLUME_SIZE).unwrap();
+        let tail = MAX_VOLUME_SIZE - 2 * BLOCK_SIZE as u64;
+        let data: Vec<u8> = (0..2 * BLOCK_SIZE).map(|i| (i % 251) as u8).collect();
+        v.write(&data, tail, true).unwrap();
+        drop(v);
+        drop(store);
+        let store = Store::open(fs, dir, Options::default()).unwrap();
+        let v = store.volume("max").unwrap();
+        let mut back = vec![0u8; 2 * BLOCK_SIZE];
+        v.read(&mut back, tail).unwrap();
+        assert_eq!(back, data);
+        let mut head = vec![1u8; BLOCK_SIZE];
+        v.read(&mut head, 0).unwrap();
+        assert!(head.iter().all(|&b| b == 0));
+        assert!(v.read(&mut head, MAX_VOLUME_SIZE).is_err(), "past the end");
     }
 }

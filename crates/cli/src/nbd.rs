@@ -114,7 +114,7 @@ pub fn serve(a: ServeArgs) -> Result<ExitCode, String> {
     let mut exports = Exports::new();
     let export = Export::new(export_name.clone(), device)
         .and_then(|e| e.with_description(format!("rangedb volume {volume}")))
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| format!("serving volume {}: {e}", path.display()))?;
     exports.add(export).map_err(|e| e.to_string())?;
     let server =
         Server::new(exports, opts).map_err(|e| e.to_string())?.with_log(|m| eprintln!("rangedb nbd: {m}"));

@@ -234,6 +234,9 @@ fn serve_rejects_bad_sizes_and_missing_volumes() {
         (&["--dir", d, "--create", "--size", "12Q"][..], "not a size"),
         (&["--dir", d, "--create"][..], "--size"),
         (&["--dir", d][..], "--create --size"),
+        (&["--dir", d, "--create", "--size", "1000"][..], "multiple of 4096"),
+        // Regression: a volume over 8 EiB was created and served with a size no client accepts.
+        (&["--dir", d, "--create", "--size", "8388608T"][..], "the largest a disk's users can address"),
     ] {
         let out =
             Command::new(env!("CARGO_BIN_EXE_rangedb")).args(["nbd", "serve"]).args(args).output().unwrap();

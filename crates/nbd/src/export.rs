@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use crate::device::BlockDevice;
 use crate::error::{Error, Result};
-use crate::protocol::{MAX_STRING, tx_flags};
+use crate::protocol::{MAX_EXPORT_SIZE, MAX_STRING, tx_flags};
 
 /// One served device under a name.
 #[derive(Clone)]
@@ -26,6 +26,8 @@ impl std::fmt::Debug for Export {
 
 impl Export {
     /// An export of `device` under `name` (UTF-8, no NUL, at most 4096 bytes; may be empty).
+    /// REQUIRES: the device's size is a multiple of its minimum block size and at most [`MAX_EXPORT_SIZE`];
+    /// otherwise `InvalidArgument`.
     pub fn new(name: impl Into<String>, device: Arc<dyn BlockDevice>) -> Result<Self> {
         let name = name.into();
         check_string("export name", &name)?;
@@ -36,6 +38,12 @@ impl Export {
                 "device size {} is not a multiple of its minimum block size {}",
                 device.size(),
                 sizes.minimum
+            )));
+        }
+        if device.size() > MAX_EXPORT_SIZE {
+            return Err(Error::InvalidArgument(format!(
+                "device size {} is over 2^63 - 1 bytes, the largest export NBD clients accept",
+                device.size()
             )));
         }
         Ok(Export { name, description: String::new(), device })

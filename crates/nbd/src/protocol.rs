@@ -207,6 +207,11 @@ pub mod base_allocation {
 /// Longest string (export name, description, message) the protocol allows.
 pub const MAX_STRING: usize = 4096;
 
+/// Largest export size this server advertises: 2^63 - 1 bytes. The wire field is unsigned, but clients hold
+/// offsets as signed 64-bit integers (libnbd fails the connection with `EOVERFLOW`, qemu with "File too
+/// large"), so a larger export would be one no client can use.
+pub const MAX_EXPORT_SIZE: u64 = i64::MAX as u64;
+
 /// A transmission request header (28 bytes on the wire).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Request {

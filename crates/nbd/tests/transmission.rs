@@ -178,6 +178,18 @@ fn minimum_block_size_is_advertised_and_enforced() {
 }
 
 #[test]
+fn regression_an_export_no_client_can_address_is_refused() {
+    // A 16 EiB - 1 TiB volume was advertised as such; nbdinfo showed a negative size and qemu-io failed with
+    // "File too large", since clients hold offsets as signed 64-bit integers.
+    let at_limit = Arc::new(MemDevice::new(nbd::protocol::MAX_EXPORT_SIZE));
+    assert!(Export::new("max", at_limit).is_ok());
+    for size in [1u64 << 63, u64::MAX - (1 << 40) + 1] {
+        let err = Export::new("big", Arc::new(MemDevice::new(size))).unwrap_err();
+        assert!(matches!(err, nbd::Error::InvalidArgument(ref m) if m.contains("2^63 - 1")), "{err}");
+    }
+}
+
+#[test]
 fn fast_zero_is_offered_where_the_device_can_and_unsupported_fast_zero_is_enotsup() {
     // MemDevice zeroes fast; the file device cannot and reports ENOTSUP for FAST_ZERO requests.
     let fs = vfs::MemFs::new();
