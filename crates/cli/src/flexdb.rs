@@ -253,7 +253,13 @@ impl FlexdbEngine {
 
 impl From<flexdb::Error> for KvError {
     fn from(e: flexdb::Error) -> Self {
-        KvError::new(e.kind_name(), e.to_string())
+        // As for the LSM engine: a background error answers with the kind of the failure inside it.
+        let kind = match &e {
+            flexdb::Error::Background(inner) if inner.is_corruption() => "corruption",
+            flexdb::Error::Background(_) => "io",
+            e => e.kind_name(),
+        };
+        KvError::new(kind, e.to_string())
     }
 }
 

@@ -23,12 +23,17 @@
 //! memtable's effects are durable in the table, so replaying a log whose effects are already (partly) in the
 //! table yields the same state.
 //!
-//! Errors: a failed WAL append or a failed commit makes the store refuse further writes
-//! ([`Error::Background`]); reads keep working. Reopening recovers.
+//! Errors: a failed WAL append, a failed commit or a failed range delete makes the store refuse further writes
+//! with [`Error::Background`], which holds the first failure (an I/O error or corruption). Reads that the
+//! memtables answer keep working; reads that reach the table fail with the same error, because the FlexFile
+//! refuses service once an operation on it failed part-way (the committer updates it in place, so the table
+//! has no older version to fall back on, as an LSM tree's immutable files are). A batch that failed after
+//! part of it reached the memtable stops every read, so no reader sees half of it. Reopening recovers: the
+//! logs of the uncommitted memtables and the failed batch are replayed.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::thread::JoinHandle;
 
 use bptree::ByteKey;
@@ -148,7 +153,10 @@ struct Inner {
     writer: Mutex<WalWriter>,
     state: Mutex<bool>,
     cv: Condvar,
-    bg_error: Mutex<Option<String>>,
+    /// The first failure that stopped writes (see the module comment).
+    bg_error: Mutex<Option<Arc<Error>>>,
+    /// Set, after `bg_error`, when a batch failed after part of it was applied to the memtable: reads stop too.
+    reads_stopped: AtomicBool,
     c: Counters,
     wal_bytes: AtomicU64,
     /// The last committed memtable, freed by the writer at its next rotation. Its keys and values were
@@ -272,6 +280,7 @@ impl Db {
             state: Mutex::new(false),
             cv: Condvar::new(),
             bg_error: Mutex::new(None),
+            reads_stopped: AtomicBool::new(false),
             retired: Mutex::new(None),
             c,
             wal_bytes: AtomicU64::new(0),
@@ -385,8 +394,10 @@ impl Db {
         }
         drop(m);
         if let Err(e) = &r {
-            // Part of the batch may be applied; writes stop, and reopening replays the logged batch whole.
+            // Part of the batch may be applied; writes and reads stop, and reopening replays the logged batch
+            // whole.
             inner.set_bg(e);
+            inner.reads_stopped.store(true, Ordering::SeqCst);
             return r;
         }
         if inner.mem.read().bytes >= inner.opts.memtable_bytes {
@@ -477,7 +488,7 @@ impl Db {
     /// Checks the sparse index against the table file; `deep` reads and verifies every interval.
     pub fn check(&self, deep: bool) -> Result<()> {
         self.inner.wait_idle()?;
-        self.inner.table.check(deep)
+        self.inner.table.check(deep).map_err(|e| self.inner.explain(e))
     }
 
     /// Stops the committer, syncs the WAL and checkpoints the table. Unsynced writes are made durable.
@@ -486,12 +497,12 @@ impl Db {
         let inner = self.inner.clone();
         drop(self);
         let inner = Arc::try_unwrap(inner).map_err(|_| Error::invalid("store still shared"))?;
-        inner.writer.lock().seal()?;
-        let bg = inner.bg_error.lock().take();
-        inner.table.close()?;
-        match bg {
+        let sealed = inner.writer.lock().seal();
+        let closed = inner.table.close();
+        // After a failure the log and the table refuse service too; the failure itself is the news.
+        match inner.bg_error.lock().take() {
             Some(e) => Err(Error::Background(e)),
-            None => Ok(()),
+            None => sealed.and(closed),
         }
     }
 
@@ -523,10 +534,26 @@ impl Inner {
         }
     }
 
+    /// Refuses reads after a batch failed part-way. A load of a flag that is almost never set.
+    fn check_readable(&self) -> Result<()> {
+        if self.reads_stopped.load(Ordering::Acquire) { self.check_bg() } else { Ok(()) }
+    }
+
+    /// A table read's error as the store reports it: a poisoned table means writes stopped, and says why.
+    fn explain(&self, e: Error) -> Error {
+        match (&e, self.bg_error.lock().as_ref()) {
+            (Error::Poisoned, Some(bg)) => Error::Background(bg.clone()),
+            _ => e,
+        }
+    }
+
     fn set_bg(&self, e: &Error) {
         let mut g = self.bg_error.lock();
         if g.is_none() {
-            *g = Some(e.to_string());
+            *g = Some(Arc::new(match e {
+                Error::Background(inner) => inner.duplicate(),
+                e => e.duplicate(),
+            }));
         }
         drop(g);
         let _s = self.state.lock();

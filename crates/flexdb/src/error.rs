@@ -1,6 +1,7 @@
 //! The error type of FlexDB: corruption is kept apart from I/O failures and from bad arguments.
 
 use std::io;
+use std::sync::Arc;
 
 /// The result type of every fallible FlexDB call.
 pub type Result<T> = std::result::Result<T, Error>;
@@ -23,9 +24,15 @@ pub enum Error {
     /// A call outside the API contract (bad options, missing database, oversized key).
     #[error("invalid argument: {0}")]
     InvalidArgument(String),
-    /// The background committer failed earlier; the store refuses writes (reads still work). Reopen to recover.
-    #[error("background error: {0}")]
-    Background(String),
+    /// A commit or a log append failed earlier with the error inside (an I/O error or corruption); the store
+    /// refuses writes from then on, and reads that reach the table fail with it too (see [`crate::Db`]).
+    /// Reopening recovers.
+    #[error("background error, writes stopped: {0}")]
+    Background(Arc<Error>),
+    /// The table file refuses service after an earlier failure. A store reports that failure instead, as
+    /// [`Error::Background`]; this is seen only from a bare [`crate::table::Table`].
+    #[error("the table file is poisoned by an earlier failure; reopen it")]
+    Poisoned,
 }
 
 impl From<io::Error> for Error {
@@ -42,7 +49,9 @@ impl From<flexfile::Error> for Error {
                 Error::Corruption { file, msg: format!("flexfile {file}: {msg}") }
             }
             flexfile::Error::InvalidArgument(m) => Error::InvalidArgument(m),
-            other => Error::Background(other.to_string()),
+            flexfile::Error::Poisoned => Error::Poisoned,
+            // `flexfile::Error` is non-exhaustive; a kind added later is a failure of the storage until mapped.
+            other => Error::Io(io::Error::other(other.to_string())),
         }
     }
 }
@@ -58,18 +67,43 @@ impl Error {
         Error::InvalidArgument(msg.into())
     }
 
-    /// Whether this is corruption (as opposed to I/O or a bad call).
+    /// Whether this is (or, as a background error, wraps) corruption, as opposed to I/O or a bad call.
     pub fn is_corruption(&self) -> bool {
-        matches!(self, Error::Corruption { .. })
+        match self {
+            Error::Corruption { .. } => true,
+            Error::Background(e) => e.is_corruption(),
+            _ => false,
+        }
     }
 
-    /// A short stable name of the kind: `io`, `corruption`, `invalid`, `background`.
+    /// Whether this is (or, as a background error, wraps) an I/O error.
+    pub fn is_io(&self) -> bool {
+        match self {
+            Error::Io(_) => true,
+            Error::Background(e) => e.is_io(),
+            _ => false,
+        }
+    }
+
+    /// A short stable name of the kind: `io`, `corruption`, `invalid`, `background`, `poisoned`.
     pub fn kind_name(&self) -> &'static str {
         match self {
             Error::Io(_) => "io",
             Error::Corruption { .. } => "corruption",
             Error::InvalidArgument(_) => "invalid",
             Error::Background(_) => "background",
+            Error::Poisoned => "poisoned",
+        }
+    }
+
+    /// A copy to hand to another caller. `io::Error` is not `Clone`: a copy keeps its kind and message.
+    pub(crate) fn duplicate(&self) -> Error {
+        match self {
+            Error::Io(e) => Error::Io(io::Error::new(e.kind(), e.to_string())),
+            Error::Corruption { file, msg } => Error::Corruption { file, msg: msg.clone() },
+            Error::InvalidArgument(m) => Error::InvalidArgument(m.clone()),
+            Error::Background(e) => Error::Background(e.clone()),
+            Error::Poisoned => Error::Poisoned,
         }
     }
 }

@@ -23,7 +23,7 @@ mod commit;
 
 use std::path::Path;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use flexfile::{FlexFile, ReadAhead};
 use parking_lot::RwLock;
@@ -70,6 +70,10 @@ pub struct Table {
     max_bytes: u64,
     lock_bytes: u64,
     defrag: Defrag,
+    /// Set when a change (commit, range delete, sync) failed. The change may have stopped part-way, leaving the
+    /// index, the cache and the file out of step, so from then on every read and change is refused
+    /// ([`Error::Poisoned`]). Set before the failing change releases the index lock, and read under it.
+    failed: AtomicBool,
     /// Counters.
     pub stats: TableStats,
 }
@@ -164,6 +168,7 @@ impl Table {
             max_bytes: opts.interval_max_bytes,
             lock_bytes: opts.commit_lock_bytes,
             defrag: opts.defrag,
+            failed: AtomicBool::new(false),
             stats,
         })
     }
@@ -250,9 +255,25 @@ impl Table {
         Ok(data)
     }
 
+    /// `Err(Poisoned)` once a change failed (see `failed`). REQUIRES: the index lock is held (either way), so a
+    /// change that failed part-way was marked before this reader could see its state.
+    fn usable(&self) -> Result<()> {
+        if self.failed.load(Ordering::Acquire) { Err(Error::Poisoned) } else { Ok(()) }
+    }
+
+    /// Passes `r` on, marking the table failed if it is an error. REQUIRES: the index write lock is held if the
+    /// failed change could have touched the index or the cache.
+    fn mark<T>(&self, r: Result<T>) -> Result<T> {
+        if r.is_err() {
+            self.failed.store(true, Ordering::Release);
+        }
+        r
+    }
+
     /// The committed value of `key`.
     pub fn get(&self, key: &[u8]) -> Result<Option<Box<[u8]>>> {
         let idx = self.index.read();
+        self.usable()?;
         let p = idx.locate(key);
         let data = self.load(&idx, p)?;
         Ok(data.get(key).map(Box::from))
@@ -262,6 +283,7 @@ impl Table {
     /// the cached intervals holding them (no record is copied). Returns how many records the runs hold.
     pub fn scan(&self, lo: &[u8], hi: Option<&[u8]>, limit: usize, out: &mut Vec<Run>) -> Result<usize> {
         let idx = self.index.read();
+        self.usable()?;
         let mut ra = ReadAhead::default();
         let mut n = 0;
         let first = idx.locate(lo);
@@ -293,6 +315,7 @@ impl Table {
     /// walks intervals backward from the one holding `hi`.
     pub fn scan_rev(&self, lo: &[u8], hi: Option<&[u8]>, limit: usize, out: &mut Vec<Run>) -> Result<usize> {
         let idx = self.index.read();
+        self.usable()?;
         let mut p = Some(match hi {
             Some(h) => idx.locate(h),
             None => idx.last(),
@@ -320,7 +343,10 @@ impl Table {
 
     /// Makes every committed change durable.
     pub fn sync(&self) -> Result<()> {
-        Ok(self.file.write().sync()?)
+        // Without the index lock: a failed sync leaves the index and the cache as they were, and cached reads
+        // must not wait for an fsync.
+        let r = self.file.write().sync().map_err(Error::from);
+        self.mark(r)
     }
 
     /// Closes the FlexFile cleanly (a checkpoint).
@@ -364,6 +390,7 @@ impl Table {
     /// Whole-structure check of the index against the file; with `deep`, every interval is read and decoded.
     pub fn check(&self, deep: bool) -> Result<()> {
         let idx = self.index.read();
+        self.usable()?;
         let size = self.file.read().size();
         idx.check(size)?;
         if deep {
@@ -392,10 +419,17 @@ impl Table {
             return Ok(());
         }
         let mut idx = self.index.write();
+        self.usable()?;
+        let r = self.delete_range_locked(&mut idx, start, end);
+        self.mark(r)
+    }
+
+    /// [`Table::delete_range`] under the index write lock.
+    fn delete_range_locked(&self, idx: &mut SparseIndex, start: &[u8], end: &[u8]) -> Result<()> {
         let ps = idx.locate(start);
         let pe = idx.locate(end);
-        let sdata = self.load(&idx, ps)?;
-        let edata = self.load(&idx, pe)?;
+        let sdata = self.load(idx, ps)?;
+        let edata = self.load(idx, pe)?;
         let s_keep: Vec<Rec> =
             sdata.iter().filter(|(k, _)| *k < start).map(|(k, v)| (k.into(), v.into())).collect();
         let e_cut = edata.iter().take_while(|(k, _)| *k < end).count();

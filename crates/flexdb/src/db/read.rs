@@ -22,6 +22,7 @@ impl Db {
     /// [`Db::get`], counted in the statistics only when `count` (snapshots read pre-images through it too).
     pub(super) fn read_current(&self, key: &[u8], count: bool) -> Result<Option<Vec<u8>>> {
         let inner = &self.inner;
+        inner.check_readable()?;
         let probe = ByteKey::probe(key);
         loop {
             let (imm, epoch) = {
@@ -44,7 +45,7 @@ impl Db {
             }
             #[cfg(test)]
             super::tests::pause_between_sources();
-            let v = inner.table.get(key)?;
+            let v = inner.table.get(key).map_err(|e| inner.explain(e))?;
             if inner.table_epoch.load(Ordering::SeqCst) == epoch {
                 return Ok(v.map(Vec::from));
             }
@@ -101,6 +102,7 @@ impl Db {
         use std::cmp::Ordering as O;
         use std::ops::Bound;
         let inner = &self.inner;
+        inner.check_readable()?;
         let bounds = (Bound::Included(start), end.map_or(Bound::Unbounded, Bound::Excluded));
         // `a` comes before `b` in scan order.
         let order = |a: &[u8], b: &[u8]| if reverse { b.cmp(a) } else { a.cmp(b) };
@@ -134,10 +136,11 @@ impl Db {
         super::tests::pause_between_sources();
         let mut runs = Vec::new();
         let n = if reverse {
-            inner.table.scan_rev(start, end, cap, &mut runs)?
+            inner.table.scan_rev(start, end, cap, &mut runs)
         } else {
-            inner.table.scan(start, end, cap, &mut runs)?
-        };
+            inner.table.scan(start, end, cap, &mut runs)
+        }
+        .map_err(|e| inner.explain(e))?;
         let table_last = runs.last().and_then(|r| r.recs().last()).map(|r| r.0);
         let mut truncated = cut(act.last().map(|e| &e.0[..]), act.len(), &mut horizon);
         truncated |= cut(imm.last().map(|e| &e.0[..]), imm.len(), &mut horizon);

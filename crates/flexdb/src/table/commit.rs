@@ -78,6 +78,7 @@ impl Table {
     pub fn commit<'a>(&self, entries: impl Iterator<Item = (&'a [u8], &'a MemValue)>) -> Result<()> {
         let mut it = entries.peekable();
         let mut idx = self.index.write();
+        self.usable()?;
         let mut since = 0u64;
         let mut group: Vec<(&[u8], &MemValue)> = Vec::new();
         while let Some(&(k, _)) = it.peek() {
@@ -91,7 +92,9 @@ impl Table {
                 group.push((k, v));
                 it.next();
             }
-            since += self.apply_group(&mut idx, p, &group)?;
+            // Marked while the index lock is still held, so no reader sees what a failed group left behind.
+            let r = self.apply_group(&mut idx, p, &group);
+            since += self.mark(r)?;
             if since >= self.lock_bytes {
                 drop(idx);
                 self.stats.lock_releases.fetch_add(1, Ordering::Relaxed);
