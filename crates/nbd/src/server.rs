@@ -62,7 +62,8 @@ impl Server {
         Ok(Server { exports: Arc::new(exports), opts, stats: Arc::new(Stats::default()), log: None })
     }
 
-    /// The same server, reporting why sessions end abnormally (protocol violations, socket errors) to `log`.
+    /// The same server, reporting to `log` why sessions end abnormally (protocol violations, socket errors) and
+    /// the first request the device fails on each connection.
     pub fn with_log(mut self, log: impl Fn(&str) + Send + Sync + 'static) -> Self {
         self.log = Some(Arc::new(log));
         self
@@ -126,7 +127,7 @@ impl Server {
         };
         Stats::inc(&self.stats.handshakes_completed);
         stream.set_read_timeout(None)?;
-        match transmission::run(&mut reader, writer, neg, &self.opts, &self.stats) {
+        match transmission::run(&mut reader, writer, neg, &self.opts, &self.stats, self.log.clone()) {
             End::Violation(why) => {
                 self.log(format_args!("transmission: client broke the protocol: {why}; disconnected"));
                 Stats::inc(&self.stats.protocol_violations);

@@ -28,6 +28,7 @@ use crate::protocol::{
     REQUEST_LEN, Request, base_allocation, chunk_header, cmd, cmd_flags, errno, error_chunk, reply,
     simple_reply, tx_flags,
 };
+use crate::server::LogFn;
 use crate::stats::Stats;
 use crate::stream::Stream;
 use crate::validate::validate;
@@ -65,6 +66,11 @@ struct Shared {
     budget: Budget,
     stats: Arc<Stats>,
     neg: Negotiated,
+    /// Where the server reports events an operator must see.
+    log: Option<Arc<LogFn>>,
+    /// Whether this connection reported a device failure already: the first one is news (a full disk, a
+    /// failed volume), the ones after it would flood the log with the same news.
+    device_failure_logged: AtomicBool,
 }
 
 impl Shared {
@@ -105,13 +111,15 @@ impl Shared {
     }
 }
 
-/// Runs the transmission phase until the client disconnects or breaks framing.
+/// Runs the transmission phase until the client disconnects or breaks framing. The first request the device
+/// fails is reported to `log`.
 pub(crate) fn run(
     reader: &mut BufReader<Stream>,
     writer: Stream,
     neg: Negotiated,
     opts: &ServerOptions,
     stats: &Arc<Stats>,
+    log: Option<Arc<LogFn>>,
 ) -> End {
     let shared = Shared {
         writer: Mutex::new(writer),
@@ -119,6 +127,8 @@ pub(crate) fn run(
         budget: Budget::new(opts.inflight_bytes),
         stats: stats.clone(),
         neg,
+        log,
+        device_failure_logged: AtomicBool::new(false),
     };
     let (tx, rx) = mpsc::sync_channel::<Job>(4 * opts.workers_per_connection);
     let rx = Mutex::new(rx);
@@ -318,7 +328,16 @@ fn execute(sh: &Shared, job: Job) {
     let stats = &sh.stats;
     let fail = |cookie: u64, e: crate::Error| {
         Stats::inc(&stats.device_errors);
-        sh.reply_err(cookie, e.nbd_errno(), &e.to_string());
+        let errno = e.nbd_errno();
+        if let Some(log) = &sh.log
+            && !sh.device_failure_logged.swap(true, Ordering::Relaxed)
+        {
+            log(&format!(
+                "transmission: the device failed a request: {e} (answered NBD error {errno}; later failures on \
+                 this connection are counted in device_errors, not logged)"
+            ));
+        }
+        sh.reply_err(cookie, errno, &e.to_string());
     };
     match job {
         Job::Read { cookie, offset, len, charge } => {

@@ -336,7 +336,11 @@ fn libc_enospc() -> i32 {
 fn device_errors_become_nbd_errors() {
     let mut ex = Exports::new();
     ex.add(Export::new("x", Arc::new(Failing)).unwrap()).unwrap();
-    let s = Server::new(ex, ServerOptions::default()).unwrap();
+    let logged = Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let sink = logged.clone();
+    let s = Server::new(ex, ServerOptions::default()).unwrap().with_log(move |m| {
+        sink.lock().unwrap().push(m.to_string());
+    });
     for structured in [false, true] {
         let mut c = connect(&s);
         c.go("x", structured);
@@ -351,8 +355,21 @@ fn device_errors_become_nbd_errors() {
         assert_eq!(c.reply(None).0, errno::ENOSPC, "the default write_zeroes writes zeros");
         c.request(cmd::WRITE_ZEROES, 0, 5, 0, 0);
         assert_eq!(c.reply(None), (0, 5, vec![]), "zero-length is a no-op");
+        c.request(cmd::DISC, 0, 6, 0, 0);
+        assert!(c.closed());
     }
     assert_eq!(s.stats().device_errors, 8);
+    // Regression: a device failure (a full disk, a failed volume) reached the client only; the operator's log
+    // said nothing until shutdown. Now the first one per connection is logged, and only the first.
+    let failures: Vec<String> = logged
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|m| m.contains("the device failed a request"))
+        .cloned()
+        .collect();
+    assert_eq!(failures.len(), 2, "{failures:?}");
+    assert!(failures.iter().all(|m| m.contains("checksum mismatch")), "{failures:?}");
 }
 
 #[test]
