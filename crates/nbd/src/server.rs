@@ -25,6 +25,10 @@ use crate::transmission::{self, End};
 /// How long a shutdown waits for sessions to finish their in-flight requests before cutting them off.
 const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(5);
 
+/// Refused connections are logged at most once per this interval, with the count since the last line: a client
+/// retrying in a loop must not flood the log.
+const REFUSAL_LOG_EVERY: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// An NBD server: a set of exports and options. Serve it with [`Server::listen_tcp`], [`Server::listen_unix`] or,
 /// for one already-connected socket, [`Server::serve_stream`].
 #[derive(Clone)]
@@ -62,8 +66,9 @@ impl Server {
         Ok(Server { exports: Arc::new(exports), opts, stats: Arc::new(Stats::default()), log: None })
     }
 
-    /// The same server, reporting to `log` why sessions end abnormally (protocol violations, socket errors) and
-    /// the first request the device fails on each connection.
+    /// The same server, reporting to `log` why sessions end abnormally (protocol violations, socket errors),
+    /// the first request the device fails on each connection, and refused connections (at most one line per
+    /// 10 s).
     pub fn with_log(mut self, log: impl Fn(&str) + Send + Sync + 'static) -> Self {
         self.log = Some(Arc::new(log));
         self
@@ -192,6 +197,7 @@ struct Inner {
 }
 
 fn accept_loop(inner: &Arc<Inner>, listener: Listener) {
+    let (mut unlogged_refusals, mut last_refusal_log) = (0u64, None::<std::time::Instant>);
     loop {
         let accepted = match &listener {
             Listener::Tcp(l) => l.accept().map(|(s, _)| Stream::Tcp(s)),
@@ -213,6 +219,14 @@ fn accept_loop(inner: &Arc<Inner>, listener: Listener) {
         if conns.len() >= inner.server.opts.max_connections {
             Stats::inc(&inner.server.stats.connections_refused);
             let _ = stream.shutdown();
+            unlogged_refusals += 1;
+            if last_refusal_log.is_none_or(|t| t.elapsed() >= REFUSAL_LOG_EVERY) {
+                inner.server.log(format_args!(
+                    "refused {unlogged_refusals} connection(s): {} open, as many as max_connections allows",
+                    conns.len()
+                ));
+                (unlogged_refusals, last_refusal_log) = (0, Some(std::time::Instant::now()));
+            }
             continue;
         }
         let Ok(handle) = stream.try_clone() else { continue };

@@ -56,7 +56,11 @@ fn tcp_and_unix_listeners_greet_and_shut_down_with_clients_connected() {
 
 #[test]
 fn connections_beyond_the_limit_are_refused_and_others_unaffected() {
-    let s = Server::new(exports(), ServerOptions { max_connections: 2, ..Default::default() }).unwrap();
+    let logged = Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let sink = logged.clone();
+    let s = Server::new(exports(), ServerOptions { max_connections: 2, ..Default::default() })
+        .unwrap()
+        .with_log(move |m| sink.lock().unwrap().push(m.to_string()));
     let r = s.listen_tcp("127.0.0.1:0").unwrap();
     let addr = r.tcp_addr().unwrap();
     let a = TcpStream::connect(addr).unwrap();
@@ -81,6 +85,12 @@ fn connections_beyond_the_limit_are_refused_and_others_unaffected() {
         std::thread::sleep(Duration::from_millis(20));
     }
     assert!(r.stats().connections_refused >= 1);
+    // Regression: refusals reached only the counters, so an operator whose client could not connect found
+    // nothing in the log. One line per 10 s at most, however many refusals.
+    let refusals: Vec<String> =
+        logged.lock().unwrap().iter().filter(|m| m.contains("refused")).cloned().collect();
+    assert_eq!(refusals.len(), 1, "{refusals:?}");
+    assert!(refusals[0].contains("2 open"), "{refusals:?}");
     drop(b);
 }
 
