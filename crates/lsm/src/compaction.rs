@@ -180,6 +180,31 @@ impl std::fmt::Debug for OutputSink<'_> {
     }
 }
 
+/// An output whose entries are all added: (number, clip start, clip end, builder).
+type Done = (u64, Option<Vec<u8>>, Option<Vec<u8>>, TableBuilder);
+
+/// Adds the range tombstones clipped to the output's bounds, finishes the table and records it in `out`.
+fn finish_output(out: &mut Outputs, write_tombstones: Option<&Fragments>, d: Done) -> Result<()> {
+    let (n, lo, hi, mut b) = d;
+    if let Some(t) = write_tombstones {
+        b.add_tombstones(&t.clipped(lo.as_deref(), hi.as_deref()));
+    }
+    let (props, size) = b.finish()?;
+    out.bytes += size;
+    out.files.push(FileInfo {
+        number: n,
+        size,
+        smallest: props.smallest_key.clone(),
+        largest: props.largest_key.clone(),
+        smallest_seq: props.smallest_seq,
+        largest_seq: props.largest_seq,
+        num_entries: props.num_entries,
+        num_deletions: props.num_deletions,
+        num_range_dels: props.num_range_dels,
+    });
+    Ok(())
+}
+
 /// Writes the entries of `input` that survive into tables. Used by flush (one output, memtable input, nothing
 /// dropped but shadowed versions) and compaction.
 ///
@@ -203,8 +228,9 @@ pub fn write_outputs(
     let mut cur_key: Vec<u8> = Vec::new();
     let mut have_key = false;
     let mut last_seq_for_key = u64::MAX;
-    // Finished outputs: (number, clip start, clip end, builder).
-    type Done = (u64, Option<Vec<u8>>, Option<Vec<u8>>, TableBuilder);
+    // Cut outputs not yet finished: (number, clip start, clip end, builder). An output's clip end may still
+    // become open-ended until the next output starts, so it is finished then; at most one waits, and a
+    // compaction holds at most two output files open, however many it writes.
     let mut done: Vec<Done> = Vec::new();
     let mut created: Vec<u64> = Vec::new();
     // The lower clip bound of the next output: the key where the previous output was cut.
@@ -249,6 +275,10 @@ pub fn write_outputs(
             last_seq_for_key = p.seq;
             if !drop {
                 if builder.is_none() {
+                    // Before the next file is opened, so its descriptor is free.
+                    for d in done.drain(..) {
+                        finish_output(&mut out, write_tombstones, d)?;
+                    }
                     let n = (sink.new_number)();
                     created.push(n);
                     let f = sink
@@ -279,23 +309,8 @@ pub fn write_outputs(
             let f = sink.fs.open(&sink.dir.join(crate::filename::table_name(n)), vfs::OpenMode::CreateNew)?;
             done.push((n, None, None, TableBuilder::new(f, sink.table.clone())));
         }
-        for (n, lo, hi, mut b) in done.drain(..) {
-            if let Some(t) = write_tombstones {
-                b.add_tombstones(&t.clipped(lo.as_deref(), hi.as_deref()));
-            }
-            let (props, size) = b.finish()?;
-            out.bytes += size;
-            out.files.push(FileInfo {
-                number: n,
-                size,
-                smallest: props.smallest_key.clone(),
-                largest: props.largest_key.clone(),
-                smallest_seq: props.smallest_seq,
-                largest_seq: props.largest_seq,
-                num_entries: props.num_entries,
-                num_deletions: props.num_deletions,
-                num_range_dels: props.num_range_dels,
-            });
+        for d in done.drain(..) {
+            finish_output(&mut out, write_tombstones, d)?;
         }
         Ok(())
     })();

@@ -52,7 +52,10 @@ pub struct Options {
     pub compression: Compression,
     /// Block cache capacity in bytes (default 8 MiB, RocksDB 7.x's default cache).
     pub block_cache_size: usize,
-    /// Open tables kept (default 1000; RocksDB default is unlimited).
+    /// Files the engine may hold open (default 1000, as LevelDB; RocksDB's default is unlimited). As in both,
+    /// the table cache keeps 10 fewer tables open; and at open it is clipped to the process's open-file limit
+    /// (`RLIMIT_NOFILE`) less an eighth of that limit (RocksDB clips to the whole limit). See
+    /// [`table_cache::capacity`](crate::table_cache::capacity).
     pub max_open_files: usize,
     /// Start a new MANIFEST beyond this size (default 1 GiB as RocksDB's `max_manifest_file_size`).
     pub max_manifest_file_size: u64,

@@ -19,7 +19,7 @@ use crate::output_cut::OutputCut;
 use crate::rangedel::{self, RangeDelCounters};
 use crate::stats::Counters;
 use crate::table::TableOptions;
-use crate::table_cache::TableCache;
+use crate::table_cache::{self, TableCache};
 use crate::tombstones::Fragments;
 use crate::version::{Obsolete, VersionSet};
 use crate::wal::{LogReader, LogWriter};
@@ -65,7 +65,8 @@ impl Db {
         })?;
         let obsolete: Obsolete = Arc::new(Mutex::new(Vec::new()));
         let blocks = Arc::new(BlockCache::new(opts.block_cache_size));
-        let table_cache = Arc::new(TableCache::new(fs.clone(), dir.clone(), blocks, opts.max_open_files));
+        let tables = table_cache::capacity(opts.max_open_files, table_cache::process_open_file_limit());
+        let table_cache = Arc::new(TableCache::new(fs.clone(), dir.clone(), blocks, tables));
         let mut vs = VersionSet::new(fs.clone(), dir.clone(), obsolete.clone());
         vs.max_manifest_size = opts.max_manifest_file_size;
         let exists = fs.exists(&dir.join("CURRENT"))?;
