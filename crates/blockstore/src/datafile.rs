@@ -18,7 +18,7 @@
 //! 4-block compression unit that keeps small writes' compression ratio. Each unit is LZ4-compressed on its own
 //! and checksummed, so a read decompresses only the units it touches.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Condvar, Mutex};
 
@@ -49,7 +49,6 @@ pub struct RecoveredBatch {
 /// What the volume knows about one data file.
 #[derive(Debug)]
 struct FileState {
-    f: Arc<dyn File>,
     /// Bytes of batches (the footer, if any, follows).
     len: u64,
     /// Blocks put into the file by its batches.
@@ -78,13 +77,29 @@ pub struct DataFileInfo {
     pub sealed: bool,
 }
 
+/// Handles of data files other than the current one, least recently used closed first.
+#[derive(Debug, Default)]
+struct Handles {
+    open: HashMap<u32, (Arc<dyn File>, u64)>,
+    tick: u64,
+}
+
 /// The data files of one volume.
+///
+/// The current file's handle stays open; other files are only read, through a cache of at most `max_open`
+/// handles that reopens a closed one on demand (a read of a cold file pays one `open`). Keeping every file open
+/// ran the process out of descriptors once a volume held about `RLIMIT_NOFILE` × `data_file_bytes` of data
+/// (60 GiB at Linux's usual 1024 and the default 64 MiB). A reader that took a handle keeps it until done.
 #[derive(Debug)]
 pub struct DataFiles {
     fs: Arc<dyn Fs>,
     dir: PathBuf,
     files: BTreeMap<u32, FileState>,
     current: u32,
+    /// The current file's handle (`None` before the first file exists).
+    current_f: Option<Arc<dyn File>>,
+    handles: Mutex<Handles>,
+    max_open: usize,
     next_seq: u64,
     /// Bytes of batches appended since open.
     appended: u64,
@@ -125,21 +140,28 @@ impl DataFiles {
     /// below the synced length `durable` records for its file, is corruption.
     ///
     /// With `read_only` nothing is changed: files are opened read-only and a torn tail is left in place.
+    /// `max_open`: how many handles of files other than the current one stay open (at least one).
     pub fn open(
         fs: Arc<dyn Fs>,
         dir: &Path,
         after: u64,
         durable: SyncMark,
         read_only: bool,
+        max_open: usize,
     ) -> Result<(DataFiles, Vec<RecoveredBatch>)> {
+        let max_open = max_open.max(1);
         let mode = if read_only { OpenMode::ReadOnly } else { OpenMode::ReadWrite };
         let mut ids: Vec<u32> = fs.list_dir(dir)?.iter().filter_map(|n| parse_data_file_name(n)).collect();
         ids.sort_unstable();
         let mut files = BTreeMap::new();
         let mut batches = Vec::new();
         let mut last_seq = 0;
+        let mut current_f = None;
         for (i, &id) in ids.iter().enumerate() {
             let f = fs.open(&vfs::join(dir, &data_file_name(id)), mode)?;
+            if i + 1 == ids.len() {
+                current_f = Some(f.clone());
+            }
             let len = f.len()?;
             let footer = if len >= FOOTER_LEN as u64 {
                 let mut b = [0u8; FOOTER_LEN];
@@ -149,7 +171,6 @@ impl DataFiles {
                 None
             };
             let mut st = FileState {
-                f: f.clone(),
                 len: 0,
                 written_blocks: 0,
                 first_seq: 0,
@@ -245,6 +266,9 @@ impl DataFiles {
                 dir: dir.to_path_buf(),
                 files,
                 current,
+                current_f,
+                handles: Mutex::default(),
+                max_open,
                 next_seq,
                 appended: 0,
                 early: Arc::default(),
@@ -298,8 +322,9 @@ impl DataFiles {
             let id = self.current + 1;
             let f = self.fs.open(&vfs::join(&self.dir, &data_file_name(id)), OpenMode::CreateNew)?;
             self.fs.sync_dir(&self.dir)?;
+            // The sealed file is read through the handle cache from now on.
+            self.current_f = Some(f);
             let st = FileState {
-                f,
                 len: 0,
                 written_blocks: 0,
                 first_seq: 0,
@@ -339,7 +364,8 @@ impl DataFiles {
         self.appended += end - st.len;
         st.len = end;
         self.next_seq += 1;
-        Ok(PendingBatch { file: self.current, f: st.f.clone(), base, head, units_start, units, ops })
+        let f = self.current_f.clone().ok_or_else(|| Error::Corruption("no current file handle".into()))?;
+        Ok(PendingBatch { file: self.current, f, base, head, units_start, units, ops })
     }
 
     /// Where the batches end: the current file and its length (a `SyncMark` after [`DataFiles::sync`]).
@@ -351,7 +377,7 @@ impl DataFiles {
     /// It writes back data ahead of the sync a journal reset makes under the volume lock (which then finds little
     /// left to write) and claims nothing: only [`sync`](Self::sync) makes batches count as durable.
     pub fn early_sync(&self) {
-        let Some(st) = self.files.get(&self.current) else { return };
+        let Some(f) = self.current_f.clone() else { return };
         {
             let mut g = self.early.state.lock().unwrap_or_else(|p| p.into_inner());
             if g.running || g.failed.is_some() {
@@ -359,7 +385,7 @@ impl DataFiles {
             }
             g.running = true;
         }
-        let (f, early) = (st.f.clone(), self.early.clone());
+        let early = self.early.clone();
         let spawned = std::thread::Builder::new().name("blockstore-sync".into()).spawn(move || {
             let r = f.sync_data();
             let mut g = early.state.lock().unwrap_or_else(|p| p.into_inner());
@@ -391,8 +417,9 @@ impl DataFiles {
         self.settle_early_sync()?;
         if let Some(st) = self.files.get_mut(&self.current)
             && st.unsynced
+            && let Some(f) = &self.current_f
         {
-            st.f.sync_data()?;
+            f.sync_data()?;
             st.unsynced = false;
         }
         Ok(())
@@ -413,8 +440,9 @@ impl DataFiles {
             written_blocks: st.written_blocks,
             batches: st.batches,
         };
-        st.f.write_all_at(&ft.encode(), st.len)?;
-        st.f.sync_data()?;
+        let f = self.current_f.as_ref().ok_or_else(|| Error::Corruption("no current file handle".into()))?;
+        f.write_all_at(&ft.encode(), st.len)?;
+        f.sync_data()?;
         st.sealed = true;
         Ok(())
     }
@@ -427,7 +455,7 @@ impl DataFiles {
     /// The handle of data file `id`, for reads outside the volume lock (data files are append-only, and a file
     /// is removed only once nothing references it).
     pub fn handle(&self, id: u32) -> Result<Arc<dyn File>> {
-        self.file(id).cloned()
+        self.file(id)
     }
 
     /// Whether data file `id` exists.
@@ -473,9 +501,11 @@ impl DataFiles {
         self.files
             .iter()
             .map(|(&id, st)| {
+                // A sealed file is its batches and the footer after them; no need to open it.
+                let bytes = if st.sealed { st.len + FOOTER_LEN as u64 } else { self.file(id)?.len()? };
                 Ok(DataFileInfo {
                     id,
-                    bytes: st.f.len()?,
+                    bytes,
                     written_blocks: st.written_blocks,
                     live_blocks: live(id),
                     sealed: st.sealed,
@@ -487,6 +517,7 @@ impl DataFiles {
     /// Forgets data file `id` without deleting it (read-only inspection of a file an interrupted collection left).
     pub fn forget(&mut self, id: u32) {
         self.files.remove(&id);
+        self.lock_handles().open.remove(&id);
     }
 
     /// Deletes data file `id`. The caller syncs the directory. REQUIRES: nothing durable references it.
@@ -495,16 +526,47 @@ impl DataFiles {
             return Err(Error::InvalidArgument(format!("data file {id} is the current file")));
         }
         if self.files.remove(&id).is_some() {
+            self.lock_handles().open.remove(&id);
             self.fs.remove_file(&vfs::join(&self.dir, &data_file_name(id)))?;
         }
         Ok(())
     }
 
-    fn file(&self, id: u32) -> Result<&Arc<dyn File>> {
-        self.files
-            .get(&id)
-            .map(|st| &st.f)
-            .ok_or_else(|| Error::Corruption(format!("index names missing data file {id}")))
+    fn lock_handles(&self) -> std::sync::MutexGuard<'_, Handles> {
+        self.handles.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The handle of data file `id`: the current file's, or one from the handle cache, which opens the file again
+    /// (read-only) if it was closed, after closing the least recently used handle when `max_open` are open.
+    fn file(&self, id: u32) -> Result<Arc<dyn File>> {
+        if id == self.current
+            && let Some(f) = &self.current_f
+        {
+            return Ok(f.clone());
+        }
+        if !self.files.contains_key(&id) {
+            return Err(Error::Corruption(format!("index names missing data file {id}")));
+        }
+        let mut h = self.lock_handles();
+        h.tick += 1;
+        let tick = h.tick;
+        if let Some((f, used)) = h.open.get_mut(&id) {
+            *used = tick;
+            return Ok(f.clone());
+        }
+        if h.open.len() >= self.max_open
+            && let Some((&lru, _)) = h.open.iter().min_by_key(|(_, (_, used))| *used)
+        {
+            h.open.remove(&lru);
+        }
+        let f = self.fs.open(&vfs::join(&self.dir, &data_file_name(id)), OpenMode::ReadOnly)?;
+        h.open.insert(id, (f.clone(), tick));
+        Ok(f)
+    }
+
+    /// Handles of files other than the current one open in the cache now.
+    pub fn open_handles(&self) -> usize {
+        self.lock_handles().open.len()
     }
 }
 
@@ -670,7 +732,7 @@ mod tests {
         let faults = Arc::new(FaultFs::new(Arc::new(MemFs::new())));
         let fs: Arc<dyn Fs> = faults.clone();
         fs.create_dir_all(Path::new("/d")).unwrap();
-        let (mut data, _) = DataFiles::open(fs, Path::new("/d"), 0, SyncMark::default(), false).unwrap();
+        let (mut data, _) = DataFiles::open(fs, Path::new("/d"), 0, SyncMark::default(), false, 4).unwrap();
         let block = vec![7u8; BLOCK_SIZE];
         data.append_batch(1, &[], &[Cw::new(0, &block)], 1 << 20).unwrap();
         faults.inject(Fault::after(Op::Sync, 0, FaultKind::Eio).on_paths("data-").once());
@@ -685,12 +747,45 @@ mod tests {
     fn early_syncs_do_not_fail_later_ones() {
         let fs: Arc<dyn Fs> = Arc::new(MemFs::new());
         fs.create_dir_all(Path::new("/d")).unwrap();
-        let (mut data, _) = DataFiles::open(fs, Path::new("/d"), 0, SyncMark::default(), false).unwrap();
+        let (mut data, _) = DataFiles::open(fs, Path::new("/d"), 0, SyncMark::default(), false, 4).unwrap();
         let block = vec![7u8; BLOCK_SIZE];
         for i in 0..3 {
             data.append_batch(i + 1, &[], &[Cw::new(i, &block)], 1 << 20).unwrap();
             data.early_sync();
         }
         data.sync().unwrap();
+    }
+
+    #[test]
+    fn handles_of_sealed_files_stay_within_max_open_and_reopen_on_demand() {
+        let fs: Arc<dyn Fs> = Arc::new(MemFs::new());
+        fs.create_dir_all(Path::new("/d")).unwrap();
+        let (mut data, _) =
+            DataFiles::open(fs.clone(), Path::new("/d"), 0, SyncMark::default(), false, 3).unwrap();
+        // A 1-byte file size seals every file after one batch: ten files, each holding block i.
+        let mut locs = Vec::new();
+        for i in 0..10u64 {
+            let block = vec![i as u8; BLOCK_SIZE];
+            let (_, ops) = data.append_batch(i + 1, &[], &[Cw::new(i, &block)], 1).unwrap();
+            let BatchOp::Put { unit_offset, stored_len, unit_blocks, block_in_unit, .. } = ops[0] else {
+                panic!("a batch of one CW holds one put");
+            };
+            locs.push(Location { file: data.current(), unit_offset, stored_len, unit_blocks, block_in_unit });
+        }
+        data.sync().unwrap();
+        for round in 0..2 {
+            for (i, loc) in locs.iter().enumerate() {
+                assert_eq!(
+                    data.read_unit(loc).unwrap()[..BLOCK_SIZE],
+                    vec![i as u8; BLOCK_SIZE][..],
+                    "{round}"
+                );
+                assert!(data.open_handles() <= 3, "{} handles open", data.open_handles());
+            }
+        }
+        data.remove(locs[0].file).unwrap();
+        assert!(data.read_unit(&locs[0]).is_err(), "a removed file is not reopened");
+        let (reopened, _) = DataFiles::open(fs, Path::new("/d"), 0, SyncMark::default(), true, 3).unwrap();
+        assert_eq!(reopened.open_handles(), 0, "open keeps only the current file's handle");
     }
 }

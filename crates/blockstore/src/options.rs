@@ -10,6 +10,13 @@ pub const BLOCK_SIZE: usize = 4096;
 /// byte offsets as signed 64-bit integers; a larger volume could be created but never served.
 pub const MAX_VOLUME_SIZE: u64 = nbd::protocol::MAX_EXPORT_SIZE / BLOCK_SIZE as u64 * BLOCK_SIZE as u64;
 
+/// How many data-file handles a volume keeps open: `max_open_data_files`, and at most a quarter of the process's
+/// open-file limit `process_limit`; at least one.
+pub(crate) fn open_data_files(max_open_data_files: usize, process_limit: Option<u64>) -> usize {
+    let quarter = process_limit.map_or(usize::MAX, |l| usize::try_from(l / 4).unwrap_or(usize::MAX));
+    max_open_data_files.min(quarter).max(1)
+}
+
 /// Options of a store. Defaults follow the paper (§2.1: 512 KiB segment cache, 4-block compression units).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Options {
@@ -61,6 +68,11 @@ pub struct Options {
     /// client (fio, a database's page reads) would decode 512 KiB on average with 1 MiB units. 128 KiB, the
     /// common largest request size, keeps long sequential writes at a few index entries per MiB.
     pub max_unit_blocks: u32,
+    /// Data files other than the current one whose handles stay open; a read of another one opens it again
+    /// (closing the least recently used). Clipped at open to a quarter of the process's open-file limit, which
+    /// the volume shares with the journal, clients' sockets and other volumes. Default 256 (16 GiB of data
+    /// files at the default size); at least 1.
+    pub max_open_data_files: usize,
     /// Options of the RASK index of each volume (the paper's defaults).
     pub index: rask::Options,
 }
@@ -78,6 +90,7 @@ impl Default for Options {
             flush_in_background: true,
             gc_in_background: true,
             max_unit_blocks: 32,
+            max_open_data_files: 256,
             index: rask::Options::default(),
         }
     }
@@ -114,6 +127,25 @@ impl Options {
         if !(4..=4096).contains(&self.max_unit_blocks) {
             return bad(format!("max_unit_blocks {} is outside 4..=4096", self.max_unit_blocks));
         }
+        if self.max_open_data_files == 0 {
+            return bad("max_open_data_files must be at least 1".into());
+        }
         self.index.validate().map_err(|e| Error::InvalidArgument(e.to_string()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn open_data_files_leave_the_process_three_quarters_of_its_limit() {
+        assert_eq!(open_data_files(256, None), 256);
+        assert_eq!(open_data_files(256, Some(1 << 20)), 256);
+        assert_eq!(open_data_files(256, Some(1024)), 256);
+        assert_eq!(open_data_files(256, Some(128)), 32);
+        assert_eq!(open_data_files(256, Some(2)), 1, "at least one");
+        let zero = Options { max_open_data_files: 0, ..Options::default() };
+        assert!(matches!(zero.validate(), Err(Error::InvalidArgument(_))));
     }
 }

@@ -32,7 +32,7 @@ pub mod torn;
 pub use crash::{CrashFs, CrashMode, CrashPoint, CrashStats, SECTOR_SIZE, is_crash_point};
 pub use fault::{Fault, FaultFs, FaultKind, Op, Trigger};
 pub use mem::MemFs;
-pub use os::OsFs;
+pub use os::{OsFs, open_file_limit};
 pub use overlay::OverlayFs;
 
 /// The result type of every storage call.

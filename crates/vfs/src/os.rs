@@ -10,6 +10,15 @@ use std::sync::Arc;
 
 use crate::{File, FileLock, Fs, OpenMode, Result};
 
+/// The process's soft limit on open files (`RLIMIT_NOFILE`), or `None` when it is unlimited or unknown. Engines
+/// that keep files open size their handle caches from it, so they leave the rest of the process room.
+pub fn open_file_limit() -> Option<u64> {
+    let mut r = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: getrlimit only writes the `rlimit` it is given, which is a valid, exclusively borrowed local.
+    let rc = unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut r) };
+    (rc == 0 && r.rlim_cur != libc::RLIM_INFINITY).then_some(r.rlim_cur)
+}
+
 /// The real file system. Paths are used as given.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct OsFs;
@@ -173,6 +182,13 @@ impl File for OsFile {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_open_file_limit_covers_the_files_open_now() {
+        // The test process holds a few files (standard streams at least), so a limit it reports is above that.
+        let open = std::fs::read_dir("/proc/self/fd").map_or(3, |d| d.count() as u64);
+        assert!(open_file_limit().is_none_or(|l| l >= open), "{:?} < {open}", open_file_limit());
+    }
 
     #[test]
     fn positional_io_and_lock() {

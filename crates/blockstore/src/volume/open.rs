@@ -13,6 +13,7 @@ use crate::cache::SegmentCache;
 use crate::datafile::DataFiles;
 use crate::format::{Checkpoint, META_VERSION, SyncMark, VolumeMeta};
 use crate::journal::{Journal, JournalOp};
+use crate::options::open_data_files;
 use crate::stats::Stats;
 use crate::{BLOCK_SIZE, Error, Options, Result};
 
@@ -107,7 +108,8 @@ impl Volume {
         } else {
             SyncMark::default()
         };
-        let (mut data, batches) = DataFiles::open(fs.clone(), &dir, after, durable, read_only)?;
+        let max_open = open_data_files(opts.max_open_data_files, vfs::open_file_limit());
+        let (mut data, batches) = DataFiles::open(fs.clone(), &dir, after, durable, read_only, max_open)?;
         let mut last_journal_seq = 0;
         let mut checkpoint_len = 0;
         if let Some(c) = &ckpt {

@@ -65,7 +65,7 @@ impl Db {
         })?;
         let obsolete: Obsolete = Arc::new(Mutex::new(Vec::new()));
         let blocks = Arc::new(BlockCache::new(opts.block_cache_size));
-        let tables = table_cache::capacity(opts.max_open_files, table_cache::process_open_file_limit());
+        let tables = table_cache::capacity(opts.max_open_files, vfs::open_file_limit());
         let table_cache = Arc::new(TableCache::new(fs.clone(), dir.clone(), blocks, tables));
         let mut vs = VersionSet::new(fs.clone(), dir.clone(), obsolete.clone());
         vs.max_manifest_size = opts.max_manifest_file_size;
