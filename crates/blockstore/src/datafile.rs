@@ -501,11 +501,9 @@ impl DataFiles {
         self.files
             .iter()
             .map(|(&id, st)| {
-                // A sealed file is its batches and the footer after them; no need to open it.
-                let bytes = if st.sealed { st.len + FOOTER_LEN as u64 } else { self.file(id)?.len()? };
                 Ok(DataFileInfo {
                     id,
-                    bytes,
+                    bytes: self.file_bytes(id)?,
                     written_blocks: st.written_blocks,
                     live_blocks: live(id),
                     sealed: st.sealed,
@@ -562,6 +560,20 @@ impl DataFiles {
         let f = self.fs.open(&vfs::join(&self.dir, &data_file_name(id)), OpenMode::ReadOnly)?;
         h.open.insert(id, (f.clone(), tick));
         Ok(f)
+    }
+
+    /// Bytes of data file `id` on disk. A sealed file is its batches and the footer after them, so it need not
+    /// be opened.
+    pub fn file_bytes(&self, id: u32) -> Result<u64> {
+        match self.files.get(&id) {
+            Some(st) if st.sealed => Ok(st.len + FOOTER_LEN as u64),
+            _ => Ok(self.file(id)?.len()?),
+        }
+    }
+
+    /// How many handles of files other than the current one the cache keeps open.
+    pub fn max_open(&self) -> usize {
+        self.max_open
     }
 
     /// Handles of files other than the current one open in the cache now.

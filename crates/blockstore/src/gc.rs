@@ -196,14 +196,18 @@ fn read_pieces(plan: &Plan) -> Result<Vec<(BlockRange, Location, Vec<u8>)>> {
 impl State {
     fn plan_gc(&mut self, pct: u32, auto: bool) -> Result<Option<Plan>> {
         let budget = (self.opts.data_file_bytes / BLOCK_SIZE as u64).max(1);
+        // A round holds a handle on every victim it copies from, so it copies from no more files than the data
+        // files' handle cache keeps open; emptied files need no handle, and any number of them go at once.
+        let max_read = self.data.max_open();
         let mut victims = Vec::new();
-        let mut copy = 0u64;
+        let (mut copy, mut read) = (0u64, 0usize);
         for (id, live, _) in self.gc_candidates(pct, auto) {
-            if !victims.is_empty() && copy + live > budget {
+            if !victims.is_empty() && (copy + live > budget || (live > 0 && read == max_read)) {
                 break;
             }
             victims.push(id);
             copy += live;
+            read += usize::from(live > 0);
         }
         if victims.is_empty() {
             return Ok(None);
@@ -211,8 +215,10 @@ impl State {
         let pieces: Vec<(BlockRange, Location)> =
             self.index.iter().filter(|(_, loc)| victims.contains(&loc.file)).collect();
         let mut handles = HashMap::new();
-        for &v in &victims {
-            handles.insert(v, self.data.handle(v)?);
+        for &(_, loc) in &pieces {
+            if let std::collections::hash_map::Entry::Vacant(e) = handles.entry(loc.file) {
+                e.insert(self.data.handle(loc.file)?);
+            }
         }
         Ok(Some(Plan { victims, pieces, handles }))
     }
@@ -266,7 +272,7 @@ impl State {
         if !victims.is_empty() {
             self.checkpoint(&victims)?;
             for &v in &victims {
-                report.bytes_removed += self.data.handle(v)?.len()?;
+                report.bytes_removed += self.data.file_bytes(v)?;
                 self.data.remove(v)?;
                 self.live.remove(&v);
                 report.files_removed += 1;
