@@ -190,6 +190,21 @@ pub mod errno {
     pub const ENOTSUP: u32 = 95;
     /// Server is shutting down.
     pub const ESHUTDOWN: u32 = 108;
+
+    /// The value's name as proto.md spells it (`NBD_ENOSPC`), for logs; `NBD_E?` for a value it does not define.
+    pub fn name(e: u32) -> &'static str {
+        match e {
+            EPERM => "NBD_EPERM",
+            EIO => "NBD_EIO",
+            ENOMEM => "NBD_ENOMEM",
+            EINVAL => "NBD_EINVAL",
+            ENOSPC => "NBD_ENOSPC",
+            EOVERFLOW => "NBD_EOVERFLOW",
+            ENOTSUP => "NBD_ENOTSUP",
+            ESHUTDOWN => "NBD_ESHUTDOWN",
+            _ => "NBD_E?",
+        }
+    }
 }
 
 /// The `base:allocation` metadata context: its name and status flags.

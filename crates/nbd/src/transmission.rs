@@ -333,8 +333,9 @@ fn execute(sh: &Shared, job: Job) {
             && !sh.device_failure_logged.swap(true, Ordering::Relaxed)
         {
             log(&format!(
-                "transmission: the device failed a request: {e} (answered NBD error {errno}; later failures on \
-                 this connection are counted in device_errors, not logged)"
+                "transmission: the device failed a request: {e} (answered {}; later failures on this \
+                 connection are counted in device_errors, not logged)",
+                crate::protocol::errno::name(errno)
             ));
         }
         sh.reply_err(cookie, errno, &e.to_string());

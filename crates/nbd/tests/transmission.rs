@@ -369,7 +369,10 @@ fn device_errors_become_nbd_errors() {
         .cloned()
         .collect();
     assert_eq!(failures.len(), 2, "{failures:?}");
-    assert!(failures.iter().all(|m| m.contains("checksum mismatch")), "{failures:?}");
+    assert!(
+        failures.iter().all(|m| m.contains("checksum mismatch") && m.contains("NBD_EIO")),
+        "{failures:?}"
+    );
 }
 
 #[test]
