@@ -8,23 +8,12 @@ use blockstore::{BLOCK_SIZE, Options, Store};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
-/// Lowers the soft open-file limit to `n` (the hard limit stays).
-fn lower_open_file_limit(n: u64) {
-    let mut r = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
-    // SAFETY: getrlimit and setrlimit read and write only the `rlimit` given, a valid local.
-    unsafe {
-        assert_eq!(libc::getrlimit(libc::RLIMIT_NOFILE, &mut r), 0);
-        r.rlim_cur = n.min(r.rlim_max);
-        assert_eq!(libc::setrlimit(libc::RLIMIT_NOFILE, &r), 0);
-    }
-}
-
 #[test]
 fn regression_more_data_files_than_the_open_file_limit_allows_keep_working() {
     // Every data file stayed open for the volume's lifetime: at the default 64 MiB per file and Linux's usual
     // limit of 1024, a volume holding about 60 GiB of data failed every write with "Too many open files".
     // Scaled down: 64 KiB files, a limit of 128, 300 files and more, then garbage collection over them.
-    lower_open_file_limit(128);
+    testkit::lower_open_file_limit(128);
     let dir = tempfile::tempdir().unwrap();
     let fs: Arc<dyn vfs::Fs> = Arc::new(vfs::OsFs::new());
     let opts = Options {

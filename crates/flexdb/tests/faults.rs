@@ -102,12 +102,7 @@ fn damaged_table_bytes_are_reported_as_corruption() {
     let snapshot = vfs::read_all(mem.as_ref(), &dir.join("table/flexfile.data")).unwrap();
     let mut corrupted = 0;
     for at in (0..snapshot.len() as u64).step_by(97) {
-        let fs: Arc<dyn vfs::Fs> = Arc::new(vfs::MemFs::new());
-        for name in fs_files(mem.as_ref(), dir) {
-            let data = vfs::read_all(mem.as_ref(), &name).unwrap();
-            fs.create_dir_all(name.parent().unwrap()).unwrap();
-            fs.open(&name, vfs::OpenMode::CreateTruncate).unwrap().write_all_at(&data, 0).unwrap();
-        }
+        let fs = copy_store(mem.as_ref(), dir);
         flip(fs.as_ref(), &dir.join("table/flexfile.data"), at);
         let r = Db::open(fs, dir, opts()).and_then(|db| {
             db.check(true)?;
@@ -122,6 +117,17 @@ fn damaged_table_bytes_are_reported_as_corruption() {
         }
     }
     assert!(corrupted > 0);
+}
+
+/// A copy of the store in `dir` on a fresh in-memory file system.
+fn copy_store(from: &dyn vfs::Fs, dir: &Path) -> Arc<dyn vfs::Fs> {
+    let fs: Arc<dyn vfs::Fs> = Arc::new(vfs::MemFs::new());
+    for name in fs_files(from, dir) {
+        let data = vfs::read_all(from, &name).unwrap();
+        fs.create_dir_all(name.parent().unwrap()).unwrap();
+        fs.open(&name, vfs::OpenMode::CreateTruncate).unwrap().write_all_at(&data, 0).unwrap();
+    }
+    fs
 }
 
 fn fs_files(fs: &dyn vfs::Fs, dir: &Path) -> Vec<std::path::PathBuf> {
@@ -273,12 +279,7 @@ fn regression_corruption_met_by_the_committer_is_reported_as_corruption() {
     let len = vfs::read_all(mem.as_ref(), &dir.join("table/flexfile.data")).unwrap().len() as u64;
     let mut met = 0;
     for at in (0..len).step_by(211) {
-        let fs: Arc<dyn vfs::Fs> = Arc::new(vfs::MemFs::new());
-        for name in fs_files(mem.as_ref(), dir) {
-            let data = vfs::read_all(mem.as_ref(), &name).unwrap();
-            fs.create_dir_all(name.parent().unwrap()).unwrap();
-            fs.open(&name, vfs::OpenMode::CreateTruncate).unwrap().write_all_at(&data, 0).unwrap();
-        }
+        let fs = copy_store(mem.as_ref(), dir);
         flip(fs.as_ref(), &dir.join("table/flexfile.data"), at);
         let Ok(db) = Db::open(fs, dir, opts()) else { continue };
         // Commits start as memtables fill, so the failure may answer a put before the flush.

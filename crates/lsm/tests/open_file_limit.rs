@@ -9,17 +9,6 @@ use lsm::{Db, Options, WriteOptions};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
-/// Lowers the soft open-file limit to `n` (the hard limit stays, so it could be raised again).
-fn lower_open_file_limit(n: u64) {
-    let mut r = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
-    // SAFETY: getrlimit and setrlimit read and write only the `rlimit` given, a valid local.
-    unsafe {
-        assert_eq!(libc::getrlimit(libc::RLIMIT_NOFILE, &mut r), 0);
-        r.rlim_cur = n.min(r.rlim_max);
-        assert_eq!(libc::setrlimit(libc::RLIMIT_NOFILE, &r), 0);
-    }
-}
-
 /// What the process holds open, by kind (tables counted together): the diagnosis when a test runs out.
 fn open_files() -> BTreeMap<String, usize> {
     let mut kinds = BTreeMap::new();
@@ -28,6 +17,20 @@ fn open_files() -> BTreeMap<String, usize> {
         *kinds.entry(if t.ends_with(".sst") { "tables".to_string() } else { t }).or_insert(0) += 1;
     }
     kinds
+}
+
+/// Puts `n` random keys with 60-byte values; the model of what the database holds.
+fn fill(db: &Db, seed: u64, n: u32) -> BTreeMap<Vec<u8>, Vec<u8>> {
+    let mut rng = SmallRng::seed_from_u64(testkit::seeds(&[seed])[0]);
+    let mut m = BTreeMap::new();
+    for i in 0..n {
+        let k = format!("k{:06}", rng.random_range(0..200_000)).into_bytes();
+        let v = format!("v{i}-{}", "x".repeat(60)).into_bytes();
+        db.put(&WriteOptions::default(), &k, &v)
+            .unwrap_or_else(|e| panic!("put {i}: {e}; open: {:?}", open_files()));
+        m.insert(k, v);
+    }
+    m
 }
 
 fn tables_in(dir: &std::path::Path) -> usize {
@@ -42,7 +45,7 @@ fn regression_more_tables_than_the_open_file_limit_allows_keep_working() {
     // With `max_open_files` at its default (1000) and the limit at 1024 (Linux's usual default), writes stopped
     // with "Too many open files" once the database held about 1000 tables. Scaled down: a limit of 256 and
     // several hundred tables.
-    lower_open_file_limit(256);
+    testkit::lower_open_file_limit(256);
     let dir = tempfile::tempdir().unwrap();
     let fs: Arc<dyn vfs::Fs> = Arc::new(vfs::OsFs::new());
     let opts = Options {
@@ -53,15 +56,7 @@ fn regression_more_tables_than_the_open_file_limit_allows_keep_working() {
         ..Options::default()
     };
     let db = Db::open(fs, dir.path(), opts).unwrap();
-    let w = WriteOptions::default();
-    let mut rng = SmallRng::seed_from_u64(testkit::seeds(&[11])[0]);
-    let mut m = BTreeMap::new();
-    for i in 0..30_000u32 {
-        let k = format!("k{:06}", rng.random_range(0..200_000)).into_bytes();
-        let v = format!("v{i}-{}", "x".repeat(60)).into_bytes();
-        db.put(&w, &k, &v).unwrap_or_else(|e| panic!("put {i}: {e}; open: {:?}", open_files()));
-        m.insert(k, v);
-    }
+    let m = fill(&db, 11, 30_000);
     db.flush().unwrap();
     let tables = tables_in(dir.path());
     assert!(tables > 300, "only {tables} tables: the limit was never tested");
@@ -78,7 +73,7 @@ fn regression_a_compaction_writing_many_tables_keeps_few_open() {
     // A compaction kept every output it wrote open until its end (to clip range tombstones to the outputs'
     // final bounds), so one compaction writing more tables than the limit failed: the bulk load that compacts
     // once at the end did exactly that.
-    lower_open_file_limit(256);
+    testkit::lower_open_file_limit(256);
     let dir = tempfile::tempdir().unwrap();
     let fs: Arc<dyn vfs::Fs> = Arc::new(vfs::OsFs::new());
     let opts = Options {
@@ -89,16 +84,8 @@ fn regression_a_compaction_writing_many_tables_keeps_few_open() {
         ..Options::default()
     };
     let db = Db::open(fs, dir.path(), opts).unwrap();
-    let w = WriteOptions::default();
-    let mut rng = SmallRng::seed_from_u64(testkit::seeds(&[12])[0]);
-    let mut m = BTreeMap::new();
-    for i in 0..20_000u32 {
-        let k = format!("k{:06}", rng.random_range(0..200_000)).into_bytes();
-        let v = format!("v{i}-{}", "x".repeat(60)).into_bytes();
-        db.put(&w, &k, &v).unwrap();
-        m.insert(k, v);
-    }
-    db.delete_range(&w, b"k100000", b"k100500").unwrap();
+    let mut m = fill(&db, 12, 20_000);
+    db.delete_range(&WriteOptions::default(), b"k100000", b"k100500").unwrap();
     m.retain(|k, _| !(&k[..] >= b"k100000" && &k[..] < b"k100500"));
     db.flush().unwrap();
     db.compact_range(None, None).unwrap_or_else(|e| panic!("{e}; open: {:?}", open_files()));

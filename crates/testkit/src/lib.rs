@@ -1,4 +1,5 @@
-//! What RangeDB's randomized tests share: which seeds they run and how long, from the environment.
+//! What RangeDB's tests share: which seeds randomized tests run and how long, from the environment, and a way
+//! to run short of file descriptors.
 //!
 //! - `RANGEDB_SEED=N` runs one seed, `N`, instead of a test's defaults: the seed a failing test printed.
 //! - `RANGEDB_TEST_SCALE=K` multiplies a test's steps by `K` (default 1): longer hunts for rare bugs.
@@ -25,6 +26,21 @@ pub fn seeds(defaults: &[u64]) -> Vec<u64> {
 /// Panics when `RANGEDB_TEST_SCALE` is set but not a positive integer.
 pub fn scale() -> usize {
     parse_scale(std::env::var(SCALE_VAR).ok().as_deref())
+}
+
+/// Lowers the process's soft limit on open files (`RLIMIT_NOFILE`) to `n`, or to the hard limit if that is
+/// lower; the hard limit stays, so it could be raised again. It applies to the whole process: a test that calls
+/// it belongs in a test binary of its own, or tests running beside it in the same process run short too.
+///
+/// Panics when the limit cannot be read or set.
+pub fn lower_open_file_limit(n: u64) {
+    let mut r = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: getrlimit and setrlimit read and write only the `rlimit` given, a valid, exclusively borrowed local.
+    unsafe {
+        assert_eq!(libc::getrlimit(libc::RLIMIT_NOFILE, &mut r), 0, "getrlimit");
+        r.rlim_cur = n.min(r.rlim_max);
+        assert_eq!(libc::setrlimit(libc::RLIMIT_NOFILE, &r), 0, "setrlimit");
+    }
 }
 
 fn parse_seeds(var: Option<&str>, defaults: &[u64]) -> Vec<u64> {
