@@ -4,6 +4,9 @@ use std::time::Duration;
 
 use crate::error::{Error, Result};
 
+/// A sink for the server's one-line diagnostics for operators (see [`crate::Server::with_log`]).
+pub type LogFn = dyn Fn(&str) + Send + Sync;
+
 /// Options of a [`crate::Server`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ServerOptions {

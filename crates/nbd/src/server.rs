@@ -17,7 +17,7 @@ use std::thread::JoinHandle;
 use crate::error::{Error, Result};
 use crate::export::Exports;
 use crate::handshake::{self, Outcome};
-use crate::options::ServerOptions;
+use crate::options::{LogFn, ServerOptions};
 use crate::stats::{Stats, StatsSnapshot};
 use crate::stream::Stream;
 use crate::transmission::{self, End};
@@ -38,9 +38,6 @@ pub struct Server {
     stats: Arc<Stats>,
     log: Option<Arc<LogFn>>,
 }
-
-/// A sink for one-line session diagnostics (why a session ended abnormally).
-pub type LogFn = dyn Fn(&str) + Send + Sync;
 
 impl std::fmt::Debug for Server {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

@@ -23,12 +23,11 @@ use std::sync::{Arc, Mutex, mpsc};
 
 use crate::budget::Budget;
 use crate::handshake::{Negotiated, read_or_eof};
-use crate::options::ServerOptions;
+use crate::options::{LogFn, ServerOptions};
 use crate::protocol::{
     REQUEST_LEN, Request, base_allocation, chunk_header, cmd, cmd_flags, errno, error_chunk, reply,
     simple_reply, tx_flags,
 };
-use crate::server::LogFn;
 use crate::stats::Stats;
 use crate::stream::Stream;
 use crate::validate::validate;
