@@ -24,7 +24,13 @@ pub fn validate_volume_name(name: &str) -> Result<()> {
         && name.len() <= 255
         && !name.starts_with('.')
         && name.bytes().all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b));
-    if ok { Ok(()) } else { Err(Error::InvalidArgument(format!("bad volume name {name:?}"))) }
+    if ok {
+        Ok(())
+    } else {
+        Err(Error::InvalidArgument(format!(
+            "bad volume name {name:?}: use 1 to 255 ASCII letters, digits, '.', '_' or '-', not starting with '.'"
+        )))
+    }
 }
 
 impl Store {
@@ -106,6 +112,21 @@ impl Store {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn bad_volume_names_are_refused_with_the_rule() {
+        let long = "x".repeat(256);
+        for name in ["", ".", "..", ".hidden", "../x", "a/b", "a b", "é", long.as_str()] {
+            let err = validate_volume_name(name).unwrap_err();
+            assert!(
+                matches!(err, Error::InvalidArgument(ref m) if m.contains("ASCII letters, digits")),
+                "{err}"
+            );
+        }
+        for name in ["default", "LOCK", "v-1.img", "a_b", &"x".repeat(255)] {
+            validate_volume_name(name).unwrap();
+        }
+    }
 
     #[test]
     fn regression_a_volume_too_large_to_serve_is_refused_and_the_largest_works_to_its_last_block() {
