@@ -392,12 +392,15 @@ impl Db {
         if ranged {
             inner.table_epoch.fetch_add(1, Ordering::SeqCst);
         }
+        if let Err(e) = &r {
+            // Part of the batch may be applied: writes and reads stop, before the memtable lock is released so
+            // that no reader sees the part. Reopening replays the logged batch whole.
+            inner.record_bg(e);
+            inner.reads_stopped.store(true, Ordering::SeqCst);
+        }
         drop(m);
         if let Err(e) = &r {
-            // Part of the batch may be applied; writes and reads stop, and reopening replays the logged batch
-            // whole.
             inner.set_bg(e);
-            inner.reads_stopped.store(true, Ordering::SeqCst);
             return r;
         }
         if inner.mem.read().bytes >= inner.opts.memtable_bytes {
@@ -535,6 +538,7 @@ impl Inner {
     }
 
     /// Refuses reads after a batch failed part-way. A load of a flag that is almost never set.
+    /// REQUIRES: the memtable lock is held (read or write), under which a failed batch sets the flag.
     fn check_readable(&self) -> Result<()> {
         if self.reads_stopped.load(Ordering::Acquire) { self.check_bg() } else { Ok(()) }
     }
@@ -547,7 +551,9 @@ impl Inner {
         }
     }
 
-    fn set_bg(&self, e: &Error) {
+    /// Records `e` as the failure that stopped writes, unless one is recorded already. Takes only `bg_error`'s
+    /// lock, which is never held while taking another, so it may be called under any lock.
+    fn record_bg(&self, e: &Error) {
         let mut g = self.bg_error.lock();
         if g.is_none() {
             *g = Some(Arc::new(match e {
@@ -555,7 +561,11 @@ impl Inner {
                 e => e.duplicate(),
             }));
         }
-        drop(g);
+    }
+
+    /// [`Inner::record_bg`], then wakes everyone waiting for the committer.
+    fn set_bg(&self, e: &Error) {
+        self.record_bg(e);
         let _s = self.state.lock();
         self.cv.notify_all();
     }

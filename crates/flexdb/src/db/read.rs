@@ -22,11 +22,11 @@ impl Db {
     /// [`Db::get`], counted in the statistics only when `count` (snapshots read pre-images through it too).
     pub(super) fn read_current(&self, key: &[u8], count: bool) -> Result<Option<Vec<u8>>> {
         let inner = &self.inner;
-        inner.check_readable()?;
         let probe = ByteKey::probe(key);
         loop {
             let (imm, epoch) = {
                 let m = inner.mem.read();
+                inner.check_readable()?;
                 if let Some(v) = m.active.get(&probe) {
                     if count {
                         inner.c.memtable_hits.fetch_add(1, Ordering::Relaxed);
@@ -102,7 +102,6 @@ impl Db {
         use std::cmp::Ordering as O;
         use std::ops::Bound;
         let inner = &self.inner;
-        inner.check_readable()?;
         let bounds = (Bound::Included(start), end.map_or(Bound::Unbounded, Bound::Excluded));
         // `a` comes before `b` in scan order.
         let order = |a: &[u8], b: &[u8]| if reverse { b.cmp(a) } else { a.cmp(b) };
@@ -121,6 +120,7 @@ impl Db {
         };
         let (act, imm, epoch) = {
             let m = inner.mem.read();
+            inner.check_readable()?;
             let mut r = m.active.range::<[u8], _>(bounds);
             let act = if reverse { take(&mut r.rev()) } else { take(&mut r) };
             (act, m.imm.as_ref().map(|(t, _)| t.clone()), inner.table_epoch.load(Ordering::SeqCst))
