@@ -25,9 +25,10 @@
 //!
 //! Errors: a failed WAL append, a failed commit or a failed range delete makes the store refuse further writes
 //! with [`Error::Background`], which holds the first failure (an I/O error or corruption). Reads that the
-//! memtables answer keep working; reads that reach the table fail with the same error, because the FlexFile
-//! refuses service once an operation on it failed part-way (the committer updates it in place, so the table
-//! has no older version to fall back on, as an LSM tree's immutable files are). A batch that failed after
+//! memtables answer keep working; once a change to the table failed, reads that reach it fail with an
+//! `Error::Background` holding that failure, because the change may have stopped part-way (the committer
+//! updates the table in place, so it has no older version to fall back on, as an LSM tree's immutable files
+//! are). A batch that failed after
 //! part of it reached the memtable stops every read, so no reader sees half of it. Reopening recovers: the
 //! logs of the uncommitted memtables and the failed batch are replayed.
 

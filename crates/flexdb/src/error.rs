@@ -25,12 +25,13 @@ pub enum Error {
     #[error("invalid argument: {0}")]
     InvalidArgument(String),
     /// A commit or a log append failed earlier with the error inside (an I/O error or corruption); the store
-    /// refuses writes from then on, and reads that reach the table fail with it too (see [`crate::Db`]).
+    /// refuses writes from then on; reads that reach a table whose change failed get that failure this way
+    /// too (see [`crate::Db`]).
     /// Reopening recovers.
     #[error("background error, writes stopped: {0}")]
     Background(Arc<Error>),
-    /// The table file refuses service after an earlier failure. A store reports that failure instead, as
-    /// [`Error::Background`]; this is seen only from a bare [`crate::table::Table`].
+    /// The table's FlexFile refuses service after an earlier failure. The table and the store report that
+    /// failure instead, as [`Error::Background`].
     #[error("the table file is poisoned by an earlier failure; reopen it")]
     Poisoned,
 }

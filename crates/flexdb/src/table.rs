@@ -22,8 +22,8 @@
 mod commit;
 
 use std::path::Path;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
 
 use flexfile::{FlexFile, ReadAhead};
 use parking_lot::RwLock;
@@ -70,10 +70,11 @@ pub struct Table {
     max_bytes: u64,
     lock_bytes: u64,
     defrag: Defrag,
-    /// Set when a change (commit, range delete, sync) failed. The change may have stopped part-way, leaving the
-    /// index, the cache and the file out of step, so from then on every read and change is refused
-    /// ([`Error::Poisoned`]). Set before the failing change releases the index lock, and read under it.
-    failed: AtomicBool,
+    /// The failure of a change (commit, range delete, sync), once one failed. The change may have stopped
+    /// part-way, leaving the index, the cache and the file out of step, so from then on every read and change is
+    /// refused with it, as [`Error::Background`]. Set before the failing change releases the index lock, and read
+    /// under it.
+    failed: OnceLock<Arc<Error>>,
     /// Counters.
     pub stats: TableStats,
 }
@@ -168,7 +169,7 @@ impl Table {
             max_bytes: opts.interval_max_bytes,
             lock_bytes: opts.commit_lock_bytes,
             defrag: opts.defrag,
-            failed: AtomicBool::new(false),
+            failed: OnceLock::new(),
             stats,
         })
     }
@@ -255,17 +256,23 @@ impl Table {
         Ok(data)
     }
 
-    /// `Err(Poisoned)` once a change failed (see `failed`). REQUIRES: the index lock is held (either way), so a
-    /// change that failed part-way was marked before this reader could see its state.
+    /// The failure that stopped the table, once a change failed (see `failed`). REQUIRES: the index lock is held
+    /// (either way), so a change that failed part-way was marked before this reader could see its state.
     fn usable(&self) -> Result<()> {
-        if self.failed.load(Ordering::Acquire) { Err(Error::Poisoned) } else { Ok(()) }
+        match self.failed.get() {
+            Some(e) => Err(Error::Background(e.clone())),
+            None => Ok(()),
+        }
     }
 
-    /// Passes `r` on, marking the table failed if it is an error. REQUIRES: the index write lock is held if the
-    /// failed change could have touched the index or the cache.
+    /// Passes `r` on, marking the table failed with its error if it is one (the first failure stays).
+    /// REQUIRES: the index write lock is held if the failed change could have touched the index or the cache.
     fn mark<T>(&self, r: Result<T>) -> Result<T> {
-        if r.is_err() {
-            self.failed.store(true, Ordering::Release);
+        if let Err(e) = &r {
+            let _ = self.failed.set(Arc::new(match e {
+                Error::Background(inner) => inner.duplicate(),
+                e => e.duplicate(),
+            }));
         }
         r
     }
