@@ -557,10 +557,7 @@ impl Inner {
     fn record_bg(&self, e: &Error) {
         let mut g = self.bg_error.lock();
         if g.is_none() {
-            *g = Some(Arc::new(match e {
-                Error::Background(inner) => inner.duplicate(),
-                e => e.duplicate(),
-            }));
+            *g = Some(Arc::new(e.cause_copy()));
         }
     }
 

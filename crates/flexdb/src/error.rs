@@ -97,8 +97,17 @@ impl Error {
         }
     }
 
+    /// A copy of the failure itself, to keep and hand to later callers: a background error's cause, else this
+    /// error.
+    pub(crate) fn cause_copy(&self) -> Error {
+        match self {
+            Error::Background(cause) => cause.duplicate(),
+            e => e.duplicate(),
+        }
+    }
+
     /// A copy to hand to another caller. `io::Error` is not `Clone`: a copy keeps its kind and message.
-    pub(crate) fn duplicate(&self) -> Error {
+    fn duplicate(&self) -> Error {
         match self {
             Error::Io(e) => Error::Io(io::Error::new(e.kind(), e.to_string())),
             Error::Corruption { file, msg } => Error::Corruption { file, msg: msg.clone() },

@@ -269,10 +269,7 @@ impl Table {
     /// REQUIRES: the index write lock is held if the failed change could have touched the index or the cache.
     fn mark<T>(&self, r: Result<T>) -> Result<T> {
         if let Err(e) = &r {
-            let _ = self.failed.set(Arc::new(match e {
-                Error::Background(inner) => inner.duplicate(),
-                e => e.duplicate(),
-            }));
+            let _ = self.failed.set(Arc::new(e.cause_copy()));
         }
         r
     }

@@ -173,21 +173,28 @@ fn small_wal_files_are_replayed() {
     assert_eq!(db.get(b"a").unwrap(), Some(Vec::new()));
 }
 
+/// A store with `k00`..`k49` = "old" committed to the table, reopened through a [`FaultFs`] with nothing to
+/// replay, so no interval is cached and reads go to the table's file. Returns the file systems below and above
+/// the faults, and the store.
+fn fifty_old_keys_uncached() -> (Arc<dyn vfs::Fs>, Arc<FaultFs>, Db) {
+    let mem: Arc<dyn vfs::Fs> = Arc::new(vfs::MemFs::new());
+    let db = Db::open(mem.clone(), Path::new("db"), opts()).unwrap();
+    for i in 0..50 {
+        db.put(format!("k{i:02}").as_bytes(), b"old", WriteOptions::default()).unwrap();
+    }
+    db.flush().unwrap();
+    db.close().unwrap();
+    let ffs = Arc::new(FaultFs::new(mem.clone()));
+    let db = Db::open(ffs.clone(), Path::new("db"), opts()).unwrap();
+    (mem, ffs, db)
+}
+
 /// While a snapshot is live a write first reads the values it replaces; when that read fails, the write is
 /// rejected before anything is logged, so it changes nothing and the store keeps taking writes.
 #[test]
 fn a_failed_pre_image_read_rejects_the_write_and_changes_nothing() {
-    let mem: Arc<dyn vfs::Fs> = Arc::new(vfs::MemFs::new());
     let w = WriteOptions::default();
-    let db = Db::open(mem.clone(), Path::new("db"), opts()).unwrap();
-    for i in 0..50 {
-        db.put(format!("k{i:02}").as_bytes(), b"old", w).unwrap();
-    }
-    db.flush().unwrap();
-    db.close().unwrap();
-    // Reopened with nothing to replay, so no interval is cached: reads go to the table's file.
-    let ffs = Arc::new(FaultFs::new(mem.clone()));
-    let db = Db::open(ffs.clone(), Path::new("db"), opts()).unwrap();
+    let (mem, ffs, db) = fifty_old_keys_uncached();
     let snap = db.snapshot();
     let wal_before = db.stats().wal_bytes;
     ffs.inject(Fault::after(Op::Read, 0, FaultKind::Eio).on_paths("table").persistent());
@@ -302,17 +309,9 @@ fn regression_corruption_met_by_the_committer_is_reported_as_corruption() {
 #[test]
 fn regression_a_batch_that_failed_part_way_is_never_read_in_part() {
     use flexdb::wal::Op as W;
-    let mem: Arc<dyn vfs::Fs> = Arc::new(vfs::MemFs::new());
     let w = WriteOptions::default();
-    let db = Db::open(mem.clone(), Path::new("db"), opts()).unwrap();
-    for i in 0..50 {
-        db.put(format!("k{i:02}").as_bytes(), b"old", w).unwrap();
-    }
-    db.flush().unwrap();
-    db.close().unwrap();
-    // Reopened with nothing cached, so the range delete must read its boundary intervals from the file.
-    let ffs = Arc::new(FaultFs::new(mem.clone()));
-    let db = Db::open(ffs.clone(), Path::new("db"), opts()).unwrap();
+    // Nothing cached, so the range delete must read its boundary intervals from the file.
+    let (mem, ffs, db) = fifty_old_keys_uncached();
     db.put(b"other", b"in the memtable", w).unwrap();
     ffs.inject(Fault::after(Op::Read, 0, FaultKind::Eio).on_paths("table").persistent());
     let batch =
