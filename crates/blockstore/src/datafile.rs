@@ -104,6 +104,9 @@ pub struct DataFiles {
     /// Bytes of batches appended since open.
     appended: u64,
     early: Arc<EarlySync>,
+    /// A sync of a data file failed (one by [`early_sync`](Self::early_sync) is in `early`); see
+    /// [`sync_failed`](Self::sync_failed).
+    sync_failed: bool,
 }
 
 /// A sync of the current data file started ahead of need on a short-lived thread ([`DataFiles::early_sync`]).
@@ -118,7 +121,8 @@ struct EarlySync {
 #[derive(Debug, Default)]
 struct EarlyState {
     running: bool,
-    failed: Option<String>,
+    /// The failure's kind (so running out of space stays recognisable) and text.
+    failed: Option<(std::io::ErrorKind, String)>,
 }
 
 /// The file name of data file `n`.
@@ -272,6 +276,7 @@ impl DataFiles {
                 next_seq,
                 appended: 0,
                 early: Arc::default(),
+                sync_failed: false,
             },
             batches,
         ))
@@ -391,7 +396,7 @@ impl DataFiles {
             let mut g = early.state.lock().unwrap_or_else(|p| p.into_inner());
             g.running = false;
             if let Err(e) = r {
-                g.failed = Some(e.to_string());
+                g.failed = Some((e.kind(), e.to_string()));
             }
             early.done.notify_all();
         });
@@ -407,7 +412,9 @@ impl DataFiles {
             g = self.early.done.wait(g).unwrap_or_else(|p| p.into_inner());
         }
         match &g.failed {
-            Some(m) => Err(Error::Io(std::io::Error::other(format!("an early data-file sync failed: {m}")))),
+            Some((kind, m)) => {
+                Err(Error::Io(std::io::Error::new(*kind, format!("an early data-file sync failed: {m}"))))
+            }
             None => Ok(()),
         }
     }
@@ -419,10 +426,19 @@ impl DataFiles {
             && st.unsynced
             && let Some(f) = &self.current_f
         {
-            f.sync_data()?;
+            let r = f.sync_data();
+            self.sync_failed |= r.is_err();
+            r?;
             st.unsynced = false;
         }
         Ok(())
+    }
+
+    /// Whether a sync of a data file failed since open: the kernel may have dropped pages it could not write
+    /// while reads still see them, so the files' apparent contents can no longer be trusted without a reopen
+    /// after a power cycle.
+    pub fn sync_failed(&self) -> bool {
+        self.sync_failed || self.early.state.lock().unwrap_or_else(|p| p.into_inner()).failed.is_some()
     }
 
     /// Syncs the current file's batches, then writes its footer (once) and syncs that: a footer never becomes
@@ -442,7 +458,9 @@ impl DataFiles {
         };
         let f = self.current_f.as_ref().ok_or_else(|| Error::Corruption("no current file handle".into()))?;
         f.write_all_at(&ft.encode(), st.len)?;
-        f.sync_data()?;
+        let r = f.sync_data();
+        self.sync_failed |= r.is_err();
+        r?;
         st.sealed = true;
         Ok(())
     }
@@ -753,6 +771,26 @@ mod tests {
         assert!(matches!(data.sync(), Err(Error::Io(_))));
         assert!(matches!(data.sync(), Err(Error::Io(_))));
         assert_eq!(faults.injected_on(Op::Sync), 1);
+        assert!(data.sync_failed());
+    }
+
+    /// Regression (found by the randomized recovery test): an early sync that ran out of space was reported as a
+    /// plain I/O error, so the volume stopped as if the device had failed and NBD clients got EIO, not ENOSPC.
+    #[test]
+    fn regression_a_failed_early_sync_keeps_its_kind() {
+        let faults = Arc::new(FaultFs::new(Arc::new(MemFs::new())));
+        let fs: Arc<dyn Fs> = faults.clone();
+        fs.create_dir_all(Path::new("/d")).unwrap();
+        let (mut data, _) = DataFiles::open(fs, Path::new("/d"), 0, SyncMark::default(), false, 4).unwrap();
+        data.append_batch(1, &[], &[Cw::new(0, &vec![7u8; BLOCK_SIZE])], 1 << 20).unwrap();
+        assert!(!data.sync_failed());
+        faults.inject(Fault::after(Op::Sync, 0, FaultKind::NoSpace).on_paths("data-").once());
+        data.early_sync();
+        match data.sync() {
+            Err(Error::Io(e)) => assert!(vfs::is_out_of_space(&e), "{e}"),
+            other => panic!("{other:?}"),
+        }
+        assert!(data.sync_failed());
     }
 
     #[test]

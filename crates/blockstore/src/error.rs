@@ -35,10 +35,16 @@ pub enum Error {
     /// A volume of that name exists already.
     #[error("volume {0:?} exists already")]
     VolumeExists(String),
-    /// An earlier write-path I/O failure left the volume's in-memory state ahead of its files; the volume refuses
-    /// further writes until it is reopened (which recovers from the files).
-    #[error("the volume failed earlier and must be reopened: {0}")]
-    Poisoned(String),
+    /// An earlier write-path failure left the volume's in-memory state ahead of its files, so it refuses writes and
+    /// flushes until it recovers from them: by a reopen, by [`Volume::recover`](crate::Volume::recover), or by
+    /// itself after running out of space (see `Volume::recover`).
+    #[error("the volume stopped after a write-path failure{}: {message}", if *.no_space { " (out of space)" } else { "" })]
+    Poisoned {
+        /// The failure that stopped it.
+        message: String,
+        /// The failure was the file system running out of space or quota.
+        no_space: bool,
+    },
 }
 
 impl From<Error> for nbd::Error {
@@ -48,7 +54,29 @@ impl From<Error> for nbd::Error {
             Error::Corruption(m) => nbd::Error::Corruption(m),
             Error::InvalidArgument(m) => nbd::Error::InvalidArgument(m),
             Error::OutOfRange { offset, len, size } => nbd::Error::OutOfRange { offset, len, size },
+            // Clients treat ENOSPC apart from EIO (QEMU's default `werror=enospc` pauses the guest until the
+            // operator freed space, then retries): the volume recovers by itself once space is back.
+            e @ Error::Poisoned { no_space: true, .. } => {
+                nbd::Error::Io(io::Error::new(io::ErrorKind::StorageFull, e.to_string()))
+            }
             other => nbd::Error::Io(io::Error::other(other.to_string())),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use nbd::protocol::errno;
+
+    /// A volume stopped for lack of space answers NBD clients ENOSPC, which QEMU (`werror=enospc`) handles by
+    /// pausing the guest and retrying later, not EIO, which the guest takes as a failed disk.
+    #[test]
+    fn a_volume_stopped_for_lack_of_space_answers_enospc_over_nbd() {
+        let stopped = |no_space| Error::Poisoned { message: "full".into(), no_space };
+        assert_eq!(nbd::Error::from(stopped(true)).nbd_errno(), errno::ENOSPC);
+        assert_eq!(nbd::Error::from(stopped(false)).nbd_errno(), errno::EIO);
+        let full = Error::Io(io::Error::new(io::ErrorKind::StorageFull, "full"));
+        assert_eq!(nbd::Error::from(full).nbd_errno(), errno::ENOSPC);
     }
 }

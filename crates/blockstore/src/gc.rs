@@ -152,8 +152,7 @@ impl Shared {
         let mut s = self.drained();
         s.usable()?;
         let r = s.install_gc(&plan, copies);
-        let r = s.poison_on_err(r);
-        drop(s);
+        let r = self.stop_on_err(s, r);
         // The plan holds the last handles of the removed (already unlinked) files: closing them makes the kernel
         // drop their pages and free their blocks, ~5 % of a sequential write stream's time when it ran on the
         // writing thread. A short-lived thread does it instead; if it cannot be started, this thread does.

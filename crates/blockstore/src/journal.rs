@@ -66,6 +66,9 @@ pub struct Journal {
     last_seq: u64,
     /// The chain offset the last sync mark written names (`synced_len` is what the next one would name).
     marked: u64,
+    /// A sync of the file failed: the kernel may have dropped the pages it could not write while reads still see
+    /// them, so what this file appears to hold can no longer be trusted without a reopen after a power cycle.
+    sync_failed: bool,
 }
 
 /// Record kind of a sync mark: `first` holds the durable offset, `blocks` is 0, no data.
@@ -127,6 +130,7 @@ impl Journal {
             last_seq,
             // What replay read is durable, but no mark is owed for it: nothing damaged can precede it now.
             marked: at as u64,
+            sync_failed: false,
         };
         Ok((j, out))
     }
@@ -171,10 +175,21 @@ impl Journal {
     /// Makes every appended record durable.
     pub fn sync(&mut self) -> Result<()> {
         if self.synced_len != self.len {
-            self.file.sync_data()?;
+            self.sync_file()?;
             self.synced_len = self.len;
         }
         Ok(())
+    }
+
+    fn sync_file(&mut self) -> Result<()> {
+        let r = self.file.sync_data();
+        self.sync_failed |= r.is_err();
+        Ok(r?)
+    }
+
+    /// Whether a sync of the journal failed since open.
+    pub fn sync_failed(&self) -> bool {
+        self.sync_failed
     }
 
     /// Drops every record: their effects are durable in a data file now. The file is rewound, not truncated
@@ -192,7 +207,7 @@ impl Journal {
     /// starts a new chain at offset 0).
     pub fn truncate(&mut self) -> Result<()> {
         self.file.set_len(0)?;
-        self.file.sync_data()?;
+        self.sync_file()?;
         self.rewind();
         Ok(())
     }

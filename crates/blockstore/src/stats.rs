@@ -33,6 +33,9 @@ pub struct Stats {
     pub data_bytes_written: u64,
     /// Index pieces loaded from the checkpoint at open.
     pub recovered_checkpoint_pieces: u64,
+    /// Recoveries of the stopped volume in place (`Volume::recover`, or by itself after running out of space);
+    /// the `recovered_*` counters are the last recovery's.
+    pub recoveries: u64,
     /// Index checkpoints written.
     pub checkpoints: u64,
     /// Data syncs that let the journal be emptied (at `journal_reset_bytes` and after checkpoints).

@@ -24,8 +24,10 @@
 //!
 //! Every operation holds the volume mutex, so the volume is linearizable and a FLUSH on one NBD connection covers
 //! writes acknowledged on every other; a read holds it only to plan (index lookup, cache copy) and reads the data
-//! files after releasing it (`read_plan.rs`); the flusher holds it only to place a batch and to index it. After a failed write-path I/O the volume is poisoned: memory may be ahead
-//! of the files, so it refuses further writes and flushes until reopened.
+//! files after releasing it (`read_plan.rs`); the flusher holds it only to place a batch and to index it.
+//!
+//! After a failed write-path I/O the volume is poisoned: memory may be ahead of the files, so it refuses writes
+//! and flushes until it recovers from the files as a reopen would ([`Volume::recover`]; `volume/recover.rs`).
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
@@ -47,6 +49,7 @@ use crate::{BLOCK_SIZE, Error, Options, Result};
 mod batch;
 mod mapping;
 mod open;
+mod recover;
 #[cfg(test)]
 mod tests;
 
@@ -81,8 +84,10 @@ pub(crate) struct Shared {
     cv: Condvar,
     /// Set when the volume is dropped: the flusher exits, a collection round in its copy phase gives up.
     pub(crate) shutdown: AtomicBool,
-    /// Serialises garbage-collection rounds (which drop `state` while they read).
+    /// Serialises garbage-collection rounds (which drop `state` while they read) and recoveries.
     pub(crate) gc_lock: Mutex<()>,
+    /// When a write last tried to recover the volume after it ran out of space (`volume/recover.rs`).
+    last_recovery: Mutex<Option<std::time::Instant>>,
     /// A background collection thread was started and has not finished.
     pub(crate) gc_running: AtomicBool,
     /// Tests: how long the flusher sleeps between finding nothing to do and waiting (widens that window).
@@ -99,6 +104,22 @@ impl Shared {
         self.cv.wait(g).unwrap_or_else(|p| p.into_inner())
     }
 
+    /// Stops the volume if `r` is a write-path failure ([`State::poison_on_err`]), releases the lock and wakes
+    /// every waiter: one in [`drained`](Self::drained) waits for the frozen cache to go *or* the volume to stop,
+    /// and the flusher never takes a frozen cache of a stopped volume, so without a wakeup it waited until the
+    /// volume was dropped, holding a collection round's lock, and `Volume::recover` or `collect_garbage` after
+    /// it waited for ever (regression `regression_a_stop_wakes_a_round_waiting_for_the_frozen_cache`).
+    pub(crate) fn stop_on_err<T>(&self, mut s: MutexGuard<'_, State>, r: Result<T>) -> Result<T> {
+        let running = s.poisoned.is_none();
+        let r = s.poison_on_err(r);
+        let stopped = running && s.poisoned.is_some();
+        drop(s);
+        if stopped {
+            self.cv.notify_all();
+        }
+        r
+    }
+
     /// The state lock once the frozen cache (if any) has reached the index (or the volume is poisoned).
     pub(crate) fn drained(&self) -> MutexGuard<'_, State> {
         let mut s = self.lock();
@@ -106,6 +127,35 @@ impl Shared {
             s = self.wait(s);
         }
         s
+    }
+}
+
+/// Why a volume stopped taking writes.
+#[derive(Clone, Debug)]
+pub(crate) struct Poison {
+    message: String,
+    kind: PoisonKind,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum PoisonKind {
+    /// Opened for inspection: never writable.
+    ReadOnly,
+    /// The file system ran out of space or quota (`vfs::is_out_of_space`).
+    NoSpace,
+    /// Any other I/O failure.
+    Io,
+    /// Persistent bytes failed a check.
+    Corruption,
+}
+
+impl Poison {
+    pub(crate) fn read_only() -> Poison {
+        Poison { message: "opened read-only for inspection".to_string(), kind: PoisonKind::ReadOnly }
+    }
+
+    pub(crate) fn error(&self) -> Error {
+        Error::Poisoned { message: self.message.clone(), no_space: self.kind == PoisonKind::NoSpace }
     }
 }
 
@@ -122,6 +172,9 @@ pub(crate) struct State {
     frozen_journal_seq: u64,
     /// The flusher took the frozen cache and is encoding it.
     frozen_taken: bool,
+    /// The flusher is between taking a frozen cache and installing its batch: recovery waits for it, since the
+    /// batch belongs to this state.
+    flushing: bool,
     /// `data.appended()` when the flusher last started an early sync of the current data file.
     presynced: u64,
     pub(crate) index: Rask<Location>,
@@ -142,7 +195,7 @@ pub(crate) struct State {
     synced: SyncMark,
     /// A flush left a garbage-collection candidate; the next write runs a round after releasing the lock.
     pub(crate) gc_due: bool,
-    pub(crate) poisoned: Option<String>,
+    pub(crate) poisoned: Option<Poison>,
     pub(crate) stats: Stats,
 }
 
@@ -225,16 +278,29 @@ impl Volume {
         self.shared.drained()
     }
 
+    /// The state lock for a write-path operation (once drained, as [`drained`](Self::drained), if `drained`). A
+    /// stopped volume first tries to recover by itself (`volume/recover.rs`) and is an error if it stays stopped.
+    fn writable(&self, drained: bool) -> Result<MutexGuard<'_, State>> {
+        let get = || if drained { self.drained() } else { self.lock() };
+        let mut s = get();
+        if s.poisoned.is_some() {
+            drop(s);
+            self.recover_if_space_is_back();
+            s = get();
+        }
+        s.usable()?;
+        Ok(s)
+    }
+
     /// The end of a write or delete that left `r`: make room in the cache, poison the volume on a write-path
     /// failure, and start a collection round (after the lock is released) if a flush left one due.
     fn after_update(&self, s: MutexGuard<'_, State>, r: Result<()>) -> Result<()> {
-        let (mut s, r) = match r {
+        let (s, r) = match r {
             Ok(()) => self.make_room(s),
             Err(e) => (s, Err(e)),
         };
-        let r = s.poison_on_err(r);
         let gc = r.is_ok() && s.gc_due;
-        drop(s);
+        let r = self.shared.stop_on_err(s, r);
         if gc {
             self.background_gc();
         }
@@ -301,8 +367,7 @@ impl Volume {
         if data.is_empty() {
             return if fua { self.flush() } else { Ok(()) };
         }
-        let mut s = self.lock();
-        s.usable()?;
+        let mut s = self.writable(false)?;
         let (first, n) = span(offset, data.len() as u64);
         let skip = (offset - first * BLOCK_SIZE as u64) as usize;
         let r = if skip == 0 && data.len().is_multiple_of(BLOCK_SIZE) {
@@ -322,36 +387,32 @@ impl Volume {
         self.check(offset, len)?;
         // A delete goes to the index at once, so a frozen cache must reach the index first (its older writes
         // would land on top of the delete otherwise).
-        let mut s = self.drained();
-        s.usable()?;
+        let mut s = self.writable(true)?;
         let r = s.zero(offset, len, fua);
         self.after_update(s, r)
     }
 
     /// Makes every write that returned before this call durable.
     pub fn flush(&self) -> Result<()> {
-        let mut s = self.lock();
-        s.usable()?;
+        let mut s = self.writable(false)?;
         s.stats.flushes += 1;
         let r = s.journal.sync();
-        s.poison_on_err(r)
+        self.shared.stop_on_err(s, r)
     }
 
     /// Moves the segment cache to a data file now (I/O compaction + batch), as a full cache would.
     pub fn flush_cache(&self) -> Result<()> {
-        let mut s = self.drained();
-        s.usable()?;
+        let mut s = self.writable(true)?;
         let r = s.flush_cache();
-        s.poison_on_err(r)
+        self.shared.stop_on_err(s, r)
     }
 
     /// Writes an index checkpoint now (after moving the segment cache to a data file), so a reopen replays no
     /// batch.
     pub fn checkpoint(&self) -> Result<()> {
-        let mut s = self.drained();
-        s.usable()?;
+        let mut s = self.writable(true)?;
         let r = s.flush_cache().and_then(|()| s.checkpoint(&[]));
-        s.poison_on_err(r)
+        self.shared.stop_on_err(s, r)
     }
 
     /// The allocation status of bytes `offset..offset+len` for NBD's `base:allocation`: extents `(length, flags)`
@@ -471,16 +532,23 @@ impl Volume {
 impl State {
     pub(crate) fn usable(&self) -> Result<()> {
         match &self.poisoned {
-            Some(m) => Err(Error::Poisoned(m.clone())),
+            Some(p) => Err(p.error()),
             None => Ok(()),
         }
     }
 
+    /// Stops the volume if `r` is a write-path failure (the first one is kept).
     pub(crate) fn poison_on_err<T>(&mut self, r: Result<T>) -> Result<T> {
         if let Err(e) = &r
-            && matches!(e, Error::Io(_) | Error::Corruption(_))
+            && self.poisoned.is_none()
         {
-            self.poisoned = Some(e.to_string());
+            let kind = match e {
+                Error::Io(io) if vfs::is_out_of_space(io) => PoisonKind::NoSpace,
+                Error::Io(_) => PoisonKind::Io,
+                Error::Corruption(_) => PoisonKind::Corruption,
+                _ => return r,
+            };
+            self.poisoned = Some(Poison { message: e.to_string(), kind });
         }
         r
     }
@@ -599,8 +667,8 @@ impl State {
 
     fn current_stats(&self) -> Stats {
         Stats {
-            journal_bytes_written: self.journal.appended(),
-            data_bytes_written: self.data.appended(),
+            journal_bytes_written: self.stats.journal_bytes_written + self.journal.appended(),
+            data_bytes_written: self.stats.data_bytes_written + self.data.appended(),
             ..self.stats
         }
     }

@@ -156,6 +156,12 @@ pub fn is_no_space(e: &io::Error) -> bool {
     e.raw_os_error() == Some(libc::ENOSPC) || e.kind() == io::ErrorKind::StorageFull
 }
 
+/// Whether `e` says the file system refused to allocate: [`is_no_space`] or a disk quota exceeded (EDQUOT). Both
+/// pass once space is freed, unlike a device error.
+pub fn is_out_of_space(e: &io::Error) -> bool {
+    is_no_space(e) || e.raw_os_error() == Some(libc::EDQUOT)
+}
+
 /// The first failed write or sync of a log writer, kept so that the writer refuses every later call (assumption
 /// 7): after a failed write the file's bytes past the last sync are unknown (part of the write may be there, and
 /// a later write at the same offset would cover only some of it), so nothing more may be appended.
@@ -260,5 +266,15 @@ mod tests {
         let mut t = StickyError::default();
         let _ = t.record::<()>(Err(io::Error::new(io::ErrorKind::StorageFull, "full")));
         assert!(is_no_space(&t.check().unwrap_err()));
+    }
+
+    #[test]
+    fn out_of_space_covers_a_full_disk_and_an_exceeded_quota_only() {
+        for (errno, out) in
+            [(libc::ENOSPC, true), (libc::EDQUOT, true), (libc::EIO, false), (libc::EFBIG, false)]
+        {
+            assert_eq!(is_out_of_space(&io::Error::from_raw_os_error(errno)), out, "errno {errno}");
+        }
+        assert!(is_out_of_space(&io::Error::new(io::ErrorKind::StorageFull, "full")));
     }
 }

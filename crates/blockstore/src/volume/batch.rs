@@ -172,6 +172,7 @@ pub(super) fn flusher(sh: &Shared) {
                 {
                     let job = (f.clone(), s.frozen_journal_seq, u64::from(s.opts.max_unit_blocks));
                     s.frozen_taken = true;
+                    s.flushing = true;
                     break job;
                 }
                 if sh.shutdown.load(Ordering::Acquire) {
@@ -195,6 +196,7 @@ pub(super) fn flusher(sh: &Shared) {
         // Installed first: `after_batch` may flush the current cache, whose batch must come after this one.
         s.frozen = None;
         s.frozen_taken = false;
+        s.flushing = false;
         let r = written.and_then(|p| s.commit_batch(&job, n_cws, p.file, &p.ops, journal_seq, before));
         if r.is_err() {
             // Keep the frozen blocks readable: the index may lack them.

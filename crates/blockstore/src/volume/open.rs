@@ -19,7 +19,7 @@ use crate::{BLOCK_SIZE, Error, Options, Result};
 
 use super::batch::flusher;
 use super::{
-    CHECKPOINT_FILE, LOCK_FILE, SYNCED_FILE, Shared, State, Volume, apply_batch_op, block_range,
+    CHECKPOINT_FILE, LOCK_FILE, Poison, SYNCED_FILE, Shared, State, Volume, apply_batch_op, block_range,
     check_blocks, index_delete, volume_dir,
 };
 
@@ -74,8 +74,51 @@ impl Volume {
         read_only: bool,
         lock: Option<Box<dyn vfs::FileLock>>,
     ) -> Result<Volume> {
+        let (state, size) = State::recover(fs, &volume_dir(store, name), name, opts, read_only)?;
+        let background = !read_only && state.opts.flush_in_background;
+        let gc_in_background = state.opts.gc_in_background;
+        let shared = Arc::new(Shared {
+            state: Mutex::new(state),
+            cv: Condvar::new(),
+            shutdown: AtomicBool::new(false),
+            gc_lock: Mutex::new(()),
+            last_recovery: Mutex::new(None),
+            gc_running: AtomicBool::new(false),
+            #[cfg(test)]
+            pause_before_wait_ms: std::sync::atomic::AtomicU64::new(0),
+        });
+        let flusher = if background {
+            let sh = shared.clone();
+            Some(std::thread::Builder::new().name("blockstore-flush".into()).spawn(move || flusher(&sh))?)
+        } else {
+            None
+        };
+        Ok(Volume {
+            _lock: lock,
+            name: name.to_string(),
+            size,
+            shared,
+            flusher,
+            gc_in_background,
+            gc_thread: Mutex::new(None),
+        })
+    }
+}
+
+impl State {
+    /// Recovers a volume's state from the files in its directory `dir`: the index checkpoint, the data-file
+    /// batches after it, the journal records after those (see the module comment); with its size in bytes.
+    /// Outside `read_only`, a torn tail is cut off and files a collection was removing are removed.
+    /// REQUIRES: the caller holds the volume's lock (or, `read_only`, keeps every write away).
+    pub(super) fn recover(
+        fs: Arc<dyn Fs>,
+        dir: &Path,
+        name: &str,
+        opts: Options,
+        read_only: bool,
+    ) -> Result<(State, u64)> {
         opts.validate()?;
-        let dir = volume_dir(store, name);
+        let dir = dir.to_path_buf();
         let meta_path = vfs::join(&dir, "meta");
         if !fs.exists(&meta_path)? {
             return Err(Error::NoSuchVolume(name.to_string()));
@@ -205,6 +248,7 @@ impl Volume {
             frozen: None,
             frozen_journal_seq: 0,
             frozen_taken: false,
+            flushing: false,
             presynced: 0,
             index,
             data,
@@ -217,37 +261,12 @@ impl Volume {
             checkpoint_seq: after,
             synced: durable,
             gc_due: false,
-            poisoned: read_only.then(|| "opened read-only for inspection".to_string()),
+            poisoned: read_only.then(Poison::read_only),
             stats,
         };
         let mut state = state;
         state.gc_due = !read_only && state.gc_wanted();
-        let background = !read_only && state.opts.flush_in_background;
-        let gc_in_background = state.opts.gc_in_background;
-        let shared = Arc::new(Shared {
-            state: Mutex::new(state),
-            cv: Condvar::new(),
-            shutdown: AtomicBool::new(false),
-            gc_lock: Mutex::new(()),
-            gc_running: AtomicBool::new(false),
-            #[cfg(test)]
-            pause_before_wait_ms: std::sync::atomic::AtomicU64::new(0),
-        });
-        let flusher = if background {
-            let sh = shared.clone();
-            Some(std::thread::Builder::new().name("blockstore-flush".into()).spawn(move || flusher(&sh))?)
-        } else {
-            None
-        };
-        Ok(Volume {
-            _lock: lock,
-            name: name.to_string(),
-            size: meta.size,
-            shared,
-            flusher,
-            gc_in_background,
-            gc_thread: Mutex::new(None),
-        })
+        Ok((state, meta.size))
     }
 }
 
