@@ -283,7 +283,8 @@ impl Volume {
     fn writable(&self, drained: bool) -> Result<MutexGuard<'_, State>> {
         let get = || if drained { self.drained() } else { self.lock() };
         let mut s = get();
-        if s.poisoned.is_some() {
+        // Decided here, under the lock already held: a volume that must stay stopped costs a write nothing more.
+        if s.recovers_by_itself() {
             drop(s);
             self.recover_if_space_is_back();
             s = get();

@@ -33,8 +33,8 @@ impl Volume {
         self.recover_with(false)
     }
 
-    /// Called by a write to a stopped volume: recovers it if it stopped for lack of space and no sync failed, at
-    /// most once per [`RETRY_INTERVAL`]. The write then runs (or fails) on whatever state that left.
+    /// Called by a write to a stopped volume that [may recover by itself](State::recovers_by_itself): recovers it,
+    /// at most once per [`RETRY_INTERVAL`]. The write then runs (or fails) on whatever state that left.
     pub(super) fn recover_if_space_is_back(&self) {
         {
             let mut last = self.shared.last_recovery.lock().unwrap_or_else(|p| p.into_inner());
@@ -62,10 +62,10 @@ impl Volume {
                 s = self.shared.wait(s);
             }
             let Some(p) = &s.poisoned else { return Ok(()) };
-            let allowed = match p.kind {
-                PoisonKind::NoSpace => !by_itself || !(s.journal.sync_failed() || s.data.sync_failed()),
-                PoisonKind::Io => !by_itself,
-                PoisonKind::ReadOnly | PoisonKind::Corruption => false,
+            let allowed = if by_itself {
+                s.recovers_by_itself()
+            } else {
+                matches!(p.kind, PoisonKind::NoSpace | PoisonKind::Io)
             };
             if !allowed {
                 return Err(p.error());
@@ -93,5 +93,14 @@ impl Volume {
         drop(s);
         self.shared.cv.notify_all();
         Ok(())
+    }
+}
+
+impl State {
+    /// Whether this stopped state may recover without being asked: it ran out of space or quota and no sync of
+    /// the journal or a data file failed (see the module comment).
+    pub(super) fn recovers_by_itself(&self) -> bool {
+        self.poisoned.as_ref().is_some_and(|p| p.kind == PoisonKind::NoSpace)
+            && !(self.journal.sync_failed() || self.data.sync_failed())
     }
 }
