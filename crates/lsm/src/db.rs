@@ -45,6 +45,7 @@ mod owner;
 #[path = "range_reduce/mod.rs"]
 pub(crate) mod range_reduce;
 mod read;
+mod resume;
 #[cfg(test)]
 mod tests;
 mod write;
@@ -113,6 +114,8 @@ pub(crate) struct Inner {
     /// instance its `open` built).
     range_deletes: Arc<dyn rangedel::RangeDeleteStrategy>,
     rr: range_reduce::Shared,
+    /// When a write last tried a resume by itself (`Options::auto_resume_interval`).
+    last_auto_resume: Mutex<Option<std::time::Instant>>,
 }
 
 /// An open database. Dropping it closes it (waits for the background threads; unflushed memtables stay in the
@@ -321,6 +324,19 @@ impl Db {
     /// The error that stopped writes, if any.
     pub fn background_error(&self) -> Option<Error> {
         lock(&self.inner.state).bg_error.clone()
+    }
+
+    /// Clears the background error and lets writes go on, without a reopen (RocksDB's `DB::Resume`). Call it
+    /// once the cause has passed (space freed, a device back): it waits for queued writes and running jobs, cuts a
+    /// failed WAL back to the records it can vouch for and starts a new one, flushes every memtable, writes a new
+    /// MANIFEST, and deletes what failed jobs left. Returns `Ok` at once if writes are not stopped.
+    ///
+    /// If a step fails again, the database stays stopped with its first error, loses nothing acknowledged, and
+    /// `resume` may be called again. A stop for corruption does not resume (the damaged bytes are still there):
+    /// that returns the background error. After a full disk or an exceeded quota, writes try this themselves
+    /// (see [`Options::auto_resume_interval`]).
+    pub fn resume(&self) -> Result<()> {
+        self.inner.resume()
     }
 
     /// The current version's tables (inspection).

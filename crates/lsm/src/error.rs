@@ -26,8 +26,8 @@ pub enum Error {
     /// The caller passed something the engine cannot accept (bad option, empty range...).
     #[error("invalid argument: {0}")]
     InvalidArgument(String),
-    /// A background flush or compaction failed earlier; the database refuses writes until reopened.
-    /// Reads keep working.
+    /// A background flush or compaction (or a WAL write) failed earlier; the database refuses writes until
+    /// [`crate::Db::resume`] succeeds or it is reopened. Reads keep working.
     #[error("background error, writes stopped: {0}")]
     Background(Box<Error>),
     /// The database is closed or closing.

@@ -83,6 +83,11 @@ pub struct Options {
     /// `Corruption`; `PointInTime` salvages the writes before the damage, see [`crate::Db::recovery`]). The
     /// MANIFEST is always strict: dropping its edits could lose tables or revive deleted ones.
     pub wal_recovery: vfs::torn::WalRecovery,
+    /// After a background error caused by a full disk or an exceeded quota (ENOSPC, EDQUOT), a write or flush
+    /// tries [`crate::Db::resume`] by itself at most this often, so writes pick up again once space is freed
+    /// (default 1 s, RocksDB's `bgerror_resume_retry_interval`; `None`: only an explicit `resume` or a reopen).
+    /// Other errors always wait for the caller: a device error may mean a failing disk.
+    pub auto_resume_interval: Option<std::time::Duration>,
 }
 
 impl std::fmt::Debug for Options {
@@ -108,6 +113,7 @@ impl std::fmt::Debug for Options {
             .field("range_delete_strategy", &self.range_delete_strategy.name())
             .field("range_reduce", &self.range_reduce)
             .field("wal_recovery", &self.wal_recovery)
+            .field("auto_resume_interval", &self.auto_resume_interval)
             .finish_non_exhaustive()
     }
 }
@@ -144,6 +150,7 @@ impl Default for Options {
             range_delete_strategy: Arc::new(LocalTombstones),
             range_reduce: crate::RangeReduceOptions::default(),
             wal_recovery: vfs::torn::WalRecovery::Strict,
+            auto_resume_interval: Some(std::time::Duration::from_secs(1)),
         }
     }
 }

@@ -148,7 +148,9 @@ pub trait RangeDeleteStrategy: Send + Sync {
 
     /// Makes every record so far durable outside the WAL (called in the memtable flush before its MANIFEST edit,
     /// so the WAL may then be dropped). `snapshots`: live snapshots; `published`: the last visible sequence
-    /// (snapshots taken meanwhile are at or after it). Returns the state to record in the edit if it changed.
+    /// (snapshots taken meanwhile are at or after it). Returns the state to record in the edit if it changed
+    /// since the state last recorded ([`RangeDeleteStrategy::state_recorded`]): a state whose edit failed comes
+    /// back at the next call, even if nothing changed meanwhile.
     ///
     /// The engine calls it with the WAL synced and locked, so every record present is durable in the WAL.
     /// `records_frozen` releases the WAL: call it once no further record can be added before this call returns

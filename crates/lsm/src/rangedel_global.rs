@@ -42,7 +42,7 @@
 //! It needs no watermark and clips nothing, so it is planned after every bottommost compaction.
 
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard, Weak};
 
 use gloran::{Cursor, GlobalIndex, IndexOptions, LiveFile};
@@ -145,7 +145,9 @@ impl RangeDeleteStrategy for GlobalRangeDeletes {
         Ok(Some(Arc::new(Instance {
             index: RwLock::new(index),
             // The first flush always reports the state, so the open edit records that this database is global.
-            dirty: AtomicBool::new(true),
+            changes: AtomicU64::new(1),
+            reported: AtomicU64::new(0),
+            recorded: AtomicU64::new(0),
             epoch: Mutex::new(Arc::new(())),
             pending_gc: Mutex::new(Vec::new()),
             generation: AtomicU64::new(0),
@@ -157,8 +159,14 @@ impl RangeDeleteStrategy for GlobalRangeDeletes {
 #[derive(Debug)]
 struct Instance {
     index: RwLock<GlobalIndex>,
-    /// The file set or watermark changed since the last reported state.
-    dirty: AtomicBool,
+    /// Moves before anything that may change the file set or the watermark (even if it then fails half-way)...
+    changes: AtomicU64,
+    /// ...`changes` when the state was last returned for an edit...
+    reported: AtomicU64,
+    /// ...and when an edit carrying it was last made durable (`state_recorded`). While the two differ the state
+    /// is returned again: an edit that failed (the engine resumes after it) must not leave index files that only
+    /// memory knows of.
+    recorded: AtomicU64,
     /// Readers pin the current epoch (see the module documentation).
     epoch: Mutex<Arc<()>>,
     /// Planned GCs, oldest first. A plan waits for the readers of its epoch and of every older one.
@@ -209,13 +217,16 @@ impl Instance {
         idx.set_snapshots(s);
         // Before the merged levels can be read (the write lock is held): see `RangeDeleteStrategy::generation`.
         self.generation.fetch_add(1, Ordering::AcqRel);
-        idx.flush().map_err(conv)?;
-        self.dirty.store(true, Ordering::Release);
-        Ok(())
+        self.changes.fetch_add(1, Ordering::AcqRel);
+        idx.flush().map_err(conv)
     }
 
     fn take_state(&self, idx: &GlobalIndex) -> Option<RangeIndexState> {
-        self.dirty.swap(false, Ordering::AcqRel).then(|| Self::state(idx))
+        let c = self.changes.load(Ordering::Acquire);
+        (c != self.recorded.load(Ordering::Acquire)).then(|| {
+            self.reported.store(c, Ordering::Release);
+            Self::state(idx)
+        })
     }
 
     /// How many planned GCs, oldest first, may run: a plan's readers are those of its epoch and of every older
@@ -333,11 +344,11 @@ impl RangeDeleteStrategy for Instance {
                 s.extend(published..=idx.last_seq().max(published));
                 idx.set_snapshots(s);
                 self.generation.fetch_add(1, Ordering::AcqRel);
+                self.changes.fetch_add(1, Ordering::AcqRel);
                 if raise {
                     idx.gc(w).map_err(conv)?;
                 }
                 idx.purge(|a| spans.dead(a)).map_err(conv)?;
-                self.dirty.store(true, Ordering::Release);
             }
         }
         Ok(self.take_state(&idx))
@@ -375,6 +386,7 @@ impl RangeDeleteStrategy for Instance {
 
     fn state_recorded(&self) -> Result<()> {
         let mut idx = self.write();
+        self.recorded.store(self.reported.load(Ordering::Acquire), Ordering::Release);
         let gone = idx.take_obsolete();
         idx.remove_files(&gone).map_err(conv)
     }

@@ -37,6 +37,8 @@ pub struct Counters {
     pub bloom_useful: AtomicU64,
     /// Entries dropped by compactions because a range tombstone covered them.
     pub compaction_range_covered: AtomicU64,
+    /// Background errors cleared by [`crate::Db::resume`] (called, or tried by a write after a full disk).
+    pub resumes: AtomicU64,
     /// Flush and compaction work per output level.
     pub per_level: crate::compaction_stats::PerLevel,
 }
@@ -111,6 +113,8 @@ pub struct Stats {
     pub table_range_tombstones: u64,
     /// The last sequence number.
     pub last_sequence: u64,
+    /// Background errors cleared by [`crate::Db::resume`].
+    pub resumes: u64,
     /// The global range-delete index's statistics (`range_delete = global`; `None` for local tombstones):
     /// estimator checks/positives/false positives, DR-tree nodes read, index bytes, GC work.
     pub range_delete_global: Option<gloran::Stats>,
@@ -138,7 +142,7 @@ impl Stats {
     pub fn to_json(&self) -> String {
         let levels: Vec<String> =
             self.levels.iter().map(|l| format!("{{\"files\":{},\"bytes\":{}}}", l.files, l.bytes)).collect();
-        let fields: [(&str, u64); 29] = [
+        let fields: [(&str, u64); 30] = [
             ("user_bytes_written", self.user_bytes_written),
             ("wal_bytes", self.wal_bytes),
             ("wal_syncs", self.wal_syncs),
@@ -167,6 +171,7 @@ impl Stats {
             ("immutable_memtables", self.immutable_memtables),
             ("table_range_tombstones", self.table_range_tombstones),
             ("last_sequence", self.last_sequence),
+            ("resumes", self.resumes),
             ("table_bytes", self.table_bytes()),
         ];
         let mut s = String::from("{");

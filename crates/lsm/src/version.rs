@@ -197,6 +197,9 @@ pub struct VersionSet {
     /// Start a new MANIFEST when the current one passes this size.
     pub max_manifest_size: u64,
     obsolete: Obsolete,
+    /// Tables added by edits whose MANIFEST write or sync failed: not installed, but possibly named by the old
+    /// MANIFEST, so they stay until a new MANIFEST made the in-memory state durable ([`VersionSet::roll_manifest`]).
+    unapplied: Vec<u64>,
 }
 
 impl VersionSet {
@@ -215,6 +218,7 @@ impl VersionSet {
             manifest_number: 0,
             max_manifest_size: 64 << 20,
             obsolete,
+            unapplied: Vec::new(),
         }
     }
 
@@ -361,11 +365,17 @@ impl VersionSet {
         }
         // After a failed write or sync the old MANIFEST's tail is unknown: the edit goes to a new one.
         let need_new = self.manifest.as_ref().is_none_or(|m| m.failed() || m.len() >= self.max_manifest_size);
-        if need_new {
-            self.write_new_manifest(&v, &e)?;
+        let written = if need_new {
+            self.write_new_manifest(&v, &e)
         } else if let Some(m) = &mut self.manifest {
-            m.add_record(&e.encode())?;
-            m.sync()?;
+            m.add_record(&e.encode()).and_then(|()| m.sync())
+        } else {
+            Ok(())
+        };
+        if let Err(err) = written {
+            let live = self.current.live_files();
+            self.unapplied.extend(e.added.iter().map(|(_, f)| f.number).filter(|n| !live.contains(n)));
+            return Err(err);
         }
         // Only now, with the edit durable, do removed files become deletable.
         let v = self.apply(&self.current, &e, true).map_err(|m| Error::corruption("version edit", m))?;
@@ -381,6 +391,22 @@ impl VersionSet {
         }
         self.current = Arc::new(v);
         Ok(())
+    }
+
+    /// Makes the next edit start a new MANIFEST (a snapshot of the current version), so that edits whose write or
+    /// sync failed, which the old MANIFEST may or may not hold, stop mattering once that edit is durable.
+    pub fn roll_manifest(&mut self) {
+        self.manifest = None;
+    }
+
+    /// The tables of failed edits (see `unapplied`), once a new MANIFEST is durable: no version names them, and
+    /// no durable MANIFEST CURRENT can lead to does either.
+    /// REQUIRES: since [`VersionSet::roll_manifest`], an edit succeeded.
+    pub fn take_unapplied(&mut self) -> Vec<u64> {
+        let live = self.current.live_files();
+        let mut gone = std::mem::take(&mut self.unapplied);
+        gone.retain(|n| !live.contains(n));
+        gone
     }
 
     /// Writes a MANIFEST holding a snapshot of `v` (plus `e`'s scalar fields) and switches CURRENT to it.

@@ -65,6 +65,9 @@ pub struct LogWriter {
     /// A write or sync failed: what the file holds past `durable` is unknown (a failed write may have left part
     /// of its bytes, which a later write at the same offset would only partly cover), so nothing more is written.
     failed: vfs::StickyError,
+    /// A sync failed (not only a write): bytes past `durable` may never reach the media even if a later sync
+    /// returns Ok (Linux marks the failed pages clean), so only `durable` bytes can be trusted.
+    sync_failed: bool,
 }
 
 impl LogWriter {
@@ -80,6 +83,7 @@ impl LogWriter {
             durable: 0,
             marked: 0,
             failed: vfs::StickyError::default(),
+            sync_failed: false,
         }
     }
 
@@ -148,9 +152,29 @@ impl LogWriter {
     /// Makes everything appended durable.
     pub fn sync(&mut self) -> Result<()> {
         self.failed.check()?;
-        self.failed.record(self.file.sync_data())?;
+        let r = self.file.sync_data();
+        self.sync_failed |= r.is_err();
+        self.failed.record(r)?;
         self.durable = self.offset;
         Ok(())
+    }
+
+    /// After a failed write or sync: cuts the file back to the records it can vouch for and syncs it, so the log
+    /// ends cleanly at a record boundary and a newer log may follow it (a reader refuses a damaged tail in any
+    /// log but the newest). That is every record written whole if only a write failed, and what the last
+    /// successful sync covered if a sync failed. Records past the cut are lost from this log: the caller must
+    /// have them elsewhere (the memtable it flushes next). The writer stays failed; it may be cut again.
+    /// Returns the length the log now has.
+    /// REQUIRES: [`LogWriter::failed`].
+    pub fn cut_failed_tail(&mut self) -> Result<u64> {
+        debug_assert!(self.failed(), "cut_failed_tail on a healthy writer");
+        let len = if self.sync_failed { self.durable } else { self.offset };
+        self.file.set_len(len)?;
+        if let Err(e) = self.file.sync_data() {
+            self.sync_failed = true;
+            return Err(e.into());
+        }
+        Ok(len)
     }
 
     /// Syncs, then ends the log with a sync mark covering everything (when its block has room), so that damage
@@ -529,6 +553,59 @@ mod tests {
         let (got, dropped) = read(data.clone());
         assert_eq!((got, dropped), (vec![vec![1u8; 100]], true));
         assert!(!durable_damage(data));
+    }
+
+    /// After a failed write the log is cut back to the last record written whole; after a failed sync, to what
+    /// the last successful sync covered (the pages in between may never reach the media). Either way the log
+    /// then reads to its end with no damaged tail, as a log followed by a newer one must.
+    #[test]
+    fn cutting_a_failed_log_leaves_only_the_records_it_can_vouch_for() {
+        use vfs::{Fault, FaultFs, FaultKind};
+        for sync_fails in [false, true] {
+            let fs = FaultFs::new(Arc::new(MemFs::new()));
+            let f = fs.open(Path::new("log"), OpenMode::CreateNew).unwrap();
+            let mut w = LogWriter::new(f, 0);
+            w.add_record(&[1u8; 100]).unwrap();
+            w.sync().unwrap();
+            // Unsynced, but written whole.
+            w.add_record(&[2u8; 40_000]).unwrap();
+            if sync_fails {
+                fs.inject(Fault::after(vfs::Op::Sync, 0, FaultKind::Eio));
+                assert!(w.sync().is_err());
+            } else {
+                fs.inject(Fault::after(vfs::Op::Write, 0, FaultKind::NoSpace).partial());
+                assert!(w.add_record(&[3u8; 3000]).is_err());
+            }
+            fs.clear_all();
+            let len = w.cut_failed_tail().unwrap();
+            assert!(w.failed(), "a cut writer stays retired");
+            let data = vfs::read_all(&fs, Path::new("log")).unwrap();
+            assert_eq!(data.len() as u64, len);
+            let (got, dropped) = read(data);
+            let want =
+                if sync_fails { vec![vec![1u8; 100]] } else { vec![vec![1u8; 100], vec![2u8; 40_000]] };
+            assert_eq!((got, dropped), (want, false), "sync fails: {sync_fails}");
+        }
+    }
+
+    /// A cut whose own sync fails falls back, at the next try, to what the last successful sync covered.
+    #[test]
+    fn a_cut_whose_sync_fails_cuts_to_the_synced_records_next_time() {
+        use vfs::{Fault, FaultFs, FaultKind};
+        let fs = FaultFs::new(Arc::new(MemFs::new()));
+        let f = fs.open(Path::new("log"), OpenMode::CreateNew).unwrap();
+        let mut w = LogWriter::new(f, 0);
+        w.add_record(&[1u8; 10]).unwrap();
+        w.sync().unwrap();
+        w.add_record(&[2u8; 10]).unwrap();
+        fs.inject(Fault::after(vfs::Op::Write, 0, FaultKind::Eio));
+        assert!(w.add_record(&[3u8; 10]).is_err());
+        fs.inject(Fault::after(vfs::Op::Sync, 0, FaultKind::Eio));
+        assert!(w.cut_failed_tail().is_err());
+        fs.clear_all();
+        w.cut_failed_tail().unwrap();
+        let (got, dropped) = read(vfs::read_all(&fs, Path::new("log")).unwrap());
+        assert_eq!((got, dropped), (vec![vec![1u8; 10]], false));
     }
 
     /// A mark is a record an older reader cannot decode, so it stops with an error instead of reading the mark

@@ -75,16 +75,34 @@ fn key(rng: &mut SmallRng) -> Vec<u8> {
 
 /// Runs the workload on `fs` until it finishes or the file system refuses (crash point). Returns the groups of
 /// updates acknowledged (in order), how many of them are durable, and whether one more group may have applied.
-fn workload(fs: &Arc<CrashFs>, seed: u64, steps: usize, global: bool) -> (Vec<Vec<Up>>, usize, bool) {
+///
+/// With `failing_syncs`, now and then the next one or two syncs fail the way Linux fails them (the unsynced pages
+/// are dropped as if written); after each failure the workload calls `Db::resume` until it succeeds and checks
+/// that the open database holds exactly the acknowledged groups (a failed write is never applied).
+fn workload(
+    fs: &Arc<CrashFs>,
+    seed: u64,
+    steps: usize,
+    global: bool,
+    failing_syncs: bool,
+) -> (Model, Vec<Vec<Up>>, usize, bool) {
     let mut rng = SmallRng::seed_from_u64(seed);
+    // Failures an earlier run on the same file system left armed are not this run's.
+    fs.fail_next_syncs(0);
     let mut acked: Vec<Vec<Up>> = Vec::new();
     let mut durable = 0;
     let open = || {
         let f: Arc<dyn vfs::Fs> = fs.clone();
         Db::open(f, "/db", opts(global))
     };
-    let Ok(mut db) = open() else { return (acked, durable, false) };
+    let Ok(mut db) = open() else { return (Model::new(), acked, durable, false) };
+    // What an earlier run on the same file system left (the in-workload checks start from it).
+    let base: Model =
+        db.scan(&ReadOptions::default(), b"", b"\xff", usize::MAX).unwrap().into_iter().collect();
     for step in 0..steps {
+        if failing_syncs && rng.random_ratio(1, 25) {
+            fs.fail_next_syncs(rng.random_range(1..=2));
+        }
         let r = rng.random_range(0..100);
         let (ups, res): (Vec<Up>, lsm::Result<()>) = match r {
             0..=49 => {
@@ -153,7 +171,7 @@ fn workload(fs: &Arc<CrashFs>, seed: u64, steps: usize, global: bool) -> (Vec<Ve
                 }
                 match open() {
                     Ok(d) => db = d,
-                    Err(_) => return (acked, durable, false),
+                    Err(_) => return (base, acked, durable, false),
                 }
                 (Vec::new(), res)
             }
@@ -164,23 +182,50 @@ fn workload(fs: &Arc<CrashFs>, seed: u64, steps: usize, global: bool) -> (Vec<Ve
                     acked.push(ups);
                 }
             }
-            Err(_) => {
+            Err(e) => {
+                if failing_syncs && !fs.reached_crash_point() && resume(&db, fs) {
+                    // The failed group was never applied, and the resume cut its WAL record if one was written.
+                    let mut m = base.clone();
+                    for g in &acked {
+                        apply(&mut m, g);
+                    }
+                    let got: Model = db
+                        .scan(&ReadOptions::default(), b"", b"\xff", usize::MAX)
+                        .unwrap()
+                        .into_iter()
+                        .collect();
+                    assert_eq!(got, m, "seed {seed} step {step}: after a resume from {e}");
+                    continue;
+                }
                 let maybe = !ups.is_empty();
                 if maybe {
                     acked.push(ups);
                 }
-                return (acked, durable, maybe);
+                return (base, acked, durable, maybe);
             }
         }
     }
-    (acked, durable, false)
+    (base, acked, durable, false)
+}
+
+/// Resumes `db` after a failed sync, retrying while syncs still fail; false if the crash point came first.
+fn resume(db: &Db, fs: &CrashFs) -> bool {
+    let mut last = None;
+    for _ in 0..8 {
+        match db.resume() {
+            Ok(()) => return true,
+            Err(_) if fs.reached_crash_point() => return false,
+            Err(e) => last = Some(e),
+        }
+    }
+    panic!("resume kept failing with syncs working again: {last:?}");
 }
 
 fn check(
     seed: u64,
     crash_seed: u64,
     fs: &Arc<CrashFs>,
-    (acked, durable, maybe): (&[Vec<Up>], usize, bool),
+    (base, acked, durable, maybe): (&Model, &[Vec<Up>], usize, bool),
     global: bool,
 ) {
     let f: Arc<dyn vfs::Fs> = Arc::new(fs.crash(crash_seed));
@@ -194,7 +239,7 @@ fn check(
     // The recovered state must be the state after some prefix p, durable <= p <= acknowledged.
     let hi = acked.len();
     let lo = durable.min(hi);
-    let mut m = Model::new();
+    let mut m = base.clone();
     for g in &acked[..lo] {
         apply(&mut m, g);
     }
@@ -260,25 +305,43 @@ fn regression_index_flush_never_makes_a_delete_durable_before_its_wal() {
 }
 
 fn crash_at_random_points(global: bool, seeds: &[u64], trials: usize) {
+    crash_at_random_points_with(global, false, seeds, trials);
+}
+
+/// Failed syncs and resumes mixed into the workload, then the crash: a resume loses nothing acknowledged as
+/// durable, brings back no failed write, and leaves files a reopen reads (a cut WAL before a newer one).
+#[test]
+fn crash_after_failed_syncs_and_resumes_loses_nothing_durable() {
+    crash_at_random_points_with(false, true, &seeds(), 4 * testkit::scale());
+}
+
+#[test]
+fn crash_after_failed_syncs_and_resumes_loses_nothing_durable_global_range_deletes() {
+    crash_at_random_points_with(true, true, &seeds(), 4 * testkit::scale());
+}
+
+fn crash_at_random_points_with(global: bool, failing_syncs: bool, seeds: &[u64], trials: usize) {
     for &seed in seeds {
-        eprintln!("crash test seed {seed} global {global} (set RANGEDB_SEED to reproduce)");
+        eprintln!(
+            "crash test seed {seed} global {global} failing syncs {failing_syncs} (set RANGEDB_SEED to reproduce)"
+        );
         let steps = 400;
         // Dry run: how many file-system operations the workload makes.
         let dry = Arc::new(CrashFs::new());
-        let _ = workload(&dry, seed, steps, global);
+        let _ = workload(&dry, seed, steps, global, failing_syncs);
         let total = dry.ops().max(1);
         let mut rng = SmallRng::seed_from_u64(seed ^ 0xc0ffee);
         for trial in 0..trials {
             let fs = Arc::new(CrashFs::new());
             fs.set_op_budget(rng.random_range(0..total));
-            let (acked, durable, maybe) = workload(&fs, seed, steps, global);
+            let (base, acked, durable, maybe) = workload(&fs, seed, steps, global, failing_syncs);
             fs.clear_op_budget();
-            check(seed, trial as u64, &fs, (&acked, durable, maybe), global);
+            check(seed, trial as u64, &fs, (&base, &acked, durable, maybe), global);
         }
         // And a crash at the end of a complete run, under several power-loss outcomes.
-        let (acked, durable, maybe) = workload(&dry, seed + 1000, steps, global);
+        let (base, acked, durable, maybe) = workload(&dry, seed + 1000, steps, global, failing_syncs);
         for c in 0..3 {
-            check(seed, 100 + c, &dry, (&acked, durable, maybe), global);
+            check(seed, 100 + c, &dry, (&base, &acked, durable, maybe), global);
         }
     }
 }
@@ -354,4 +417,53 @@ fn regression_flush_makes_a_lone_global_range_delete_durable() {
     drop(db);
     let db = Db::open(crashed, "/db", opts(true)).unwrap();
     assert_eq!(db.get(b"k10").unwrap(), None, "the flushed range delete was lost");
+}
+
+/// A crash at every step of a resume after a failed WAL sync (the cut of the old WAL, the new WAL, the flush and
+/// the new MANIFEST), under several power-loss outcomes: the database reopens (a cut WAL followed by a newer one
+/// reads as complete), every synced write is there, and of the unsynced ones a prefix.
+#[test]
+fn crash_at_every_step_of_a_resume_after_a_failed_wal_sync() {
+    let o = Options { write_buffer_size: 1 << 20, ..opts(false) };
+    // Up to the failed sync; returns the database, stopped.
+    let prefix = |fs: &Arc<CrashFs>| {
+        let f: Arc<dyn vfs::Fs> = fs.clone();
+        let db = Db::open(f, "/db", o.clone()).unwrap();
+        for i in 0..30 {
+            db.put(&WriteOptions { sync: true }, format!("s{i:02}").as_bytes(), b"v").unwrap();
+        }
+        for i in 0..15 {
+            db.put(&WriteOptions::default(), format!("n{i:02}").as_bytes(), b"v").unwrap();
+        }
+        fs.fail_next_syncs(1);
+        assert!(db.put(&WriteOptions { sync: true }, b"failed", b"v").is_err());
+        db
+    };
+    let dry = Arc::new(CrashFs::new());
+    let db = prefix(&dry);
+    let before = dry.ops();
+    db.resume().unwrap();
+    let total = dry.ops() - before;
+    drop(db);
+    for budget in 0..=total {
+        let fs = Arc::new(CrashFs::new());
+        let db = prefix(&fs);
+        fs.set_op_budget(budget);
+        let resumed = db.resume();
+        assert_eq!(resumed.is_ok(), budget == total, "budget {budget} of {total}");
+        let crashed: Vec<CrashFs> = (0..4).map(|c| fs.crash(c)).chain([fs.crash_drop_unsynced()]).collect();
+        drop(db);
+        for (c, after) in crashed.into_iter().enumerate() {
+            let f: Arc<dyn vfs::Fs> = Arc::new(after);
+            let db =
+                Db::open(f, "/db", o.clone()).unwrap_or_else(|e| panic!("budget {budget} crash {c}: {e}"));
+            let got: Model =
+                db.scan(&ReadOptions::default(), b"", b"\xff", usize::MAX).unwrap().into_iter().collect();
+            let synced = got.keys().filter(|k| k.starts_with(b"s")).count();
+            assert_eq!(synced, 30, "budget {budget} crash {c}: synced writes lost");
+            let unsynced: Vec<_> = got.keys().filter(|k| k.starts_with(b"n")).cloned().collect();
+            let want: Vec<_> = (0..unsynced.len()).map(|i| format!("n{i:02}").into_bytes()).collect();
+            assert_eq!(unsynced, want, "budget {budget} crash {c}: unsynced writes are no prefix");
+        }
+    }
 }

@@ -228,6 +228,7 @@ impl Db {
             logs_obsolete_below: AtomicU64::new(0),
             logs_purged_below: AtomicU64::new(0),
             rr: range_reduce::Shared::default(),
+            last_auto_resume: Mutex::new(None),
             opts,
             range_deletes,
         });

@@ -252,6 +252,7 @@ impl Inner {
             immutable_memtables: imms as u64,
             table_range_tombstones: v.levels.iter().flatten().map(|f| f.info.num_range_dels).sum(),
             last_sequence: self.last_seq.load(Ordering::Acquire),
+            resumes: load(&c.resumes),
             range_delete_global: self.range_deletes.global_stats(),
             range_reduce: self.range_reduce_stats(&v),
             compaction_levels: c.per_level.snapshot(),

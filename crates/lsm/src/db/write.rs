@@ -40,8 +40,8 @@ pub(super) struct Pending {
     id: u64,
     batch: Option<WriteBatch>,
     sync: bool,
-    /// A memtable switch (`force_switch`): it runs alone when it reaches the front, so a leader must never take
-    /// it into its group (the switch would wait for its entry forever).
+    /// Work that runs alone as the leader (`lead`: a forced memtable switch, a resume) when it reaches the
+    /// front, so a leader must never take it into its group (it would wait for its entry forever).
     switch: bool,
 }
 
@@ -208,6 +208,11 @@ impl Inner {
 
     /// Switches the memtable even if not full (used by `flush`). Runs as a write-queue leader so no write races.
     pub(super) fn force_switch(&self) -> Result<()> {
+        self.lead(|| self.make_room_for_write(true))
+    }
+
+    /// Runs `f` as the write-queue leader, alone: queued writes wait until it returns.
+    pub(super) fn lead<T>(&self, f: impl FnOnce() -> T) -> T {
         let mut q = lock(&self.writers);
         let id = q.next_id;
         q.next_id += 1;
@@ -218,7 +223,7 @@ impl Inner {
         q.pending.pop_front();
         q.leader_active = true;
         drop(q);
-        let r = self.make_room_for_write(true);
+        let r = f();
         let mut q = lock(&self.writers);
         q.leader_active = false;
         let wake = q.waiting > 0;
@@ -236,7 +241,13 @@ impl Inner {
         let mut s = lock(&self.state);
         loop {
             if let Some(e) = &s.bg_error {
-                return Err(Error::Background(Box::new(e.clone())));
+                let e = e.clone();
+                drop(s);
+                if self.auto_resume_due(&e) && self.resume_led().is_ok() {
+                    s = lock(&self.state);
+                    continue;
+                }
+                return Err(Error::Background(Box::new(e)));
             }
             if s.shutting_down {
                 return Err(Error::Closed);

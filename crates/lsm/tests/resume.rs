@@ -1,0 +1,155 @@
+//! `Db::resume` beyond the fault matrix of faults.rs: writes that resume by themselves after a full disk (and
+//! only then), corruption that never resumes, what a resume cleans up, and the range-delete index state a failed
+//! edit carried.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use lsm::{Db, Error, Options, ReadOptions, WriteOptions};
+use vfs::{Fault, FaultFs, FaultKind, Op};
+
+fn opts(auto_resume_interval: Option<Duration>) -> Options {
+    Options {
+        create_if_missing: true,
+        write_buffer_size: 4096,
+        target_file_size_base: 4096,
+        block_size: 256,
+        disable_auto_compactions: true,
+        auto_resume_interval,
+        ..Options::default()
+    }
+}
+
+fn open(auto: Option<Duration>) -> (Arc<dyn vfs::Fs>, Arc<FaultFs>, Db) {
+    let mem: Arc<dyn vfs::Fs> = Arc::new(vfs::MemFs::new());
+    let ffs = Arc::new(FaultFs::new(mem.clone()));
+    let f: Arc<dyn vfs::Fs> = ffs.clone();
+    let db = Db::open(f, "/db", opts(auto)).unwrap();
+    (mem, ffs, db)
+}
+
+fn put_keys(db: &Db, range: std::ops::Range<u32>, tag: &str) {
+    for i in range {
+        db.put(&WriteOptions::default(), format!("k{i:03}").as_bytes(), tag.as_bytes()).unwrap();
+    }
+}
+
+/// After ENOSPC a write tries the resume itself, at most once per interval; once space is back, the next write
+/// after the interval goes through. After EIO writes wait for an explicit `resume` (a failing device should
+/// not be written to again unasked).
+#[test]
+fn a_full_disk_resumes_by_itself_once_space_is_back_and_a_device_error_waits() {
+    let interval = Duration::from_millis(200);
+    for kind in [FaultKind::NoSpace, FaultKind::Eio] {
+        let (_mem, ffs, db) = open(Some(interval));
+        put_keys(&db, 0..100, "a");
+        ffs.inject(Fault::after(Op::Write, 0, kind).on_paths(".sst").persistent());
+        let e = db.flush().unwrap_err();
+        assert!(matches!(e, Error::Background(_)) && e.is_io(), "{kind:?}: {e}");
+        // The first write tries (for ENOSPC) and fails again: the flush still cannot write its table.
+        let tried = Instant::now();
+        let before = ffs.injected_on(Op::Write);
+        assert!(db.put(&WriteOptions::default(), b"x", b"1").is_err());
+        let after_first = ffs.injected_on(Op::Write);
+        assert_eq!(
+            after_first > before,
+            kind == FaultKind::NoSpace,
+            "{kind:?}: whether the write tried a resume"
+        );
+        assert!(db.put(&WriteOptions::default(), b"x", b"2").is_err());
+        if tried.elapsed() < interval {
+            assert_eq!(ffs.injected_on(Op::Write), after_first, "{kind:?}: a second try within the interval");
+        }
+        ffs.clear_all();
+        std::thread::sleep(interval);
+        let r = db.put(&WriteOptions::default(), b"x", b"3");
+        match kind {
+            FaultKind::NoSpace => r.unwrap(),
+            _ => {
+                assert!(matches!(r, Err(Error::Background(_))), "{kind:?}: {r:?}");
+                db.resume().unwrap();
+                db.put(&WriteOptions::default(), b"x", b"3").unwrap();
+            }
+        }
+        assert_eq!(db.stats().resumes, 1, "{kind:?}");
+        assert!(db.background_error().is_none());
+        assert_eq!(db.get(b"k050").unwrap().as_deref(), Some(&b"a"[..]));
+        assert_eq!(db.get(b"x").unwrap().as_deref(), Some(&b"3"[..]));
+        db.flush().unwrap();
+    }
+}
+
+/// A stop for corruption does not resume: the damaged table is still there, so `resume` returns the background
+/// error and writes stay stopped.
+#[test]
+fn corruption_is_never_resumed() {
+    let (mem, _ffs, db) = open(None);
+    put_keys(&db, 0..100, "a");
+    db.flush().unwrap();
+    put_keys(&db, 0..100, "b");
+    db.flush().unwrap();
+    let victim = db.files()[0].info.number;
+    let path = std::path::Path::new("/db").join(format!("{victim:06}.sst"));
+    let f = mem.open(&path, vfs::OpenMode::ReadWrite).unwrap();
+    let mut byte = [0u8; 1];
+    f.read_exact_at(&mut byte, 10).unwrap();
+    f.write_all_at(&[byte[0] ^ 0x40], 10).unwrap();
+    let e = db.compact_range(None, None).unwrap_err();
+    assert!(e.is_corruption(), "{e}");
+    let r = db.resume().unwrap_err();
+    assert!(matches!(r, Error::Background(_)) && r.is_corruption(), "{r}");
+    assert!(db.put(&WriteOptions::default(), b"x", b"y").is_err());
+    assert_eq!(db.stats().resumes, 0);
+}
+
+/// A flush whose MANIFEST sync failed leaves its table on disk (the old MANIFEST may name it). The resume's new
+/// MANIFEST makes that moot, so the resume deletes it: afterwards the directory holds the live tables only.
+#[test]
+fn a_resume_deletes_the_tables_of_failed_edits() {
+    let (mem, ffs, db) = open(None);
+    put_keys(&db, 0..100, "a");
+    ffs.inject(Fault::after(Op::Sync, 0, FaultKind::Eio).on_paths("MANIFEST"));
+    assert!(db.flush().is_err());
+    ffs.clear_all();
+    db.resume().unwrap();
+    let on_disk: BTreeSet<u64> = mem
+        .list_dir(std::path::Path::new("/db"))
+        .unwrap()
+        .iter()
+        .filter_map(|n| n.strip_suffix(".sst").and_then(|n| n.parse().ok()))
+        .collect();
+    let live: BTreeSet<u64> = db.files().iter().map(|f| f.info.number).collect();
+    assert_eq!(on_disk, live);
+    assert!(!live.is_empty());
+    assert_eq!(db.get(b"k010").unwrap().as_deref(), Some(&b"a"[..]));
+}
+
+/// Regression: a flush wrote the global index's buffer to a new DR-tree file and took its state for the edit,
+/// whose MANIFEST sync then failed. The index then believed its state recorded, so the resume's edits carried
+/// none: the next open loaded the older state, deleted the new file as unreferenced, and the range delete, whose
+/// WAL the resume had retired, was gone (the deleted keys came back).
+#[test]
+fn regression_a_resume_records_the_index_state_a_failed_edit_carried() {
+    let global: Arc<dyn lsm::RangeDeleteStrategy> = Arc::new(lsm::GlobalRangeDeletes::new());
+    let o = Options { range_delete_strategy: global, ..opts(None) };
+    let mem: Arc<dyn vfs::Fs> = Arc::new(vfs::MemFs::new());
+    let ffs = Arc::new(FaultFs::new(mem.clone()));
+    let f: Arc<dyn vfs::Fs> = ffs.clone();
+    let db = Db::open(f, "/db", o.clone()).unwrap();
+    put_keys(&db, 0..100, "a");
+    db.flush().unwrap();
+    db.delete_range(&WriteOptions::default(), b"k010", b"k050").unwrap();
+    put_keys(&db, 100..110, "b");
+    ffs.inject(Fault::after(Op::Sync, 0, FaultKind::Eio).on_paths("MANIFEST"));
+    assert!(db.flush().is_err());
+    ffs.clear_all();
+    db.resume().unwrap();
+    assert_eq!(db.get(b"k020").unwrap(), None);
+    db.close().unwrap();
+    let db = Db::open(mem, "/db", o).unwrap();
+    assert_eq!(db.get(b"k020").unwrap(), None, "the range delete came back after the reopen");
+    let n = db.scan(&ReadOptions::default(), b"", b"\xff", usize::MAX).unwrap().len();
+    assert_eq!(n, 100 - 40 + 10);
+}
