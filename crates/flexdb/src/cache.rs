@@ -247,6 +247,15 @@ impl IntervalCache {
         drop(gone);
     }
 
+    /// Drops every interval (the hit and miss counts stay).
+    pub fn clear(&self) {
+        for part in &self.parts {
+            // Freed outside the lock, as in `put`.
+            let gone = std::mem::take(&mut *part.lock());
+            drop(gone);
+        }
+    }
+
     /// Partitions in use.
     pub fn partitions(&self) -> usize {
         self.parts.len()

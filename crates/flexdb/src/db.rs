@@ -30,7 +30,8 @@
 //! updates the table in place, so it has no older version to fall back on, as an LSM tree's immutable files
 //! are). A batch that failed after
 //! part of it reached the memtable stops every read, so no reader sees half of it. Reopening recovers: the
-//! logs of the uncommitted memtables and the failed batch are replayed.
+//! logs of the uncommitted memtables and the failed batch are replayed. So does [`Db::resume`], in place
+//! (`db/resume.rs`).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -40,7 +41,6 @@ use std::thread::JoinHandle;
 use bptree::ByteKey;
 use parking_lot::{Condvar, Mutex, RwLock};
 
-use crate::WalRecovery;
 use crate::error::{Error, Result};
 use crate::memtable::{FrozenMemtable, MemValue, Memtable};
 use crate::options::{Options, WriteOptions};
@@ -56,6 +56,8 @@ pub use read::DbIter;
 pub use snapshot::Snapshot;
 
 mod read;
+mod replay;
+mod resume;
 mod snapshot;
 #[cfg(test)]
 mod tests;
@@ -188,7 +190,8 @@ struct Inner {
 /// A FlexDB store. See the module comment.
 pub struct Db {
     inner: Arc<Inner>,
-    committer: Option<JoinHandle<()>>,
+    /// The committer thread; `resume` stops and restarts it, hence the lock.
+    committer: Mutex<Option<JoinHandle<()>>>,
 }
 
 const LOCK_FILE: &str = "LOCK";
@@ -224,46 +227,8 @@ impl Db {
         })?;
         let table = Table::open(fs.clone(), dir, &opts, opts.create_if_missing)?;
         let c = Counters::default();
-        let mut logs: Vec<u64> = fs.list_dir(dir)?.iter().filter_map(|n| wal::parse_name(n)).collect();
-        logs.sort_unstable();
-        let mut mem = Memtable::new();
-        let mut salvaged: Option<String> = None;
-        for (i, &n) in logs.iter().enumerate() {
-            let path = dir.join(wal::file_name(n));
-            let newest = i + 1 == logs.len();
-            if let Some(damage) = &salvaged {
-                // Salvaged: this log is newer than the damage, so it is dropped with it.
-                wal::check_droppable(fs.as_ref(), &path, damage)?;
-                c.wal_tail_dropped_bytes
-                    .fetch_add(fs.open(&path, vfs::OpenMode::ReadOnly)?.len()?, Ordering::Relaxed);
-                continue;
-            }
-            let r = match opts.wal_recovery {
-                WalRecovery::Strict => wal::read_log(fs.as_ref(), &path, newest)?,
-                WalRecovery::PointInTime => wal::read_log_salvaging(fs.as_ref(), &path, newest)?,
-            };
-            salvaged = r.salvaged;
-            c.wal_tail_dropped_bytes.fetch_add(r.dropped_bytes, Ordering::Relaxed);
-            for batch in r.batches {
-                c.wal_batches_replayed.fetch_add(1, Ordering::Relaxed);
-                for op in batch {
-                    match op {
-                        Op::Put(k, v) => {
-                            mem.insert(ByteKey::new(&k), MemValue::Put(v));
-                        }
-                        Op::Delete(k) => {
-                            mem.insert(ByteKey::new(&k), MemValue::Delete);
-                        }
-                        Op::DeleteRange(s, e) => {
-                            table.commit(mem.iter().map(|(k, v)| (k.as_bytes(), v)))?;
-                            mem = Memtable::new();
-                            table.delete_range(&s, &e)?;
-                        }
-                    }
-                }
-            }
-        }
-        table.commit(mem.iter().map(|(k, v)| (k.as_bytes(), v)))?;
+        let logs = replay::list_logs(fs.as_ref(), dir)?;
+        let salvaged = replay::replay_logs(fs.as_ref(), dir, &table, &logs, opts.wal_recovery, &c)?;
         table.sync()?;
         for &n in &logs {
             fs.remove_file(&dir.join(wal::file_name(n)))?;
@@ -289,12 +254,8 @@ impl Db {
             snaps: Arc::default(),
             _lock: lock,
         });
-        let bg = inner.clone();
-        let committer = std::thread::Builder::new()
-            .name("flexdb-committer".into())
-            .spawn(move || bg.committer_loop())
-            .map_err(Error::Io)?;
-        Ok(Db { inner, committer: Some(committer) })
+        let committer = Inner::start_committer(&inner)?;
+        Ok(Db { inner, committer: Mutex::new(Some(committer)) })
     }
 
     /// Sets `key` to `value` (which may be empty).
@@ -482,9 +443,9 @@ impl Db {
         Ok(self.inner.table.layout())
     }
 
-    /// The corruption error a strict open would have returned, when [`WalRecovery::PointInTime`] salvaged the
-    /// store at open instead: the writes logged from that point on (`Stats::wal_tail_dropped_bytes` counts the
-    /// bytes) were dropped. `None` after a strict open or a salvage that found nothing to drop.
+    /// The corruption error a strict open would have returned, when
+    /// [`WalRecovery::PointInTime`](crate::WalRecovery::PointInTime) salvaged the store at open instead: the
+    /// writes logged from that point on (`Stats::wal_tail_dropped_bytes` counts the bytes) were dropped. `None` after a strict open or a salvage that found nothing to drop.
     pub fn salvaged(&self) -> Option<&str> {
         self.inner.salvaged.as_deref()
     }
@@ -513,7 +474,7 @@ impl Db {
     fn stop(&mut self) {
         *self.inner.state.lock() = true;
         self.inner.cv.notify_all();
-        if let Some(h) = self.committer.take() {
+        if let Some(h) = self.committer.get_mut().take() {
             let _ = h.join();
         }
     }
@@ -647,6 +608,14 @@ impl Inner {
         let _s = self.state.lock();
         self.cv.notify_all();
         Ok(())
+    }
+
+    fn start_committer(inner: &Arc<Inner>) -> Result<JoinHandle<()>> {
+        let bg = inner.clone();
+        std::thread::Builder::new()
+            .name("flexdb-committer".into())
+            .spawn(move || bg.committer_loop())
+            .map_err(Error::Io)
     }
 
     fn committer_loop(&self) {

@@ -27,7 +27,7 @@ pub enum Error {
     /// A commit or a log append failed earlier with the error inside (an I/O error or corruption); the store
     /// refuses writes from then on; reads that reach a table whose change failed get that failure this way
     /// too (see [`crate::Db`]).
-    /// Reopening recovers.
+    /// [`crate::Db::resume`] or a reopen recovers.
     #[error("background error, writes stopped: {0}")]
     Background(Arc<Error>),
     /// The table's FlexFile refuses service after an earlier failure. The table and the store report that

@@ -22,11 +22,12 @@
 mod commit;
 
 use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, OnceLock};
 
 use flexfile::{FlexFile, ReadAhead};
-use parking_lot::RwLock;
+use parking_lot::{Mutex, RwLock};
 
 use crate::cache::{IntervalCache, IntervalData};
 use crate::error::{Error, Result};
@@ -72,9 +73,10 @@ pub struct Table {
     defrag: Defrag,
     /// The failure of a change (commit, range delete, sync), once one failed. The change may have stopped
     /// part-way, leaving the index, the cache and the file out of step, so from then on every read and change is
-    /// refused with it, as [`Error::Background`]. Set before the failing change releases the index lock, and read
-    /// under it.
-    failed: OnceLock<Arc<Error>>,
+    /// refused with it, as [`Error::Background`], until [`Table::reload`]. Set before the failing change releases
+    /// the index lock, and read under it; `is_failed` mirrors it so the read path's check is one load.
+    failed: Mutex<Option<Arc<Error>>>,
+    is_failed: AtomicBool,
     /// Counters.
     pub stats: TableStats,
 }
@@ -169,7 +171,8 @@ impl Table {
             max_bytes: opts.interval_max_bytes,
             lock_bytes: opts.commit_lock_bytes,
             defrag: opts.defrag,
-            failed: OnceLock::new(),
+            failed: Mutex::new(None),
+            is_failed: AtomicBool::new(false),
             stats,
         })
     }
@@ -259,7 +262,10 @@ impl Table {
     /// The failure that stopped the table, once a change failed (see `failed`). REQUIRES: the index lock is held
     /// (either way), so a change that failed part-way was marked before this reader could see its state.
     fn usable(&self) -> Result<()> {
-        match self.failed.get() {
+        if !self.is_failed.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        match self.failed.lock().as_ref() {
             Some(e) => Err(Error::Background(e.clone())),
             None => Ok(()),
         }
@@ -269,9 +275,38 @@ impl Table {
     /// REQUIRES: the index write lock is held if the failed change could have touched the index or the cache.
     fn mark<T>(&self, r: Result<T>) -> Result<T> {
         if let Err(e) = &r {
-            let _ = self.failed.set(Arc::new(e.cause_copy()));
+            let mut f = self.failed.lock();
+            if f.is_none() {
+                *f = Some(Arc::new(e.cause_copy()));
+            }
+            self.is_failed.store(true, Ordering::Release);
         }
         r
+    }
+
+    /// Whether a sync of the table's FlexFile ever failed: then it cannot be reloaded (`FlexFile::reload`).
+    pub fn sync_failed(&self) -> bool {
+        self.file.read().sync_failed()
+    }
+
+    /// Rebuilds the table from its files in place, as an open does (`FlexFile::reload`, then the index from the
+    /// anchors), and makes it usable again: for a store resuming after a failed change, which then replays its
+    /// logs into it. Readers wait on the index lock meanwhile; the cache is emptied, since interval ids start
+    /// again. On failure the table stays failed.
+    /// REQUIRES: no change (commit, range delete, sync) runs.
+    pub fn reload(&self, opts: &Options) -> Result<()> {
+        let mut idx = self.index.write();
+        let mut file = self.file.write();
+        let r = file
+            .reload()
+            .map_err(Error::from)
+            .and_then(|()| Self::rebuild(&file, opts.rebuild_interval, opts.rebuild_threads, &self.stats));
+        let fresh = self.mark(r)?;
+        *idx = fresh;
+        self.cache.clear();
+        *self.failed.lock() = None;
+        self.is_failed.store(false, Ordering::Release);
+        Ok(())
     }
 
     /// The committed value of `key`.

@@ -71,7 +71,10 @@ pub const LOCK_FILE: &str = "LOCK";
 pub struct FlexFile {
     fs: Arc<dyn vfs::Fs>,
     dir: PathBuf,
-    _lock: Box<dyn vfs::FileLock>,
+    /// Shared with the instance a [`FlexFile::reload`] builds, so the directory stays locked throughout.
+    lock: Arc<dyn vfs::FileLock>,
+    /// Set when a sync of the data, log or tree file fails (see [`FlexFile::reload`]).
+    sync_failures: vfs::SyncFailures,
     opts: Options,
     tree: FlexTree,
     tf: TreeFile,
@@ -154,6 +157,10 @@ impl FlexFile {
         log.sync_data()?;
         data.sync_data()?;
         drop((tf, log, data));
+        // The data and log files' directory entries must be durable before the rename can be: a crash could
+        // otherwise keep the tree file, which says "a FlexFile is here", without its log
+        // (`regression_a_crash_in_create_leaves_no_flexfile_or_a_whole_one`).
+        fs.sync_dir(dir)?;
         fs.rename(&tmp, &dir.join(TREE_FILE))?;
         fs.sync_dir(dir)?;
         drop(lock);
@@ -173,7 +180,48 @@ impl FlexFile {
             return Err(Error::invalid(format!("{} holds no FlexFile", dir.display())));
         }
         let lock = lock_dir(fs.as_ref(), dir)?;
-        let tfile = fs.open(&tpath, OpenMode::ReadWrite)?;
+        Self::open_locked(fs, dir, opts, Arc::from(lock), vfs::SyncFailures::default())
+    }
+
+    /// Whether a sync of its data, log or tree file ever failed (then [`FlexFile::reload`] refuses).
+    pub fn sync_failed(&self) -> bool {
+        self.sync_failures.any()
+    }
+
+    /// Reads the FlexFile back from its files, as [`FlexFile::open`] does after a crash, and replaces this
+    /// instance with the result: what only this instance's memory held (an unwritten log tail, a tree change not
+    /// yet logged) is dropped, and a poisoned instance becomes usable again. For a caller that can redo the lost
+    /// changes (FlexDB replays its WAL) after a write or sync failed part-way. The statistics restart, as at an
+    /// open. On failure this instance is left as it was.
+    ///
+    /// Refused after a failed sync of any of its files: Linux then marks the unwritten pages clean, so they may be
+    /// lost on the media while reads still return them, and a reload would build on bytes the next power loss can
+    /// take away. Only a recovery from what the media holds (a restart) is safe then.
+    pub fn reload(&mut self) -> Result<()> {
+        if self.sync_failures.any() {
+            return Err(Error::Io(std::io::Error::other(
+                "a sync of the FlexFile failed: pages it wrote since its last good sync may be lost on the media \
+                 while the page cache still shows them, so it cannot be reloaded in place",
+            )));
+        }
+        // The same flag: a sync failing in the reload's own recovery taints this FlexFile too, although the
+        // instance it was building is dropped.
+        let (fs, dir, opts) = (self.fs.clone(), self.dir.clone(), self.opts.clone());
+        let fresh = Self::open_locked(fs, &dir, opts, self.lock.clone(), self.sync_failures.clone())?;
+        *self = fresh;
+        Ok(())
+    }
+
+    /// [`FlexFile::open`] once `lock` is held.
+    fn open_locked(
+        fs: Arc<dyn vfs::Fs>,
+        dir: &Path,
+        opts: Options,
+        lock: Arc<dyn vfs::FileLock>,
+        sync_failures: vfs::SyncFailures,
+    ) -> Result<FlexFile> {
+        let tpath = dir.join(TREE_FILE);
+        let tfile = sync_failures.watch(fs.open(&tpath, OpenMode::ReadWrite)?);
         let h = TreeFile::read_header(tfile.as_ref())?;
         let opts = Options {
             segment_size: h.segment_size,
@@ -187,13 +235,14 @@ impl FlexFile {
         opts.validate()
             .map_err(|e| Error::corruption("tree", format!("stored parameters are invalid: {e}")))?;
         let (tf, tree) = TreeFile::open(tfile, opts.tree_config())?;
-        let data = fs.open(&dir.join(DATA_FILE), OpenMode::CreateOrOpen)?;
-        let log = fs.open(&dir.join(LOG_FILE), OpenMode::CreateOrOpen)?;
+        let data = sync_failures.watch(fs.open(&dir.join(DATA_FILE), OpenMode::CreateOrOpen)?);
+        let log = sync_failures.watch(fs.open(&dir.join(LOG_FILE), OpenMode::CreateOrOpen)?);
         let data = Segments::new(data, &opts)?;
         let mut f = FlexFile {
             fs,
             dir: dir.to_path_buf(),
-            _lock: lock,
+            lock,
+            sync_failures,
             opts,
             tree,
             tf,

@@ -19,7 +19,10 @@ const DIR: &str = "/fault";
 /// following call of `op` fails with `kind` (counted from after the file's creation). Returns the calls of `op`
 /// the workload made and whether an operation failed; a failure is checked: typed error, poisoned file, and a
 /// reopen at an operation boundary no earlier than the last completed sync.
-fn fault_run(seed: u64, op: Op, kind: FaultKind, fault: Option<u64>) -> (u64, bool) {
+///
+/// With `reload`, the failed instance reloads itself in place (`FlexFile::reload`) instead of being reopened, and
+/// must pass the same checks, then take writes again.
+fn fault_run(seed: u64, op: Op, kind: FaultKind, fault: Option<u64>, reload: bool) -> (u64, bool) {
     let mut rng = common::rng(seed);
     let inner: Arc<dyn vfs::Fs> = Arc::new(MemFs::new());
     let ffs = FaultFs::new(inner.clone());
@@ -63,15 +66,35 @@ fn fault_run(seed: u64, op: Op, kind: FaultKind, fault: Option<u64>) -> (u64, bo
     if !failed {
         return (calls, false);
     }
-    // Everything after a failure is refused until reopen.
+    // Everything after a failure is refused until reopen (or reload).
     assert!(matches!(f.insert(0, b"x"), Err(Error::Poisoned)));
-    drop(f);
     ffs.clear_all();
-    let mut f = FlexFile::open(fs.clone(), Path::new(DIR), Options::tiny())
-        .unwrap_or_else(|e| panic!("seed {seed} {op:?}: reopen: {e}"));
+    // A reload refuses after a failed sync (pages may be lost behind the page cache), and only then.
+    let reloaded = reload && {
+        let r = f.reload();
+        assert_eq!(r.is_err(), op == Op::Sync, "seed {seed} {op:?}: reload: {r:?}");
+        assert!(r.as_ref().is_ok() || matches!(r, Err(Error::Io(_))), "seed {seed} {op:?}: reload: {r:?}");
+        r.is_ok()
+    };
+    let mut f = if reloaded {
+        f
+    } else {
+        drop(f);
+        FlexFile::open(fs.clone(), Path::new(DIR), Options::tiny())
+            .unwrap_or_else(|e| panic!("seed {seed} {op:?}: reopen: {e}"))
+    };
     f.check(true).unwrap();
     let got = common::contents(&mut f).unwrap();
     assert!(allowed.contains(&got), "seed {seed} {op:?}: reopened state matches no operation boundary");
+    if reloaded {
+        // Usable again, and what it takes now survives a reopen.
+        f.insert(0, b"after").unwrap();
+        f.sync().unwrap();
+        let want = common::contents(&mut f).unwrap();
+        drop(f);
+        let mut f = FlexFile::open(fs.clone(), Path::new(DIR), Options::tiny()).unwrap();
+        assert_eq!(common::contents(&mut f).unwrap(), want, "seed {seed} {op:?}: after reload and sync");
+    }
     (calls, true)
 }
 
@@ -80,19 +103,29 @@ fn fault_run(seed: u64, op: Op, kind: FaultKind, fault: Option<u64>) -> (u64, bo
 /// change, and a single-seed run then failed its "enough faults reached" check).
 #[test]
 fn random_faults_give_typed_errors_and_a_consistent_reopen() {
+    random_faults(false);
+}
+
+/// As above, but the failed instance reloads itself from its files in place.
+#[test]
+fn random_faults_then_a_reload_in_place_gives_a_consistent_usable_file() {
+    random_faults(true);
+}
+
+fn random_faults(reload: bool) {
     let ops = [Op::Write, Op::Sync, Op::SetLen, Op::Read];
     let (mut hit, mut trials) = (0, 0);
     for seed in testkit::seeds(&[201, 202, 203, 204, 205, 206]) {
         for (k, &op) in ops.iter().enumerate() {
             let kind = if seed % 2 == 0 { FaultKind::Eio } else { FaultKind::NoSpace };
             let run_seed = seed * 10 + k as u64;
-            let (calls, failed) = fault_run(run_seed, op, kind, None);
+            let (calls, failed) = fault_run(run_seed, op, kind, None, reload);
             assert!(!failed);
             if calls == 0 {
                 continue;
             }
             let at = common::rng(run_seed ^ 0xfa17).random_range(0..calls);
-            let (_, failed) = fault_run(run_seed, op, kind, Some(at));
+            let (_, failed) = fault_run(run_seed, op, kind, Some(at), reload);
             assert!(failed, "seed {seed} {op:?}: the fault at call {at} of {calls} was not reached");
             hit += 1;
             trials += 1;

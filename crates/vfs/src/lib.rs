@@ -27,6 +27,7 @@ mod mem;
 mod os;
 mod overlay;
 mod rng;
+mod sync_watch;
 pub mod torn;
 
 pub use crash::{CrashFs, CrashMode, CrashPoint, CrashStats, SECTOR_SIZE, is_crash_point};
@@ -34,6 +35,7 @@ pub use fault::{Fault, FaultFs, FaultKind, Op, Trigger};
 pub use mem::MemFs;
 pub use os::{OsFs, open_file_limit};
 pub use overlay::OverlayFs;
+pub use sync_watch::SyncFailures;
 
 /// The result type of every storage call.
 pub type Result<T> = io::Result<T>;

@@ -238,12 +238,16 @@ impl Inner {
     /// memtable and WAL when the current memtable is full (or `force`).
     fn make_room_for_write(&self, mut force: bool) -> Result<()> {
         let mut allow_delay = !force;
+        // One resume per call at most: with a zero interval, a job failing again at once must not keep this
+        // writer resuming forever.
+        let mut may_resume = true;
         let mut s = lock(&self.state);
         loop {
             if let Some(e) = &s.bg_error {
                 let e = e.clone();
                 drop(s);
-                if self.auto_resume_due(&e) && self.resume_led().is_ok() {
+                if may_resume && self.auto_resume_due(&e) && self.resume_led().is_ok() {
+                    may_resume = false;
                     s = lock(&self.state);
                     continue;
                 }

@@ -1,0 +1,130 @@
+//! Resuming after a background error (`Db::resume`): the store rebuilds its table from its files in place, as a
+//! reopen would, and goes on taking writes.
+//!
+//! A failed change may have stopped part-way in the table (updated in place, so nothing older to fall back on),
+//! and a failed log append or sync leaves the log's tail unknown. Everything the store acknowledged is in its
+//! logs (a log is removed only once its memtable is durable in the table), except, after a failed log *sync*,
+//! the writes past the last good sync, which only the active memtable still holds reliably. So, with writers
+//! held (the writer lock), the committer stopped, and readers held (the memtable write lock, `table_epoch` odd
+//! for those already past it):
+//! 1. The table reloads from its files (`Table::reload`: the FlexFile as an open reads it, the index rebuilt
+//!    from anchors). Not after a failed sync of the table: Linux marks the pages it could not write clean, so
+//!    the files may read back what the media no longer holds, and the store stays stopped (see `Db::resume`).
+//! 2. A failed log is cut back to the records it can vouch for (`WalWriter::cut_failed_tail`), so a newer log may
+//!    follow it; a healthy one is synced.
+//! 3. Every log is replayed into the table (strictly: damage is corruption) and the table synced.
+//! 4. The active memtable, which still holds every write past the cut, is logged afresh as one synced batch in
+//!    a new log and stays the active memtable; the old logs are removed, the immutable memtable dropped (the
+//!    replay committed it), the error cleared and the committer restarted. Committing the memtable to the table
+//!    instead would not do: a crash part-way through would keep a part of it in key order, no prefix of the
+//!    writes, with its log already cut.
+//!
+//! A failed step leaves the error in place and loses nothing; every step is safe to repeat. Corruption is never
+//! resumed: the damaged bytes are still there.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use crate::WalRecovery;
+use crate::error::{Error, Result};
+use crate::memtable::MemValue;
+use crate::wal::{self, Op, WalWriter};
+
+use super::{Counters, Db, Inner, Mem, replay};
+
+impl Db {
+    /// Clears the background error and lets writes (and reads the failure stopped) go on, without a reopen: the
+    /// table is rebuilt from its files and the logs are replayed into it, as at an open. Call it once the cause
+    /// has passed (space freed, a device back). Returns `Ok` at once if nothing stopped the store.
+    ///
+    /// If a step fails again, the store stays stopped with its first error, loses nothing acknowledged, and
+    /// `resume` may be called again (that error is returned). Two stops never resume, and return
+    /// [`Error::Background`]: corruption (the damaged bytes are still there), and a failed sync of the table
+    /// (Linux marks the pages it could not write clean, so they may be gone from the media while the page cache
+    /// still serves them; a reload would build on them). A failed sync of a log does resume: its unsynced tail
+    /// is cut and rewritten from the memtable.
+    pub fn resume(&self) -> Result<()> {
+        let inner = &self.inner;
+        let mut w = inner.writer.lock();
+        let Some(e) = inner.bg_error.lock().clone() else { return Ok(()) };
+        if e.is_corruption() {
+            return Err(Error::Background(e));
+        }
+        if inner.table.sync_failed() {
+            return Err(Error::Background(Arc::new(Error::Io(std::io::Error::other(format!(
+                "cannot resume: a sync of the table failed, so pages it wrote may be lost on the media while \
+                 memory still shows them; reopen the store once nothing caches its files (after a restart), so \
+                 recovery reads what the media holds (stopped by: {e})"
+            ))))));
+        }
+        self.stop_committer();
+        inner.rebuild(&mut w)?;
+        *self.committer.lock() = Some(Inner::start_committer(inner)?);
+        Ok(())
+    }
+
+    /// Stops the committer thread (after the commit it is running, if any) and waits for it.
+    fn stop_committer(&self) {
+        *self.inner.state.lock() = true;
+        self.inner.cv.notify_all();
+        if let Some(h) = self.committer.lock().take() {
+            let _ = h.join();
+        }
+        *self.inner.state.lock() = false;
+    }
+}
+
+impl Inner {
+    /// Steps 1-4 of the module comment but the committer's restart.
+    /// REQUIRES: the writer lock is held (`w`) and the committer is stopped.
+    fn rebuild(&self, w: &mut WalWriter) -> Result<()> {
+        let mut m = self.mem.write();
+        // Odd while the table is rebuilt: readers that read it after leaving the memtable lock read again.
+        self.table_epoch.fetch_add(1, Ordering::SeqCst);
+        let r = self.rebuild_locked(&mut m, w);
+        self.table_epoch.fetch_add(1, Ordering::SeqCst);
+        r
+    }
+
+    fn rebuild_locked(&self, m: &mut Mem, w: &mut WalWriter) -> Result<()> {
+        self.table.reload(&self.opts)?;
+        if w.failed() {
+            w.cut_failed_tail()?;
+        } else {
+            w.sync()?;
+        }
+        let (fs, dir) = (self.fs.as_ref(), self.dir.as_path());
+        let logs = replay::list_logs(fs, dir)?;
+        // Not counted as an open's replay.
+        replay::replay_logs(fs, dir, &self.table, &logs, WalRecovery::Strict, &Counters::default())?;
+        self.table.sync()?;
+        // The active memtable goes on, logged afresh as one batch in a new log: the cut may have dropped its
+        // writes past the last good sync. One batch, so a crash keeps all of it or none (committing it to the
+        // table instead could leave a part in key order, which is no prefix of the writes).
+        let next = logs.last().map_or(w.number, |&n| n.max(w.number)) + 1;
+        let mut fresh = WalWriter::create(fs, dir, next)?;
+        let ops: Vec<Op> = m
+            .active
+            .iter()
+            .map(|(k, v)| match v {
+                MemValue::Put(v) => Op::Put(k.as_bytes().into(), v.clone()),
+                MemValue::Delete => Op::Delete(k.as_bytes().into()),
+            })
+            .collect();
+        if !ops.is_empty() {
+            self.wal_bytes.fetch_add(fresh.append_batch(&ops, true)?, Ordering::Relaxed);
+        }
+        // The new log before the old ones go: a crash in between replays them (each ends cleanly) and then it.
+        for &n in &logs {
+            fs.remove_file(&dir.join(wal::file_name(n)))?;
+        }
+        fs.sync_dir(dir)?;
+        *w = fresh;
+        // The immutable memtable's log was replayed into the table.
+        m.imm = None;
+        drop(self.retired.lock().take());
+        self.reads_stopped.store(false, Ordering::SeqCst);
+        *self.bg_error.lock() = None;
+        Ok(())
+    }
+}
