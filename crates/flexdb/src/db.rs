@@ -184,6 +184,8 @@ struct Inner {
     /// Live snapshots and their pre-images (`db/snapshot.rs`), shared with their handles. Lock order: `mem`
     /// before `snaps.state`.
     snaps: Arc<snapshot::SnapshotList>,
+    /// When a write last tried a resume by itself (`Options::auto_resume_interval`).
+    last_auto_resume: Mutex<Option<std::time::Instant>>,
     _lock: Box<dyn vfs::FileLock>,
 }
 
@@ -252,6 +254,7 @@ impl Db {
             wal_bytes: AtomicU64::new(0),
             table_epoch: AtomicU64::new(0),
             snaps: Arc::default(),
+            last_auto_resume: Mutex::new(None),
             _lock: lock,
         });
         let committer = Inner::start_committer(&inner)?;
@@ -305,13 +308,13 @@ impl Db {
             // Nothing to apply, but a synced call still makes every earlier write durable, as any synced write
             // does (the crash test found an empty synced range delete that left an earlier put unsynced).
             if wo.sync {
-                inner.check_bg()?;
+                self.writable()?;
                 self.sync()?;
             }
             return Ok(());
         }
         let ranged = ops.iter().any(|op| matches!(op, Op::DeleteRange(..)));
-        inner.check_bg()?;
+        self.writable()?;
         let mut w = inner.writer.lock();
         // The pre-images live snapshots need, read before anything is logged so a failed read changes nothing.
         let mut capture = self.capture(&ops)?;
@@ -385,7 +388,7 @@ impl Db {
     /// Freezes the memtable and waits until it is committed into the table.
     pub fn flush(&self) -> Result<()> {
         let inner = &self.inner;
-        inner.check_bg()?;
+        self.writable()?;
         let mut w = inner.writer.lock();
         if !inner.mem.read().active.is_empty() {
             inner.rotate(&mut w)?;

@@ -43,6 +43,11 @@ pub struct Options {
     /// What recovery does with log damage a crash cannot explain (default `Strict`: fail the open with
     /// `Corruption`; `PointInTime` salvages the writes before the damage, see [`crate::Db::salvaged`]).
     pub wal_recovery: vfs::torn::WalRecovery,
+    /// After a background error caused by a full disk or an exceeded quota (ENOSPC, EDQUOT), a write or flush
+    /// tries [`crate::Db::resume`] by itself at most this often, so writes pick up again once space is freed
+    /// (default 1 s, as the LSM engine; `None`: only an explicit `resume` or a reopen). Other errors always wait
+    /// for the caller: a device error may mean a failing disk.
+    pub auto_resume_interval: Option<std::time::Duration>,
 }
 
 impl Default for Options {
@@ -64,6 +69,7 @@ impl Default for Options {
                 ..flexfile::Options::default()
             },
             wal_recovery: vfs::torn::WalRecovery::Strict,
+            auto_resume_interval: Some(std::time::Duration::from_secs(1)),
         }
     }
 }
@@ -85,6 +91,7 @@ impl Options {
             rebuild_threads: 3,
             flexfile: flexfile::Options::tiny(),
             wal_recovery: vfs::torn::WalRecovery::Strict,
+            auto_resume_interval: Some(std::time::Duration::from_secs(1)),
         }
     }
 

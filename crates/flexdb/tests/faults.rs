@@ -417,3 +417,49 @@ fn resume_after_injected_faults_loses_nothing_and_goes_on() {
     assert!(stopped >= 8, "too few runs met their fault ({stopped})");
     assert!(refused < stopped, "every run refused to resume ({refused} of {stopped})");
 }
+
+/// After ENOSPC a write tries the resume itself, at most once per interval; once space is back, the next write
+/// after the interval goes through. After EIO writes wait for an explicit `resume`.
+#[test]
+fn a_full_disk_resumes_by_itself_once_space_is_back_and_a_device_error_waits() {
+    let interval = std::time::Duration::from_millis(200);
+    for kind in [FaultKind::NoSpace, FaultKind::Eio] {
+        let mem: Arc<dyn vfs::Fs> = Arc::new(vfs::MemFs::new());
+        let ffs = Arc::new(FaultFs::new(mem.clone()));
+        let o = Options { auto_resume_interval: Some(interval), ..opts() };
+        let db = Db::open(ffs.clone(), Path::new("db"), o).unwrap();
+        db.put(b"a", b"1", WriteOptions::default()).unwrap();
+        // Every log append fails: the write stops the store.
+        ffs.inject(Fault::after(Op::Write, 0, kind).on_paths(".log").persistent());
+        assert!(db.put(b"b", b"2", WriteOptions::default()).is_err());
+        // The first write after the stop tries (for ENOSPC) and fails again: the new log cannot be written.
+        let tried = std::time::Instant::now();
+        let before = ffs.injected_on(Op::Write);
+        assert!(db.put(b"c", b"3", WriteOptions::default()).is_err());
+        let after_first = ffs.injected_on(Op::Write);
+        assert_eq!(
+            after_first > before,
+            kind == FaultKind::NoSpace,
+            "{kind:?}: whether the write tried a resume"
+        );
+        assert!(db.put(b"c", b"3", WriteOptions::default()).is_err());
+        if tried.elapsed() < interval {
+            assert_eq!(ffs.injected_on(Op::Write), after_first, "{kind:?}: a second try within the interval");
+        }
+        ffs.clear_all();
+        std::thread::sleep(interval);
+        let r = db.put(b"c", b"3", WriteOptions::default());
+        match kind {
+            FaultKind::NoSpace => r.unwrap(),
+            _ => {
+                assert!(matches!(r, Err(Error::Background(_))), "{kind:?}: {r:?}");
+                db.resume().unwrap();
+                db.put(b"c", b"3", WriteOptions::default()).unwrap();
+            }
+        }
+        assert_eq!(db.get(b"a").unwrap().as_deref(), Some(&b"1"[..]), "{kind:?}");
+        assert_eq!(db.get(b"c").unwrap().as_deref(), Some(&b"3"[..]), "{kind:?}");
+        db.flush().unwrap();
+        db.close().unwrap();
+    }
+}

@@ -159,9 +159,10 @@ pub fn is_no_space(e: &io::Error) -> bool {
 }
 
 /// Whether `e` says the file system refused to allocate: [`is_no_space`] or a disk quota exceeded (EDQUOT). Both
-/// pass once space is freed, unlike a device error.
+/// pass once space is freed, unlike a device error. Judged by the OS error code or, for a copy that kept only
+/// the kind, by the kind.
 pub fn is_out_of_space(e: &io::Error) -> bool {
-    is_no_space(e) || e.raw_os_error() == Some(libc::EDQUOT)
+    is_no_space(e) || e.raw_os_error() == Some(libc::EDQUOT) || e.kind() == io::ErrorKind::QuotaExceeded
 }
 
 /// The first failed write or sync of a log writer, kept so that the writer refuses every later call (assumption
@@ -278,5 +279,7 @@ mod tests {
             assert_eq!(is_out_of_space(&io::Error::from_raw_os_error(errno)), out, "errno {errno}");
         }
         assert!(is_out_of_space(&io::Error::new(io::ErrorKind::StorageFull, "full")));
+        // A copy that kept only the kind (as engines copy a background error for each caller) still counts.
+        assert!(is_out_of_space(&io::Error::new(io::ErrorKind::QuotaExceeded, "quota")));
     }
 }

@@ -63,6 +63,16 @@ impl Db {
         Ok(())
     }
 
+    /// `Ok` unless writes are stopped; after a full disk or an exceeded quota, first tries a resume, at most once
+    /// per `Options::auto_resume_interval` (a write on a full disk must not rebuild the table each time).
+    pub(super) fn writable(&self) -> Result<()> {
+        let Err(stopped) = self.inner.check_bg() else { return Ok(()) };
+        if self.inner.auto_resume_due() && self.resume().is_ok() {
+            return Ok(());
+        }
+        Err(stopped)
+    }
+
     /// Stops the committer thread (after the commit it is running, if any) and waits for it.
     fn stop_committer(&self) {
         *self.inner.state.lock() = true;
@@ -75,6 +85,23 @@ impl Db {
 }
 
 impl Inner {
+    /// Whether the error that stopped writes is a full disk or quota and the last automatic try was at least
+    /// `Options::auto_resume_interval` ago. Records the try.
+    fn auto_resume_due(&self) -> bool {
+        let Some(interval) = self.opts.auto_resume_interval else { return false };
+        let out_of_space =
+            matches!(self.bg_error.lock().as_deref(), Some(Error::Io(e)) if vfs::is_out_of_space(e));
+        if !out_of_space {
+            return false;
+        }
+        let mut last = self.last_auto_resume.lock();
+        if last.is_some_and(|t| t.elapsed() < interval) {
+            return false;
+        }
+        *last = Some(std::time::Instant::now());
+        true
+    }
+
     /// Steps 1-4 of the module comment but the committer's restart.
     /// REQUIRES: the writer lock is held (`w`) and the committer is stopped.
     fn rebuild(&self, w: &mut WalWriter) -> Result<()> {
