@@ -123,6 +123,8 @@ pub struct Stats {
     pub snapshot_preimages: u64,
     /// Key and value bytes of those pre-images.
     pub snapshot_preimage_bytes: u64,
+    /// Background errors cleared by [`Db::resume`] (called, or tried by a write after a full disk).
+    pub resumes: u64,
 }
 
 #[derive(Default)]
@@ -135,6 +137,7 @@ struct Counters {
     memtables_committed: AtomicU64,
     wal_batches_replayed: AtomicU64,
     wal_tail_dropped_bytes: AtomicU64,
+    resumes: AtomicU64,
 }
 
 struct Mem {
@@ -436,6 +439,7 @@ impl Db {
             snapshots,
             snapshot_preimages,
             snapshot_preimage_bytes,
+            resumes: r(&i.c.resumes),
         }
     }
 

@@ -59,6 +59,7 @@ impl Db {
         }
         self.stop_committer();
         inner.rebuild(&mut w)?;
+        inner.c.resumes.fetch_add(1, Ordering::Relaxed);
         *self.committer.lock() = Some(Inner::start_committer(inner)?);
         Ok(())
     }
