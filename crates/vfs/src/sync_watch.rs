@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::{File, Result};
 
-/// A flag that several [`SyncWatch`] handles set when a sync fails.
+/// A flag that the file handles it watches ([`SyncFailures::watch`]) set when a sync of one fails.
 #[derive(Debug, Default, Clone)]
 pub struct SyncFailures(Arc<AtomicBool>);
 
