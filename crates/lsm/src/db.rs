@@ -356,7 +356,10 @@ impl Db {
         &self.inner.opts
     }
 
-    /// Closes the database: stops the background threads after their current jobs, syncs the WAL.
+    /// Closes the database: stops the background threads after their current jobs, syncs the WAL. Returns the
+    /// background error if one had stopped writes and was not resumed: a WAL whose sync failed cannot be sealed,
+    /// and the writes after its last good sync may be lost at the next power loss, so `Ok` would claim too much
+    /// (`regression_close_reports_a_background_error`).
     pub fn close(self) -> Result<()> {
         self.shutdown()
     }
@@ -381,7 +384,11 @@ impl Db {
         // Last, and also when the seal failed (the engine goes away either way): after this, no query's
         // leftover (statistics, collections, claims) holds the engine.
         self.inner.rr.owner.close();
-        sealed
+        sealed?;
+        match lock(&self.inner.state).bg_error.clone() {
+            Some(e) => Err(Error::Background(Box::new(e))),
+            None => Ok(()),
+        }
     }
 }
 

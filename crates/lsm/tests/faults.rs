@@ -343,3 +343,21 @@ fn a_resume_failing_after_it_started_a_new_wal_leaves_the_old_one_readable() {
         assert_eq!(scan_all(&db), model, "{kind:?}");
     }
 }
+
+/// Regression: `close` returned `Ok` after a failed WAL sync had stopped writes, because the failed writer's seal
+/// does nothing and reports nothing; the writes after the last good sync could then be lost at the next power
+/// loss although `close` had said all was well (found by the crash test with failing syncs, seed 103). `close`
+/// now returns the background error.
+#[test]
+fn regression_close_reports_a_background_error() {
+    let mem: Arc<dyn vfs::Fs> = Arc::new(vfs::MemFs::new());
+    let ffs = Arc::new(FaultFs::new(mem.clone()));
+    let f: Arc<dyn vfs::Fs> = ffs.clone();
+    let db = Db::open(f, "/db", opts(false)).unwrap();
+    db.put(&WriteOptions::default(), b"a", b"1").unwrap();
+    ffs.inject(Fault::after(Op::Sync, 0, FaultKind::Eio).on_paths(".log"));
+    assert!(db.put(&WriteOptions { sync: true }, b"b", b"2").is_err());
+    ffs.clear_all();
+    let e = db.close().unwrap_err();
+    assert!(matches!(e, Error::Background(_)) && e.is_io(), "{e}");
+}

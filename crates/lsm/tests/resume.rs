@@ -153,3 +153,87 @@ fn regression_a_resume_records_the_index_state_a_failed_edit_carried() {
     let n = db.scan(&ReadOptions::default(), b"", b"\xff", usize::MAX).unwrap().len();
     assert_eq!(n, 100 - 40 + 10);
 }
+
+/// Writers on their own keys, a reader, and a disk that runs out of space at random (flushes, compactions, WAL
+/// appends): a write that fails is retried, the writes themselves resume the database, and nothing hangs. The
+/// final state is exactly the acknowledged writes, also after a reopen. A failed write is never applied, so the
+/// retried value is the only one.
+#[test]
+fn writers_beside_each_other_resume_a_database_whose_disk_fills_at_random() {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for global in [false, true] {
+            writers_on_a_disk_that_fills_at_random(global);
+        }
+        let _ = tx.send(());
+    });
+    rx.recv_timeout(Duration::from_secs(300)).expect("hung: writers never finished");
+}
+
+fn writers_on_a_disk_that_fills_at_random(global: bool) {
+    let mem: Arc<dyn vfs::Fs> = Arc::new(vfs::MemFs::new());
+    let ffs = Arc::new(FaultFs::new(mem.clone()));
+    let f: Arc<dyn vfs::Fs> = ffs.clone();
+    let strategy: Arc<dyn lsm::RangeDeleteStrategy> =
+        if global { Arc::new(lsm::GlobalRangeDeletes::new()) } else { Arc::new(lsm::LocalTombstones) };
+    let o = Options {
+        range_delete_strategy: strategy,
+        disable_auto_compactions: false,
+        level0_file_num_compaction_trigger: 2,
+        max_bytes_for_level_base: 16 << 10,
+        ..opts(Some(Duration::from_millis(1)))
+    };
+    let db = Arc::new(Db::open(f, "/db", o.clone()).unwrap());
+    ffs.inject(Fault::random(Op::Write, 0.003, 7, FaultKind::NoSpace));
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let reader = {
+        let (db, stop) = (db.clone(), stop.clone());
+        std::thread::spawn(move || {
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let got = db.scan(&ReadOptions::default(), b"", b"\xff", usize::MAX).unwrap();
+                assert!(got.windows(2).all(|w| w[0].0 < w[1].0));
+            }
+        })
+    };
+    let writers: Vec<_> = (0..3)
+        .map(|t| {
+            let db = db.clone();
+            std::thread::spawn(move || {
+                let mut failures = 0u32;
+                for i in 0..400u32 {
+                    let (k, v) = (format!("w{t}-{:03}", i % 150), format!("v{i}"));
+                    while db.put(&WriteOptions { sync: i % 50 == 0 }, k.as_bytes(), v.as_bytes()).is_err() {
+                        failures += 1;
+                        assert!(failures < 100_000, "writer {t} never got through");
+                        std::thread::sleep(Duration::from_millis(1));
+                    }
+                }
+                failures
+            })
+        })
+        .collect();
+    let failures: u32 = writers.into_iter().map(|w| w.join().unwrap()).sum();
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    reader.join().unwrap();
+    ffs.clear_all();
+    db.resume().unwrap();
+    let want: BTreeSet<(Vec<u8>, Vec<u8>)> = (0..3)
+        .flat_map(|t| {
+            (250..400u32)
+                .map(move |i| (format!("w{t}-{:03}", i % 150).into_bytes(), format!("v{i}").into_bytes()))
+        })
+        .collect();
+    let got: BTreeSet<(Vec<u8>, Vec<u8>)> =
+        db.scan(&ReadOptions::default(), b"", b"\xff", usize::MAX).unwrap().into_iter().collect();
+    assert_eq!(got, want, "global {global}");
+    assert!(
+        failures > 0 && db.stats().resumes > 0,
+        "global {global}: the disk never filled ({failures} failures)"
+    );
+    let db = Arc::try_unwrap(db).unwrap();
+    db.close().unwrap();
+    let db = Db::open(mem, "/db", o).unwrap();
+    let got: BTreeSet<(Vec<u8>, Vec<u8>)> =
+        db.scan(&ReadOptions::default(), b"", b"\xff", usize::MAX).unwrap().into_iter().collect();
+    assert_eq!(got, want, "global {global}: after reopen");
+}
