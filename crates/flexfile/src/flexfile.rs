@@ -192,7 +192,8 @@ impl FlexFile {
     /// instance with the result: what only this instance's memory held (an unwritten log tail, a tree change not
     /// yet logged) is dropped, and a poisoned instance becomes usable again. For a caller that can redo the lost
     /// changes (FlexDB replays its WAL) after a write or sync failed part-way. The statistics restart, as at an
-    /// open. On failure this instance is left as it was.
+    /// open. On failure this instance is poisoned (the attempt may have changed the files under it); a later
+    /// reload may still succeed.
     ///
     /// Refused after a failed sync of any of its files: Linux then marks the unwritten pages clean, so they may be
     /// lost on the media while reads still return them, and a reload would build on bytes the next power loss can
@@ -204,12 +205,31 @@ impl FlexFile {
                  while the page cache still shows them, so it cannot be reloaded in place",
             )));
         }
+        // First make what the files hold durable, so the recovery below reads what a crash would leave: it trusts
+        // the log it reads, and a crash inside its checkpoint must find that log as it read it (unsynced entries
+        // could otherwise come back torn over older bytes, which recovery reports as corruption).
+        for name in [DATA_FILE, LOG_FILE, TREE_FILE] {
+            let f = self.sync_failures.watch(self.fs.open(&self.dir.join(name), OpenMode::ReadWrite)?);
+            if let Err(e) = f.sync_data() {
+                self.poisoned = true;
+                return Err(e.into());
+            }
+        }
         // The same flag: a sync failing in the reload's own recovery taints this FlexFile too, although the
         // instance it was building is dropped.
         let (fs, dir, opts) = (self.fs.clone(), self.dir.clone(), self.opts.clone());
-        let fresh = Self::open_locked(fs, &dir, opts, self.lock.clone(), self.sync_failures.clone())?;
-        *self = fresh;
-        Ok(())
+        match Self::open_locked(fs, &dir, opts, self.lock.clone(), self.sync_failures.clone()) {
+            Ok(fresh) => {
+                *self = fresh;
+                Ok(())
+            }
+            Err(e) => {
+                // The attempt's recovery may have checkpointed part-way, so the files no longer match this
+                // instance's memory: it must write nothing more, not even at close.
+                self.poisoned = true;
+                Err(e)
+            }
+        }
     }
 
     /// [`FlexFile::open`] once `lock` is held.
@@ -594,6 +614,10 @@ impl FlexFile {
         self.tf.checkpoint(&mut self.tree)?;
         let v = self.tf.version();
         self.log.set_len(log::HEADER_LEN as u64)?;
+        // The cut durable before the new header is written: else a power loss could keep the new header over the
+        // old length, and the old entries after it would read as corruption rather than as a finished log
+        // (`regression_a_crash_at_the_end_of_a_checkpoint_is_no_corruption`).
+        self.log.sync_data()?;
         self.log.write_all_at(&log::encode_header(v), 0)?;
         self.log.sync_data()?;
         self.stats.log_bytes_written += log::HEADER_LEN as u64;
