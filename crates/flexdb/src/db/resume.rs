@@ -59,8 +59,17 @@ impl Db {
         }
         self.stop_committer();
         inner.rebuild(&mut w)?;
-        inner.c.resumes.fetch_add(1, Ordering::Relaxed);
-        *self.committer.lock() = Some(Inner::start_committer(inner)?);
+        match Inner::start_committer(inner) {
+            Ok(h) => {
+                *self.committer.lock() = Some(h);
+                inner.c.resumes.fetch_add(1, Ordering::Relaxed);
+            }
+            Err(e) => {
+                // Without a committer a frozen memtable would never be committed: stopped again.
+                inner.set_bg(&e);
+                return Err(e);
+            }
+        }
         Ok(())
     }
 
