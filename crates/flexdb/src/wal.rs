@@ -319,9 +319,6 @@ pub struct WalWriter {
     /// A write or sync failed: what the file holds past `durable` is unknown (a failed write may have left part
     /// of its bytes, which a later write at the same offset would only partly cover), so nothing more is written.
     failed: vfs::StickyError,
-    /// A sync failed (not only a write): bytes past `durable` may never reach the media even if a later sync
-    /// returns Ok (Linux marks the failed pages clean), so only `durable` bytes can be trusted.
-    sync_failed: bool,
 }
 
 impl std::fmt::Debug for WalWriter {
@@ -348,7 +345,6 @@ impl WalWriter {
             durable: 0,
             marked: 0,
             failed: vfs::StickyError::default(),
-            sync_failed: false,
         })
     }
 
@@ -401,9 +397,7 @@ impl WalWriter {
     /// Makes everything appended durable.
     pub fn sync(&mut self) -> Result<()> {
         self.failed.check()?;
-        let r = self.file.sync_data();
-        self.sync_failed |= r.is_err();
-        self.failed.record(r)?;
+        self.failed.record_sync(self.file.sync_data())?;
         self.durable = self.len;
         Ok(())
     }
@@ -413,25 +407,11 @@ impl WalWriter {
         self.failed.is_set()
     }
 
-    /// Whether the bytes past the last successful sync are in doubt (a sync failed): see `cut_failed_tail`.
-    pub fn sync_failed(&self) -> bool {
-        self.sync_failed
-    }
-
-    /// After a failed write or sync: cuts the log back to the records it can vouch for and syncs it, so it ends
-    /// cleanly and a newer log may follow it (recovery accepts a damaged tail in the newest log only). That is
-    /// every record written whole if only a write failed, and what the last successful sync covered if a sync
-    /// failed. The writer stays failed; it may be cut again. Returns the log's length.
+    /// After a failed write or sync: cuts the log back to the records it can vouch for (`vfs::StickyError::cut`)
+    /// so a newer log may follow it. Returns the log's length.
     /// REQUIRES: [`WalWriter::failed`].
     pub fn cut_failed_tail(&mut self) -> Result<u64> {
-        debug_assert!(self.failed(), "cut_failed_tail on a healthy writer");
-        let len = if self.sync_failed { self.durable } else { self.len };
-        self.file.set_len(len)?;
-        if let Err(e) = self.file.sync_data() {
-            self.sync_failed = true;
-            return Err(e.into());
-        }
-        Ok(len)
+        Ok(self.failed.cut(&*self.file, self.len, self.durable)?)
     }
 
     /// Syncs, then ends the log with a sync mark covering everything, so that damage anywhere in a log closed

@@ -23,24 +23,32 @@ fn dump(db: &Db) -> flexdb::Result<Model> {
     Ok(db.scan(b"", None, usize::MAX, false)?.into_iter().collect())
 }
 
+/// A fresh store on a `FaultFs` whose calls of one kind (by `seed`: writes, syncs, writes on a full disk, file
+/// removals; short writes for every third seed) fail at random from now on. Returns the raw file system, the
+/// faulty one, the store and the kind.
+fn store_with_random_faults(seed: u64) -> (Arc<dyn vfs::Fs>, Arc<FaultFs>, Db, Op) {
+    let mem: Arc<dyn vfs::Fs> = Arc::new(vfs::MemFs::new());
+    let ffs = Arc::new(FaultFs::new(mem.clone()));
+    let db = Db::open(ffs.clone(), Path::new("db"), opts()).unwrap();
+    let (op, kind) = match seed % 4 {
+        0 => (Op::Write, FaultKind::Eio),
+        1 => (Op::Sync, FaultKind::Eio),
+        2 => (Op::Write, FaultKind::NoSpace),
+        _ => (Op::Remove, FaultKind::Eio),
+    };
+    let mut fault = Fault::random(op, 0.01, seed, kind);
+    if seed.is_multiple_of(3) {
+        fault = fault.partial();
+    }
+    ffs.inject(fault);
+    (mem, ffs, db, op)
+}
+
 #[test]
 fn injected_faults_lose_no_acknowledged_write() {
     for seed in 0..12u64 {
-        let mem: Arc<dyn vfs::Fs> = Arc::new(vfs::MemFs::new());
-        let ffs = Arc::new(FaultFs::new(mem.clone()));
-        let db = Db::open(ffs.clone(), Path::new("db"), opts()).unwrap();
+        let (mem, ffs, db, _) = store_with_random_faults(seed);
         let mut rng = SmallRng::seed_from_u64(seed);
-        let (op, kind) = match seed % 4 {
-            0 => (Op::Write, FaultKind::Eio),
-            1 => (Op::Sync, FaultKind::Eio),
-            2 => (Op::Write, FaultKind::NoSpace),
-            _ => (Op::Remove, FaultKind::Eio),
-        };
-        let mut fault = Fault::random(op, 0.01, seed, kind);
-        if seed % 3 == 0 {
-            fault = fault.partial();
-        }
-        ffs.inject(fault);
         let mut m = Model::new();
         let mut maybe: Option<Model> = None;
         for _ in 0..1500 {
@@ -339,21 +347,8 @@ fn regression_a_batch_that_failed_part_way_is_never_read_in_part() {
 fn resume_after_injected_faults_loses_nothing_and_goes_on() {
     let (mut stopped, mut refused) = (0, 0);
     for seed in 0..16u64 {
-        let mem: Arc<dyn vfs::Fs> = Arc::new(vfs::MemFs::new());
-        let ffs = Arc::new(FaultFs::new(mem.clone()));
-        let db = Db::open(ffs.clone(), Path::new("db"), opts()).unwrap();
+        let (mem, ffs, db, op) = store_with_random_faults(seed);
         let mut rng = SmallRng::seed_from_u64(seed);
-        let (op, kind) = match seed % 4 {
-            0 => (Op::Write, FaultKind::Eio),
-            1 => (Op::Sync, FaultKind::Eio),
-            2 => (Op::Write, FaultKind::NoSpace),
-            _ => (Op::Remove, FaultKind::Eio),
-        };
-        let mut fault = Fault::random(op, 0.01, seed, kind);
-        if seed % 3 == 0 {
-            fault = fault.partial();
-        }
-        ffs.inject(fault);
         let mut m = Model::new();
         let mut maybe: Option<Model> = None;
         for i in 0..1500 {

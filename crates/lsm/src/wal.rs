@@ -65,9 +65,6 @@ pub struct LogWriter {
     /// A write or sync failed: what the file holds past `durable` is unknown (a failed write may have left part
     /// of its bytes, which a later write at the same offset would only partly cover), so nothing more is written.
     failed: vfs::StickyError,
-    /// A sync failed (not only a write): bytes past `durable` may never reach the media even if a later sync
-    /// returns Ok (Linux marks the failed pages clean), so only `durable` bytes can be trusted.
-    sync_failed: bool,
 }
 
 impl LogWriter {
@@ -83,7 +80,6 @@ impl LogWriter {
             durable: 0,
             marked: 0,
             failed: vfs::StickyError::default(),
-            sync_failed: false,
         }
     }
 
@@ -152,29 +148,17 @@ impl LogWriter {
     /// Makes everything appended durable.
     pub fn sync(&mut self) -> Result<()> {
         self.failed.check()?;
-        let r = self.file.sync_data();
-        self.sync_failed |= r.is_err();
-        self.failed.record(r)?;
+        self.failed.record_sync(self.file.sync_data())?;
         self.durable = self.offset;
         Ok(())
     }
 
-    /// After a failed write or sync: cuts the file back to the records it can vouch for and syncs it, so the log
-    /// ends cleanly at a record boundary and a newer log may follow it (a reader refuses a damaged tail in any
-    /// log but the newest). That is every record written whole if only a write failed, and what the last
-    /// successful sync covered if a sync failed. Records past the cut are lost from this log: the caller must
-    /// have them elsewhere (the memtable it flushes next). The writer stays failed; it may be cut again.
-    /// Returns the length the log now has.
+    /// After a failed write or sync: cuts the log back to the records it can vouch for (`vfs::StickyError::cut`)
+    /// so a newer log may follow it. Records past the cut are lost from this log: the caller must have them
+    /// elsewhere (the memtable it flushes next). Returns the log's length.
     /// REQUIRES: [`LogWriter::failed`].
     pub fn cut_failed_tail(&mut self) -> Result<u64> {
-        debug_assert!(self.failed(), "cut_failed_tail on a healthy writer");
-        let len = if self.sync_failed { self.durable } else { self.offset };
-        self.file.set_len(len)?;
-        if let Err(e) = self.file.sync_data() {
-            self.sync_failed = true;
-            return Err(e.into());
-        }
-        Ok(len)
+        Ok(self.failed.cut(&*self.file, self.offset, self.durable)?)
     }
 
     /// Syncs, then ends the log with a sync mark covering everything (when its block has room), so that damage

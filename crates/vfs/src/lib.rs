@@ -169,18 +169,28 @@ pub fn is_out_of_space(e: &io::Error) -> bool {
 /// 7): after a failed write the file's bytes past the last sync are unknown (part of the write may be there, and
 /// a later write at the same offset would cover only some of it), so nothing more may be appended.
 #[derive(Debug, Default)]
-pub struct StickyError(Option<io::Error>);
+pub struct StickyError {
+    first: Option<io::Error>,
+    /// A sync failed (not only a write): bytes past the last good sync may never reach the media even if a later
+    /// sync returns Ok (Linux marks the failed pages clean), so only what that sync covered can be trusted.
+    sync_failed: bool,
+}
 
 impl StickyError {
     /// Whether a call failed.
     pub fn is_set(&self) -> bool {
-        self.0.is_some()
+        self.first.is_some()
+    }
+
+    /// Whether a sync failed (see [`StickyError::record_sync`]).
+    pub fn sync_failed(&self) -> bool {
+        self.sync_failed
     }
 
     /// `Ok` until a call failed; then an error like the first one (the same OS error code, or else the same
     /// kind), so callers classify refusals (`is_eio`, `is_no_space`) as they did the failure.
     pub fn check(&self) -> Result<()> {
-        match &self.0 {
+        match &self.first {
             None => Ok(()),
             Some(e) => Err(match e.raw_os_error() {
                 Some(code) => io::Error::from_raw_os_error(code),
@@ -192,14 +202,37 @@ impl StickyError {
     /// `r`, after remembering its error if it is the first.
     pub fn record<T>(&mut self, r: Result<T>) -> Result<T> {
         if let Err(e) = &r
-            && self.0.is_none()
+            && self.first.is_none()
         {
-            self.0 = Some(match e.raw_os_error() {
+            self.first = Some(match e.raw_os_error() {
                 Some(code) => io::Error::from_raw_os_error(code),
                 None => io::Error::new(e.kind(), e.to_string()),
             });
         }
         r
+    }
+
+    /// [`StickyError::record`] for the result of a sync.
+    pub fn record_sync<T>(&mut self, r: Result<T>) -> Result<T> {
+        self.sync_failed |= r.is_err();
+        self.record(r)
+    }
+
+    /// After a failed write or sync: cuts the log `file` back to the records it can vouch for and syncs it, so
+    /// it ends cleanly and a newer log may follow it (recovery accepts a damaged tail in the newest log only).
+    /// That is `written` bytes (every record written whole) if only a write failed, and `durable` (what the last
+    /// successful sync covered) if a sync failed. The writer stays failed; it may be cut again. Returns the
+    /// log's length.
+    /// REQUIRES: [`StickyError::is_set`]; `durable <= written`, both at record boundaries.
+    pub fn cut(&mut self, file: &dyn File, written: u64, durable: u64) -> Result<u64> {
+        debug_assert!(self.is_set(), "cut of a healthy log");
+        let len = if self.sync_failed { durable } else { written };
+        file.set_len(len)?;
+        if let Err(e) = file.sync_data() {
+            self.sync_failed = true;
+            return Err(e);
+        }
+        Ok(len)
     }
 }
 
