@@ -29,4 +29,4 @@ pub use location::Location;
 pub use options::{BLOCK_SIZE, MAX_VOLUME_SIZE, Options};
 pub use stats::Stats;
 pub use store::{Store, validate_volume_name};
-pub use volume::{CHECKPOINT_FILE, SYNCED_FILE, Volume, VolumeInfo};
+pub use volume::{CHECKPOINT_FILE, Health, SYNCED_FILE, Volume, VolumeInfo};

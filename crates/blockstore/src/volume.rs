@@ -50,6 +50,7 @@ mod batch;
 mod mapping;
 mod open;
 mod recover;
+pub use recover::Health;
 #[cfg(test)]
 mod tests;
 
@@ -133,8 +134,8 @@ impl Shared {
 /// Why a volume stopped taking writes.
 #[derive(Clone, Debug)]
 pub(crate) struct Poison {
-    message: String,
-    kind: PoisonKind,
+    pub(super) message: String,
+    pub(super) kind: PoisonKind,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -11,7 +11,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use blockstore::{BLOCK_SIZE, Error, Options, Store, Volume};
+use blockstore::{BLOCK_SIZE, Error, Health, Options, Store, Volume};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use vfs::{Fault, FaultFs, FaultKind, Fs, MemFs, Op};
@@ -150,6 +150,10 @@ fn a_volume_that_ran_out_of_space_recovers_by_itself_once_space_is_back() {
                 failures += u32::from(r.is_err());
             }
             assert!(failures > 0, "{ctx}: the fault never fired");
+            // Within a second of the last try the volume is still stopped, and says it will recover by itself.
+            if let Health::Stopped { recovers_by_itself, .. } = v.health() {
+                assert!(recovers_by_itself, "{ctx}");
+            }
             let r = v.flush();
             assert!(r.is_ok() || out_of_space(&r), "{ctx}: {r:?}");
             m.settle(&tokens(&v), &ctx);
@@ -160,6 +164,7 @@ fn a_volume_that_ran_out_of_space_recovers_by_itself_once_space_is_back() {
             v.flush().unwrap();
             assert_eq!(tokens(&v), m.cur, "{ctx}: after recovering");
             assert!(v.stats().recoveries >= 1, "{ctx}");
+            assert_eq!(v.health(), Health::Writable, "{ctx}");
             v.check_invariants().unwrap();
             // More writes, a cache flush and a collection round on the recovered state, then a reopen.
             for t in 1000..1040u64 {
@@ -186,7 +191,13 @@ fn a_failed_sync_keeps_the_volume_stopped_until_recover_is_called() {
     assert!(out_of_space(&v.write(&block_of(2), BLOCK_SIZE as u64, true)));
     std::thread::sleep(RETRY_WAIT);
     assert!(matches!(v.write(&block_of(3), 0, false), Err(Error::Poisoned { no_space: true, .. })));
+    assert!(
+        matches!(v.health(), Health::Stopped { recovers_by_itself: false, .. }),
+        "a failed sync is never recovered by itself: {:?}",
+        v.health()
+    );
     v.recover().unwrap();
+    assert_eq!(v.health(), Health::Writable);
     assert_eq!(v.stats().recoveries, 1);
     v.write(&block_of(3), 2 * BLOCK_SIZE as u64, true).unwrap();
     let got = tokens(&v);
@@ -206,8 +217,15 @@ fn a_device_error_keeps_the_volume_stopped_until_recover_is_called() {
         assert!(matches!(v.write(&block_of(1), 0, false), Err(Error::Io(_))));
         std::thread::sleep(RETRY_WAIT);
         assert!(matches!(v.write(&block_of(2), 0, false), Err(Error::Poisoned { no_space: false, .. })));
+        match v.health() {
+            Health::Stopped { reason, recovers_by_itself: false } => {
+                assert!(reason.contains("os error 5"), "{reason}")
+            }
+            h => panic!("background {background}: {h:?}"),
+        }
         v.recover().unwrap();
         v.recover().unwrap(); // not stopped any more: nothing to do
+        assert_eq!(v.health(), Health::Writable);
         assert_eq!(v.stats().recoveries, 1);
         v.write(&block_of(2), 0, true).unwrap();
         assert_eq!(tokens(&v)[0], 2, "background {background}");
@@ -221,6 +239,7 @@ fn recover_refuses_a_read_only_volume() {
     v.write(&block_of(1), 0, true).unwrap();
     drop((v, store));
     let ro = Store::open(mem, Path::new("/s"), opts(false)).unwrap().volume_read_only("v").unwrap();
+    assert_eq!(ro.health(), Health::ReadOnly);
     assert!(matches!(ro.recover(), Err(Error::Poisoned { .. })));
     assert!(matches!(ro.write(&block_of(2), 0, false), Err(Error::Poisoned { .. })));
     assert_eq!(tokens(&ro)[0], 1);

@@ -20,6 +20,11 @@ impl Drop for Serving {
 }
 
 fn serve(args: &[&str], sock: &Path) -> Serving {
+    serve_to(args, sock, Stdio::null())
+}
+
+/// [`serve`] with the server's log (its standard error) going to `log`.
+fn serve_to(args: &[&str], sock: &Path, log: impl Into<Stdio>) -> Serving {
     let child = Command::new(env!("CARGO_BIN_EXE_rangedb"))
         .args(["nbd", "serve"])
         .args(args)
@@ -27,7 +32,7 @@ fn serve(args: &[&str], sock: &Path) -> Serving {
         .arg(sock)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
-        .stderr(Stdio::null())
+        .stderr(log)
         .spawn()
         .unwrap();
     let s = Serving(child);
@@ -138,10 +143,20 @@ fn serve_creates_a_volume_that_survives_a_killed_server() {
     assert!(text.contains("1 record(s)") && text.contains("check:"), "{text}");
     // No data sync emptied the journal yet: no synced mark.
     assert!(text.contains("synced: no mark"), "{text}");
-    let _server = serve(&["--dir", store_s], &sock);
+    let log = dir.path().join("serve.log");
+    let _server = serve_to(&["--dir", store_s], &sock, std::fs::File::create(&log).unwrap());
     let (size, data) = session(&sock, None, 21);
     assert_eq!(size, 2 << 20);
     assert_eq!(data, b"persisted through FUA");
+    // The operator sees what the restart recovered.
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(
+        text.contains(
+            "rangedb nbd: volume default: recovery loaded 0 checkpoint piece(s) and replayed 0 batch(es), 1 journal \
+             record(s)"
+        ),
+        "{text}"
+    );
 }
 
 /// SIGTERM stops the server cleanly (it died mid-request before): it exits 0, removes its socket, and leaves

@@ -23,7 +23,36 @@ use super::{PoisonKind, State};
 /// files under its lock.
 pub(super) const RETRY_INTERVAL: Duration = Duration::from_secs(1);
 
+/// Whether a volume takes writes: what a server shows its operator (`rangedb nbd serve` logs every change).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Health {
+    /// Writes are taken.
+    Writable,
+    /// A write-path failure stopped the volume: reads go on, writes fail until it recovers.
+    Stopped {
+        /// The failure that stopped it.
+        reason: String,
+        /// Whether a write will recover it once the file system has room again (it ran out of space or quota
+        /// and no sync failed); otherwise only [`Volume::recover`] or a reopen does.
+        recovers_by_itself: bool,
+    },
+    /// Opened read-only for inspection.
+    ReadOnly,
+}
+
 impl Volume {
+    /// Whether the volume takes writes, and if not why.
+    pub fn health(&self) -> Health {
+        let s = self.lock();
+        match &s.poisoned {
+            None => Health::Writable,
+            Some(p) if p.kind == PoisonKind::ReadOnly => Health::ReadOnly,
+            Some(p) => {
+                Health::Stopped { reason: p.message.clone(), recovers_by_itself: s.recovers_by_itself() }
+            }
+        }
+    }
+
     /// Recovers a volume that a write-path I/O failure stopped, rebuilding its index and cache from its files as a
     /// reopen would (every write acknowledged before the failure survives; see `volume/recover.rs` for what a
     /// failed sync may have lost below the page cache, as with a restart). Returns at once if the volume is not
