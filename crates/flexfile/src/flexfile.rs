@@ -84,6 +84,8 @@ pub struct FlexFile {
     data: Segments,
     poisoned: bool,
     stats: Stats,
+    /// The counters of the instances [`reload`](FlexFile::reload) replaced, so counters stay cumulative.
+    reloaded: Stats,
 }
 
 fn chunks(len: u64, max: u64) -> impl Iterator<Item = (u64, u64)> {
@@ -220,7 +222,10 @@ impl FlexFile {
         let (fs, dir, opts) = (self.fs.clone(), self.dir.clone(), self.opts.clone());
         match Self::open_locked(fs, &dir, opts, self.lock.clone(), self.sync_failures.clone()) {
             Ok(fresh) => {
+                let mut reloaded = self.stats();
+                reloaded.reloads += 1;
                 *self = fresh;
+                self.reloaded = reloaded;
                 Ok(())
             }
             Err(e) => {
@@ -272,6 +277,7 @@ impl FlexFile {
             data,
             poisoned: false,
             stats: Stats::default(),
+            reloaded: Stats::default(),
         };
         f.recover()?;
         Ok(f)

@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use flexfile::{Error, FlexFile, Options};
 use rand::Rng;
-use vfs::{Fault, FaultFs, FaultKind, MemFs, Op};
+use vfs::{Fault, FaultFs, FaultKind, Fs, MemFs, Op};
 
 const DIR: &str = "/fault";
 
@@ -70,6 +70,7 @@ fn fault_run(seed: u64, op: Op, kind: FaultKind, fault: Option<u64>, reload: boo
     assert!(matches!(f.insert(0, b"x"), Err(Error::Poisoned)));
     ffs.clear_all();
     // A reload refuses after a failed sync (pages may be lost behind the page cache), and only then.
+    let before = f.stats();
     let reloaded = reload && {
         let r = f.reload();
         assert_eq!(r.is_err(), op == Op::Sync, "seed {seed} {op:?}: reload: {r:?}");
@@ -77,6 +78,14 @@ fn fault_run(seed: u64, op: Op, kind: FaultKind, fault: Option<u64>, reload: boo
         r.is_ok()
     };
     let mut f = if reloaded {
+        // Counters add up across a reload (`regression_counters_survive_a_reload`).
+        let after = f.stats();
+        assert_eq!(after.reloads, before.reloads + 1);
+        assert!(
+            after.user_bytes >= before.user_bytes && after.commits >= before.commits,
+            "{before:?} {after:?}"
+        );
+        assert!(after.data_bytes_written >= before.data_bytes_written, "{before:?} {after:?}");
         f
     } else {
         drop(f);
@@ -198,4 +207,35 @@ fn short_write_after_a_commit_keeps_committed_bytes_readable() {
         }
     }
     assert!(hit >= 2, "too few runs reached their fault ({hit})");
+}
+
+/// Regression: a reload replaced the instance and with it every counter, so a store that recovered in place
+/// reported the bytes it had written as if it had just opened.
+#[test]
+fn regression_counters_survive_a_reload() {
+    let fs: Arc<dyn Fs> = Arc::new(MemFs::new());
+    let mut f = FlexFile::create(fs, Path::new(DIR), Options::tiny()).unwrap();
+    for i in 0..200u32 {
+        f.insert(u64::from(i % 7), &i.to_le_bytes()).unwrap();
+    }
+    f.sync().unwrap();
+    let before = f.stats();
+    assert!(before.user_bytes == 800 && before.commits > 0 && before.data_bytes_written > 0, "{before:?}");
+    f.reload().unwrap();
+    f.insert(0, b"more").unwrap();
+    f.sync().unwrap();
+    let after = f.stats();
+    assert_eq!((after.reloads, after.user_bytes), (1, 804));
+    for (what, b, a) in [
+        ("commits", before.commits, after.commits),
+        ("data bytes", before.data_bytes_written, after.data_bytes_written),
+        ("log bytes", before.log_bytes_written, after.log_bytes_written),
+        ("tree bytes", before.tree_bytes_written, after.tree_bytes_written),
+        ("checkpoints", before.checkpoints, after.checkpoints),
+        ("splits", before.splits, after.splits),
+    ] {
+        assert!(a >= b, "{what}: {b} before the reload, {a} after");
+    }
+    assert!(after.commits > before.commits);
+    assert_eq!(after.size, f.size());
 }

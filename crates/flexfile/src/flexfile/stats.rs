@@ -47,10 +47,13 @@ pub struct Stats {
     pub merges: u64,
     /// Tree leaf rebases.
     pub rebases: u64,
-    /// Operations replayed from the log at open.
+    /// Operations replayed from the log at open (or at the last [`reload`](FlexFile::reload)).
     pub replayed_ops: u64,
-    /// Bytes of a torn, never-synced final log write dropped at open.
+    /// Bytes of a torn, never-synced final log write dropped at open (or at the last reload).
     pub torn_log_bytes: u64,
+    /// Reloads in place since open. The counters above (the shape figures and the last two aside) add up
+    /// across reloads.
+    pub reloads: u64,
 }
 
 impl Stats {
@@ -87,6 +90,24 @@ impl FlexFile {
         s.splits = ts.splits;
         s.merges = ts.merges;
         s.rebases = ts.rebases;
+        let r = &self.reloaded;
+        for (now, before) in [
+            (&mut s.gc_rounds, r.gc_rounds),
+            (&mut s.gc_segments, r.gc_segments),
+            (&mut s.gc_bytes, r.gc_bytes),
+            (&mut s.user_bytes, r.user_bytes),
+            (&mut s.data_bytes_written, r.data_bytes_written),
+            (&mut s.log_bytes_written, r.log_bytes_written),
+            (&mut s.tree_bytes_written, r.tree_bytes_written),
+            (&mut s.commits, r.commits),
+            (&mut s.checkpoints, r.checkpoints),
+            (&mut s.splits, r.splits),
+            (&mut s.merges, r.merges),
+            (&mut s.rebases, r.rebases),
+        ] {
+            *now += before;
+        }
+        s.reloads = r.reloads;
         s
     }
 }
