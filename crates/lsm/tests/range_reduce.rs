@@ -1,14 +1,15 @@
 //! RangeReduce's query-driven compactions, deterministically: a rewrite keeps what snapshots older than it need
 //! (range tombstones in the chosen levels included), a conflicting compaction aborts it (never the query), a
 //! query that stops early or exceeds the SLO does not rewrite, Bounded-Merge does not rewrite the same range
-//! twice, Level-Renaming keeps the data, and crashes at every file-system operation of a rewrite lose nothing.
+//! twice, Level-Renaming keeps the data, crashes at every file-system operation of a rewrite lose nothing, and
+//! so do I/O errors there, which `Db::resume` gets past.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use lsm::{Db, Options, RangeReduceMode, ReadOptions, WriteOptions};
-use vfs::CrashFs;
+use vfs::{CrashFs, Fault, FaultFs, FaultKind, Op};
 
 type Model = BTreeMap<Vec<u8>, Vec<u8>>;
 
@@ -348,6 +349,92 @@ fn crash_inside_a_query_driven_rewrite_loses_nothing() {
             check(&db, None, &m, &format!("budget {budget} crash {c}"));
         }
     }
+}
+
+/// I/O errors (EIO, ENOSPC) at each table write and sync and each MANIFEST write and sync a query-driven rewrite
+/// makes. The query's answer is right whatever happens to its rewrite. A rewrite that cannot write its tables
+/// is given up (it is an optimisation; nothing was installed): its outputs are removed and writes go on. One
+/// whose MANIFEST edit fails stops writes with a typed I/O error, as a compaction's would, until `Db::resume`.
+/// Either way reads stay right, another query rewrites once the fault is gone, and a reopen loses nothing.
+#[test]
+fn io_errors_in_a_query_driven_rewrite_lose_nothing() {
+    let base = Arc::new(CrashFs::new());
+    let o = opts(RangeReduceMode::BlindMergeOnScan);
+    let mut m = Model::new();
+    {
+        let f: Arc<dyn vfs::Fs> = base.clone();
+        let db = open(&f, &o);
+        load(&db, &mut m, 2000);
+        overwrite(&db, &mut m, 500, 1500, 2, "v1");
+        delete_range(&db, &mut m, 700, 760);
+        db.flush().unwrap();
+        db.close().unwrap();
+    }
+    let (lo, hi) = (k(400), k(1600));
+    let mut fired = 0;
+    for (op, path) in
+        [(Op::Write, ".sst"), (Op::Sync, ".sst"), (Op::Write, "MANIFEST"), (Op::Sync, "MANIFEST")]
+    {
+        for nth in [0, 1, 3] {
+            for kind in [FaultKind::Eio, FaultKind::NoSpace] {
+                let ctx = format!("{kind:?} at {op:?} {nth} of {path}");
+                let copy: Arc<dyn vfs::Fs> = Arc::new(base.crash_keep_unsynced());
+                let ffs = Arc::new(FaultFs::new(copy.clone()));
+                let f: Arc<dyn vfs::Fs> = ffs.clone();
+                let db = open(&f, &quiet(&o));
+                let mut m = m.clone();
+                ffs.inject(Fault::after(op, nth, kind).on_paths(path).persistent());
+                let got = db.scan(&ReadOptions::default(), &lo, &hi, usize::MAX).unwrap();
+                assert_eq!(got, model_range(&m, &lo, &hi), "{ctx}: the query's answer");
+                let settled = db.wait_for_compactions();
+                let st = db.stats().range_reduce;
+                if ffs.injected() == 0 {
+                    // The rewrite made fewer such calls than `nth`.
+                    settled.unwrap_or_else(|e| panic!("{ctx}: no fault fired, yet {e}"));
+                    assert_eq!(st.rewrites, 1, "{ctx}");
+                    continue;
+                }
+                fired += 1;
+                if path == "MANIFEST" {
+                    let e = settled.expect_err(&ctx);
+                    assert!(e.is_io(), "{ctx}: {e}");
+                    let e = db.put(&w(), &k(1), b"stopped").unwrap_err();
+                    assert!(e.is_io(), "{ctx}: a write after the failed edit: {e}");
+                    check(&db, None, &m, &format!("{ctx}: reads while stopped"));
+                    ffs.clear_all();
+                    db.resume().unwrap_or_else(|e| panic!("{ctx}: resume: {e}"));
+                } else {
+                    settled.unwrap_or_else(|e| panic!("{ctx}: a failed rewrite stopped the database: {e}"));
+                    assert_eq!((st.rewrites, st.rewrites_failed), (0, 1), "{ctx}: {st:?}");
+                    let live: Vec<u64> = db.files().iter().map(|f| f.info.number).collect();
+                    let tables: Vec<String> = copy
+                        .list_dir("/db".as_ref())
+                        .unwrap()
+                        .into_iter()
+                        .filter(|n| n.ends_with(".sst"))
+                        .collect();
+                    assert_eq!(tables.len(), live.len(), "{ctx}: the failed rewrite left tables: {tables:?}");
+                    db.put(&w(), &k(1), b"goes on").unwrap();
+                    m.insert(k(1), b"goes on".to_vec());
+                    ffs.clear_all();
+                }
+                check(&db, None, &m, &format!("{ctx}: before the next query"));
+                overwrite(&db, &mut m, 300, 1700, 3, "v2");
+                let got = db.scan(&ReadOptions::default(), &lo, &hi, usize::MAX).unwrap();
+                assert_eq!(got, model_range(&m, &lo, &hi), "{ctx}: the next query");
+                db.wait_for_compactions().unwrap_or_else(|e| panic!("{ctx}: the next rewrite: {e}"));
+                assert!(db.stats().range_reduce.rewrites >= 1, "{ctx}: no rewrite after the fault");
+                check(&db, None, &m, &format!("{ctx}: after the next rewrite"));
+                db.close().unwrap();
+                let db = open(&copy, &o);
+                check(&db, None, &m, &format!("{ctx}: after reopening"));
+            }
+        }
+    }
+    assert!(
+        fired >= 12,
+        "only {fired} of the faults fired: the rewrite no longer writes what this test expects"
+    );
 }
 
 /// Bytes read per range query are counted the same with or without a planned rewrite (the iterator counts them;
