@@ -18,7 +18,7 @@ mod kv_engine;
 mod kv_session;
 mod lsm_engine;
 mod nbd;
-mod nbd_watch;
+mod nbd_log;
 mod rask;
 mod signals;
 mod tokens;

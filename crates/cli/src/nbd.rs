@@ -106,7 +106,7 @@ pub fn serve(a: ServeArgs) -> Result<ExitCode, String> {
         store.create_volume(&volume, size).map_err(|e| format!("creating volume {}: {e}", path.display()))?
     } else {
         let vol = store.volume(&volume).map_err(|e| format!("opening volume {}: {e}", path.display()))?;
-        eprintln!("rangedb nbd: {}", crate::nbd_watch::opened(&volume, &vol.stats()));
+        eprintln!("rangedb nbd: {}", crate::nbd_log::opened(&volume, &vol.stats()));
         vol
     };
     let device: Arc<dyn BlockDevice> =
@@ -133,13 +133,14 @@ pub fn serve(a: ServeArgs) -> Result<ExitCode, String> {
         if a.read_only { ", read-only" } else { "" },
         running.uri(&export_name)
     );
-    let watcher = crate::nbd_watch::watch(vol.clone(), |m| eprintln!("rangedb nbd: {m}"))
+    let watcher = crate::nbd_log::watch(vol.clone(), |m| eprintln!("rangedb nbd: {m}"))
         .map_err(|e| format!("starting the volume watcher: {e}"))?;
     serving.store(true, Ordering::Release);
     let sig = stop.recv().map_err(|_| "the stop-signal thread ended".to_string())?;
     eprintln!("rangedb nbd: {sig}: answering the requests in flight, then flushing the volume");
-    running.shutdown();
+    let served = running.shutdown();
     drop(watcher);
+    eprintln!("rangedb nbd: {}", crate::nbd_log::served(&served));
     let flushed = vol.flush().and_then(|()| if a.read_only { Ok(()) } else { vol.checkpoint() });
     drop(vol);
     // The store holds the last handle: dropping it closes the volume and releases its lock.

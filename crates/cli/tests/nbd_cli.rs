@@ -167,12 +167,22 @@ fn sigterm_stops_the_server_with_the_volume_flushed_and_released() {
     let store = dir.path().join("store");
     let sock = dir.path().join("nbd.sock");
     let store_s = store.to_str().unwrap();
-    let mut server = serve(&["--dir", store_s, "--create", "--size", "2M"], &sock);
+    let log = dir.path().join("serve.log");
+    let mut server = serve_to(
+        &["--dir", store_s, "--create", "--size", "2M"],
+        &sock,
+        std::fs::File::create(&log).unwrap(),
+    );
     session(&sock, Some(b"written before the stop"), 0);
     let pid = server.0.id().to_string();
     assert!(Command::new("kill").args(["-TERM", &pid]).status().unwrap().success());
     let status = wait_exit(&mut server, "SIGTERM");
     assert!(status.success(), "{status}");
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(
+        text.contains("rangedb nbd: served 1 connection(s): 0 read(s) of 0 bytes, 1 write(s) of 23 bytes"),
+        "{text}"
+    );
     assert!(!sock.exists(), "the socket file was left behind");
     let text = inspect_check(store_s);
     assert!(text.contains("recovery replayed 0 batch(es), 0 journal record(s)"), "{text}");

@@ -294,9 +294,10 @@ impl Running {
         }
     }
 
-    /// Stops accepting, disconnects every client and joins every thread.
-    pub fn shutdown(mut self) {
+    /// Stops accepting, disconnects every client and joins every thread; the counters once every session ended.
+    pub fn shutdown(mut self) -> StatsSnapshot {
         self.stop();
+        self.inner.server.stats()
     }
 
     fn stop(&mut self) {

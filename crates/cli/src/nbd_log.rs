@@ -1,4 +1,5 @@
-//! What `rangedb nbd serve` tells its operator about the volume while it serves. Clients only see a failed
+//! What `rangedb nbd serve` tells its operator: what the volume's recovery replayed at start, the volume's
+//! stops and recoveries while it serves, and what the sessions did at the stop. Clients only see a failed
 //! write as an errno (QEMU pauses the guest on ENOSPC and retries); the operator needs to know that the volume
 //! stopped taking writes, why, whether freeing space is enough, and when it recovered.
 //!
@@ -11,6 +12,7 @@ use std::sync::mpsc::{self, RecvTimeoutError, Sender};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
+use ::nbd::StatsSnapshot;
 use blockstore::{Health, Stats, Volume};
 
 /// How often the volume is sampled: a stop shows in the log within this long.
@@ -37,6 +39,24 @@ pub fn opened(name: &str, s: &Stats) -> String {
     format!(
         "volume {name}: recovery loaded {} checkpoint piece(s) and replayed {} batch(es), {} journal record(s)",
         s.recovered_checkpoint_pieces, s.recovered_batches, s.recovered_journal_records
+    )
+}
+
+/// What the server did, for the log line at its stop.
+pub fn served(s: &StatsSnapshot) -> String {
+    format!(
+        "served {} connection(s): {} read(s) of {} bytes, {} write(s) of {} bytes, {} flush(es), {} trim(s), {} \
+         write-zeroes; {} error replies, {} device failures",
+        s.handshakes_completed,
+        s.reads,
+        s.bytes_read,
+        s.writes,
+        s.bytes_written,
+        s.flushes,
+        s.trims,
+        s.write_zeroes,
+        s.error_replies,
+        s.device_errors
     )
 }
 
@@ -159,6 +179,21 @@ mod tests {
             lines[0].starts_with("volume v stopped taking writes and recovered in place:"),
             "{}",
             lines[0]
+        );
+    }
+
+    #[test]
+    fn the_stop_line_sums_up_the_sessions() {
+        let s = StatsSnapshot {
+            handshakes_completed: 2,
+            writes: 3,
+            bytes_written: 12288,
+            ..StatsSnapshot::default()
+        };
+        let line = served(&s);
+        assert!(
+            line.starts_with("served 2 connection(s): 0 read(s) of 0 bytes, 3 write(s) of 12288 bytes"),
+            "{line}"
         );
     }
 
