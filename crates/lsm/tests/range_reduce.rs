@@ -303,23 +303,28 @@ fn level_renaming_moves_levels_down_and_keeps_the_data() {
     check(&db, None, &m, "after renaming and reopen");
 }
 
+/// A closed database under Blind Merge-on-Scan, every write durable, on which a scan of `[k(400), k(1600))`
+/// rewrites: keys 0..2000 settled deep, every other key of `[500, 1500)` newer in L0, a range tombstone inside.
+fn rewrite_fixture() -> (Arc<CrashFs>, Options, Model) {
+    let base = Arc::new(CrashFs::new());
+    let o = opts(RangeReduceMode::BlindMergeOnScan);
+    let mut m = Model::new();
+    let f: Arc<dyn vfs::Fs> = base.clone();
+    let db = open(&f, &o);
+    load(&db, &mut m, 2000);
+    overwrite(&db, &mut m, 500, 1500, 2, "v1");
+    delete_range(&db, &mut m, 700, 760);
+    db.flush().unwrap();
+    db.close().unwrap();
+    (base, o, m)
+}
+
 /// Crashes at every file-system operation of a query-driven rewrite (table writes, syncs, directory sync,
 /// MANIFEST append and sync), under several power-loss outcomes: everything was durable before, so the
 /// recovered database must hold exactly the model.
 #[test]
 fn crash_inside_a_query_driven_rewrite_loses_nothing() {
-    let base = Arc::new(CrashFs::new());
-    let o = opts(RangeReduceMode::BlindMergeOnScan);
-    let mut m = Model::new();
-    {
-        let f: Arc<dyn vfs::Fs> = base.clone();
-        let db = open(&f, &o);
-        load(&db, &mut m, 2000);
-        overwrite(&db, &mut m, 500, 1500, 2, "v1");
-        delete_range(&db, &mut m, 700, 760);
-        db.flush().unwrap();
-        db.close().unwrap();
-    }
+    let (base, o, m) = rewrite_fixture();
     let query = |db: &Db| {
         let got = db.scan(&ReadOptions::default(), &k(400), &k(1600), usize::MAX).unwrap();
         assert_eq!(got, model_range(&m, &k(400), &k(1600)));
@@ -358,18 +363,7 @@ fn crash_inside_a_query_driven_rewrite_loses_nothing() {
 /// Either way reads stay right, another query rewrites once the fault is gone, and a reopen loses nothing.
 #[test]
 fn io_errors_in_a_query_driven_rewrite_lose_nothing() {
-    let base = Arc::new(CrashFs::new());
-    let o = opts(RangeReduceMode::BlindMergeOnScan);
-    let mut m = Model::new();
-    {
-        let f: Arc<dyn vfs::Fs> = base.clone();
-        let db = open(&f, &o);
-        load(&db, &mut m, 2000);
-        overwrite(&db, &mut m, 500, 1500, 2, "v1");
-        delete_range(&db, &mut m, 700, 760);
-        db.flush().unwrap();
-        db.close().unwrap();
-    }
+    let (base, o, m) = rewrite_fixture();
     let (lo, hi) = (k(400), k(1600));
     let mut fired = 0;
     for (op, path) in
