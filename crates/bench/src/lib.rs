@@ -15,6 +15,7 @@ pub mod experiments;
 pub mod measure;
 mod plot;
 mod report;
+mod turns;
 
 pub use ctx::{Ctx, Fraction};
 pub use plot::{Plot, Series};

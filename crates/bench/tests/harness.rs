@@ -87,3 +87,32 @@ fn machine_experiment_reports_the_four_limits() {
     let png = std::fs::read(out.join("machine-1.png")).unwrap();
     assert_eq!(&png[..4], b"\x89PNG");
 }
+
+/// `gloran` with `--set reps=2`: the systems take turns, each metric is reported once per workload and system (the
+/// median of the turns), and the notes give the targets' ratios per turn.
+#[test]
+fn gloran_reports_medians_and_per_turn_ratios_over_turns() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut ctx = Ctx::for_tests(dir.path().join("scratch"));
+    for (k, v) in
+        [("n", "3000"), ("ops", "2000"), ("kv", "false"), ("systems", "lsm-gloran,lsm-local"), ("reps", "2")]
+    {
+        ctx.set.insert(k.into(), v.into());
+    }
+    let report = experiments::find("gloran").unwrap().run(&ctx).unwrap();
+    for w in ["balanced-rd0", "balanced-rd10", "scan-100", "space"] {
+        for s in ["lsm-gloran", "lsm-local"] {
+            let m = if w == "space" { "disk_bytes" } else { "ops_per_sec" };
+            let v = report.get(w, s, m).unwrap_or_else(|| panic!("{w}/{s}/{m} missing"));
+            assert!(v.is_finite() && v > 0.0, "{w}/{s}/{m} = {v}");
+        }
+    }
+    let json = report.to_json();
+    let rows = json["results"].as_array().unwrap();
+    let n = |w: &str, s: &str| rows.iter().filter(|r| r["workload"] == w && r["system"] == s).count();
+    assert_eq!(n("balanced-rd10", "lsm-gloran"), 1, "one row per workload and system, not one per turn");
+    let notes = json["notes"].as_array().unwrap();
+    let turn = |prefix: &str| notes.iter().filter_map(|x| x.as_str()).any(|x| x.starts_with(prefix));
+    assert!(turn("per turn, balanced-rd10: lsm-gloran / lsm-local throughput"), "{notes:?}");
+    assert!(turn("per turn, lsm-gloran lookup latency with 1% range deletes against 0%"), "{notes:?}");
+}

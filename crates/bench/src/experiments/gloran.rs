@@ -30,8 +30,12 @@
 //! database"), so lookups also meet keys never written; `n` is then the key space the operations draw from, and
 //! `scan-100` and `space` measure the store the last mix left.
 //!
-//! `--set n=KEYS ops=N len=KEYS kv=BOOL fresh=BOOL systems=a,b` (`systems`: a subset of the systems, e.g. for
-//! profiling one).
+//! `--set reps=N` (default 1) runs the mixes, `scan-100` and `space` N times per system, the systems taking turns
+//! (`turns.rs`): rows hold each metric's median, and notes give the targets' ratios per turn. The key and value
+//! size sweep runs once.
+//!
+//! `--set n=KEYS ops=N len=KEYS kv=BOOL fresh=BOOL reps=N systems=a,b` (`systems`: a subset of the systems, e.g.
+//! for profiling one).
 
 use std::path::Path;
 use std::sync::Arc;
@@ -42,6 +46,7 @@ use rand::{Rng, SeedableRng};
 use serde_json::json;
 
 use crate::measure::Latencies;
+use crate::turns::{Run, median_metrics, metric, per_turn, show};
 use crate::{Ctx, Experiment, Report, Result};
 
 /// The `gloran` experiment.
@@ -362,13 +367,14 @@ impl Experiment for Gloran {
     }
 
     fn settings(&self) -> &'static [&'static str] {
-        &["fresh", "kv", "len", "n", "ops", "systems"]
+        &["fresh", "kv", "len", "n", "ops", "reps", "systems"]
     }
 
     fn about(&self) -> &'static str {
         "range deletes in the engine (GLORAN §6): lsm-gloran vs lsm-local, rocksdb DeleteRange, decomp, \
          lookup&delete, scan&delete; range-delete share and length sweeps, YCSB-A zipf, scans, space; \
-         --set n=KEYS ops=N len=KEYS fresh=BOOL (fresh: each mix on an empty store, as the paper)"
+         --set n=KEYS ops=N len=KEYS fresh=BOOL reps=N (fresh: each mix on an empty store, as the paper; reps: \
+         turns per system, medians reported)"
     }
 
     fn run(&self, ctx: &Ctx) -> Result<Report> {
@@ -430,63 +436,44 @@ impl Experiment for Gloran {
         perm.shuffle(&mut rng);
         let seeks: Vec<u64> = (0..ops / 10).map(|_| rng.random_range(0..n)).collect();
         let only = ctx.list("systems", &SYSTEMS, &SYSTEMS, false)?;
-        for name in SYSTEMS.into_iter().filter(|s| only.iter().any(|x| x == s)) {
-            let dir = ctx.scratch.join(format!("gloran-{name}"));
-            let _ = std::fs::remove_dir_all(&dir);
-            let (mut sys, desc) = open(name, &dir, cfg, Shape::DEFAULT)?;
-            report.note(format!("{name}: {desc}"));
-            if !fresh {
-                for (i, &k) in perm.iter().enumerate() {
-                    sys.put(&sys.shape.key(k), sys.shape.value(i as u64));
-                }
-                sys.settle();
+        let systems: Vec<&str> = SYSTEMS.into_iter().filter(|s| only.iter().any(|x| x == s)).collect();
+        let reps: usize = ctx.setting_min("reps", 1usize, 1)?;
+        // Per system, per turn, the rows of every workload: (workload, metrics).
+        let mut runs: Vec<Vec<Vec<(String, Run)>>> = vec![Vec::new(); systems.len()];
+        for turn in 0..reps {
+            for (s, &name) in systems.iter().enumerate() {
+                let last = turn + 1 == reps;
+                runs[s].push(run_system(
+                    name,
+                    ctx,
+                    cfg,
+                    &mixes,
+                    &plans,
+                    &perm,
+                    &seeks,
+                    fresh,
+                    last,
+                    &mut report,
+                )?);
             }
-            for (i, (w, _, _, l, _, _)) in mixes.iter().enumerate() {
-                if fresh && i > 0 {
-                    drop(sys);
-                    let _ = std::fs::remove_dir_all(&dir);
-                    sys = open(name, &dir, cfg, Shape::DEFAULT)?.0;
-                }
-                let m = run_mix(&sys, &plans[i], *l, (i as u64 + 1) << 32);
-                report.row(w, name, mix_metrics(&m));
+        }
+        for (s, &name) in systems.iter().enumerate() {
+            for (w, _) in runs[s].first().map_or(&[][..], |r| &r[..]) {
+                let per_turn: Vec<Run> = runs[s]
+                    .iter()
+                    .filter_map(|t| t.iter().find(|(x, _)| x == w).map(|(_, r)| r.clone()))
+                    .collect();
+                report.row(w, name, median_metrics(&per_turn).iter().map(|(k, v)| (k.as_str(), *v)));
             }
-            let t = std::time::Instant::now();
-            let mut read = 0;
-            for &k in &seeks {
-                read += sys.seek_next(&sys.shape.key(k), 100);
-            }
-            let secs = t.elapsed().as_secs_f64();
-            report.row(
-                "scan-100",
-                name,
-                [("ops_per_sec", seeks.len() as f64 / secs.max(1e-9)), ("entries_read", read as f64)],
-            );
-            sys.settle();
-            let mut space = vec![("disk_bytes", crate::measure::dir_bytes(&dir) as f64)];
-            if let Engine::Ours(d) = &sys.engine {
-                let st = d.stats();
-                space.push(("table_range_tombstones", st.table_range_tombstones as f64));
-                if let Some(g) = st.range_delete_global {
-                    space.push(("index_file_bytes", g.index_file_bytes as f64));
-                    space.push(("index_memory_bytes", (g.buffer_bytes + g.estimator_bytes) as f64));
-                    space.push((
-                        "estimator_fp_rate",
-                        g.estimator_false_positives as f64 / g.estimator_checks.max(1) as f64,
-                    ));
-                    space.push(("nodes_read_per_probe", g.nodes_read as f64 / g.index_probes.max(1) as f64));
-                    space.push(("index_probes_per_lookup", g.index_probes as f64 / g.lookups.max(1) as f64));
-                    space.push(("gc_runs", g.gc_runs as f64));
-                    report.note(format!("{name}: global index statistics {g:?}"));
-                }
-            }
-            report.row("space", name, space);
-            drop(sys);
-            let _ = std::fs::remove_dir_all(&dir);
+        }
+        if reps > 1 {
+            turn_notes(&mut report, &systems, &runs);
         }
         // Key and value size sweep (§6 Fig. 11 (a)(b)): balanced with 10 % range deletes, a fresh store of `n / 4`
         // keys per size and system, `ops / 4` operations.
         let kv: bool = ctx.setting("kv", true)?;
         let (kv_n, kv_ops) = ((n / 4).max(1_000), (ops / 4).max(1_000));
+        let only = &systems;
         let shapes: &[(usize, usize)] =
             if kv { &[(64, 100), (256, 100), (16, 768), (256, 768)] } else { &[] };
         for (j, &(key_len, value_len)) in shapes.iter().enumerate() {
@@ -504,7 +491,7 @@ impl Experiment for Gloran {
             let ops_plan = plan(ctx.seed ^ (0x6b76 + j as u64), kv_ops, kv_n, 0.5, 0.10, false)?;
             let mut perm: Vec<u64> = (0..kv_n).collect();
             perm.shuffle(&mut SmallRng::seed_from_u64(ctx.seed ^ (0x6b76 + j as u64)));
-            for name in SYSTEMS.into_iter().filter(|s| only.iter().any(|x| x == s)) {
+            for &name in only {
                 let dir = ctx.scratch.join(format!("gloran-{name}-{w}"));
                 let _ = std::fs::remove_dir_all(&dir);
                 let (sys, _) = open(name, &dir, cfg, shape)?;
@@ -523,6 +510,117 @@ impl Experiment for Gloran {
         }
         add_speedups(&mut report, &mixes, fresh);
         Ok(report)
+    }
+}
+
+/// One turn of system `name`: preload (unless `fresh`), every mix, `scan-100` and `space`, on a fresh store.
+/// Returns each workload's metrics; notes its description and, on the `last` turn, its index statistics.
+#[allow(clippy::too_many_arguments)]
+fn run_system(
+    name: &str,
+    ctx: &Ctx,
+    cfg: Config,
+    mixes: &[(String, f64, f64, u64, bool, u64)],
+    plans: &[Vec<Op>],
+    perm: &[u64],
+    seeks: &[u64],
+    fresh: bool,
+    last: bool,
+    report: &mut Report,
+) -> Result<Vec<(String, Run)>> {
+    let named =
+        |m: Vec<(&'static str, f64)>| -> Run { m.into_iter().map(|(k, v)| (k.to_string(), v)).collect() };
+    let mut out = Vec::new();
+    let dir = ctx.scratch.join(format!("gloran-{name}"));
+    let _ = std::fs::remove_dir_all(&dir);
+    let (mut sys, desc) = open(name, &dir, cfg, Shape::DEFAULT)?;
+    if last {
+        report.note(format!("{name}: {desc}"));
+    }
+    if !fresh {
+        for (i, &k) in perm.iter().enumerate() {
+            sys.put(&sys.shape.key(k), sys.shape.value(i as u64));
+        }
+        sys.settle();
+    }
+    for (i, (w, _, _, l, _, _)) in mixes.iter().enumerate() {
+        if fresh && i > 0 {
+            drop(sys);
+            let _ = std::fs::remove_dir_all(&dir);
+            sys = open(name, &dir, cfg, Shape::DEFAULT)?.0;
+        }
+        let m = run_mix(&sys, &plans[i], *l, (i as u64 + 1) << 32);
+        out.push((w.clone(), named(mix_metrics(&m))));
+    }
+    let t = std::time::Instant::now();
+    let mut read = 0;
+    for &k in seeks {
+        read += sys.seek_next(&sys.shape.key(k), 100);
+    }
+    let secs = t.elapsed().as_secs_f64();
+    out.push((
+        "scan-100".into(),
+        named(vec![("ops_per_sec", seeks.len() as f64 / secs.max(1e-9)), ("entries_read", read as f64)]),
+    ));
+    sys.settle();
+    let mut space = vec![("disk_bytes", crate::measure::dir_bytes(&dir) as f64)];
+    if let Engine::Ours(d) = &sys.engine {
+        let st = d.stats();
+        space.push(("table_range_tombstones", st.table_range_tombstones as f64));
+        if let Some(g) = st.range_delete_global {
+            space.push(("index_file_bytes", g.index_file_bytes as f64));
+            space.push(("index_memory_bytes", (g.buffer_bytes + g.estimator_bytes) as f64));
+            space.push((
+                "estimator_fp_rate",
+                g.estimator_false_positives as f64 / g.estimator_checks.max(1) as f64,
+            ));
+            space.push(("nodes_read_per_probe", g.nodes_read as f64 / g.index_probes.max(1) as f64));
+            space.push(("index_probes_per_lookup", g.index_probes as f64 / g.lookups.max(1) as f64));
+            space.push(("gc_runs", g.gc_runs as f64));
+            if last {
+                report.note(format!("{name}: global index statistics {g:?}"));
+            }
+        }
+    }
+    out.push(("space".into(), named(space)));
+    drop(sys);
+    let _ = std::fs::remove_dir_all(&dir);
+    Ok(out)
+}
+
+/// With `--set reps` > 1: the targets' ratios per turn (the systems of one turn ran back to back).
+fn turn_notes(report: &mut Report, systems: &[&str], runs: &[Vec<Vec<(String, Run)>>]) {
+    let turns = |name: &str, w: &str| -> Vec<Run> {
+        let Some(s) = systems.iter().position(|&x| x == name) else { return Vec::new() };
+        runs[s].iter().filter_map(|t| t.iter().find(|(x, _)| x == w).map(|(_, r)| r.clone())).collect()
+    };
+    let ratio = |m: &'static str, flip: bool| {
+        move |a: &Run, b: &Run| {
+            let (x, y) = (metric(a, m)?, metric(b, m)?);
+            Some(if flip { y / x } else { x / y })
+        }
+    };
+    let ours = "lsm-gloran";
+    let w = "balanced-rd10";
+    for peer in ["lsm-local", "rocksdb"] {
+        let (a, b) = (turns(ours, w), turns(peer, w));
+        if a.is_empty() || b.is_empty() {
+            continue;
+        }
+        report.note(format!(
+            "per turn, {w}: {ours} / {peer} throughput {}; lookup speedup {}",
+            show(&per_turn(&a, &b, ratio("ops_per_sec", false)), 3),
+            show(&per_turn(&a, &b, ratio("get_mean_ns", true)), 3)
+        ));
+    }
+    let (one, none) = (turns(ours, "balanced-rd1"), turns(ours, "balanced-rd0"));
+    if !one.is_empty() {
+        let change =
+            |a: &Run, b: &Run| Some(100.0 * (metric(a, "get_mean_ns")? / metric(b, "get_mean_ns")? - 1.0));
+        report.note(format!(
+            "per turn, {ours} lookup latency with 1% range deletes against 0% (mean, %): {}",
+            show(&per_turn(&one, &none, change), 1)
+        ));
     }
 }
 

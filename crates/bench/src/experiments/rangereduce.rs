@@ -48,6 +48,7 @@ use rand::{Rng, SeedableRng};
 use serde_json::json;
 
 use crate::measure::Latencies;
+use crate::turns::{Run, median_metrics, metric, per_turn, show};
 
 mod systems;
 
@@ -142,30 +143,6 @@ fn run_interleaved(db: &dyn Sys, p: &Plan, t: u64, seed: u64) -> Vec<(String, f6
     }
     push_end(&mut m, &e);
     m
-}
-
-/// The median of `xs` (the mean of the middle two for an even count); NaN when empty.
-fn median(mut xs: Vec<f64>) -> f64 {
-    xs.sort_by(f64::total_cmp);
-    let n = xs.len();
-    match n {
-        0 => f64::NAN,
-        _ if n % 2 == 1 => xs[n / 2],
-        _ => (xs[n / 2 - 1] + xs[n / 2]) / 2.0,
-    }
-}
-
-/// Per metric of the first run, the median over `runs`.
-fn median_metrics(runs: &[Vec<(String, f64)>]) -> Vec<(String, f64)> {
-    let Some(first) = runs.first() else { return Vec::new() };
-    first
-        .iter()
-        .map(|(k, _)| (k.clone(), median(runs.iter().filter_map(|r| metric(r, k)).collect())))
-        .collect()
-}
-
-fn metric(run: &[(String, f64)], name: &str) -> Option<f64> {
-    run.iter().find(|(k, _)| k == name).map(|(_, v)| *v)
 }
 
 fn push_end(m: &mut Vec<(String, f64)>, e: &End) {
@@ -305,7 +282,7 @@ impl Experiment for RangeReduceBench {
             }
             let p = Plan { n, updates, queries: qs };
             // With `reps` > 1 the systems take turns, so a slow spell of the machine falls on all of them.
-            let mut runs: Vec<Vec<Vec<(String, f64)>>> = vec![Vec::new(); systems.len()];
+            let mut runs: Vec<Vec<Run>> = vec![Vec::new(); systems.len()];
             for _ in 0..reps {
                 for (i, &name) in systems.iter().enumerate() {
                     let dir = ctx.scratch.join(format!("rr-{w}-{name}"));
@@ -329,17 +306,8 @@ impl Experiment for RangeReduceBench {
                 // Runs of one turn ran back to back, so their ratio cancels more of the machine's drift than
                 // the ratio of the two medians does.
                 for m in ["rq_mean_ns", "compaction_debt_bytes", "space_amp_ratio"] {
-                    let ratios: Vec<f64> = runs[a]
-                        .iter()
-                        .zip(&runs[b])
-                        .filter_map(|(x, y)| Some(metric(x, m)? / metric(y, m)?))
-                        .collect();
-                    let shown: Vec<String> = ratios.iter().map(|r| format!("{r:.3}")).collect();
-                    line.push_str(&format!(
-                        " lsm-rangereduce / lsm-local {m} {} (median {:.3});",
-                        shown.join(" "),
-                        median(ratios)
-                    ));
+                    let ratios = per_turn(&runs[a], &runs[b], |x, y| Some(metric(x, m)? / metric(y, m)?));
+                    line.push_str(&format!(" lsm-rangereduce / lsm-local {m} {};", show(&ratios, 3)));
                 }
                 report.note(line);
             }
@@ -491,31 +459,4 @@ fn run_load_and_update(db: &dyn Sys, p: &Plan, seed: u64) {
         db.put(&key(rng.random_range(0..p.n)), value(p.n + u));
     }
     db.settle();
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn run(pairs: &[(&str, f64)]) -> Vec<(String, f64)> {
-        pairs.iter().map(|(k, v)| (k.to_string(), *v)).collect()
-    }
-
-    #[test]
-    fn medians_are_per_metric_and_average_the_middle_pair() {
-        let odd = [
-            run(&[("a", 3.0), ("b", 10.0)]),
-            run(&[("a", 1.0), ("b", 30.0)]),
-            run(&[("a", 2.0), ("b", 20.0)]),
-        ];
-        assert_eq!(median_metrics(&odd), run(&[("a", 2.0), ("b", 20.0)]));
-        let even = [run(&[("a", 4.0)]), run(&[("a", 1.0)]), run(&[("a", 2.0)]), run(&[("a", 8.0)])];
-        assert_eq!(median_metrics(&even), run(&[("a", 3.0)]));
-        assert_eq!(median_metrics(&odd[..1]), odd[0]);
-        assert!(median_metrics(&[]).is_empty());
-        assert_eq!(metric(&odd[0], "b"), Some(10.0));
-        assert_eq!(metric(&odd[0], "c"), None);
-        assert!(median(Vec::new()).is_nan());
-        assert_eq!(median(vec![0.9, 1.1]), 1.0);
-    }
 }
