@@ -134,8 +134,8 @@ impl Shared {
 /// Why a volume stopped taking writes.
 #[derive(Clone, Debug)]
 pub(crate) struct Poison {
-    pub(super) message: String,
-    pub(super) kind: PoisonKind,
+    message: String,
+    kind: PoisonKind,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

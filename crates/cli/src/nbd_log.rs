@@ -28,9 +28,17 @@ pub struct Sample {
 impl Sample {
     /// The volume's state now.
     pub fn of(v: &Volume) -> Sample {
-        // Health first: a recovery that lands between the two reads shows as a counter that moved.
-        let health = v.health();
-        Sample { health, stats: v.stats() }
+        // A recovery between the two reads would pair a stopped health with the recovery's counter, and the log
+        // would report a stop that is already over: read again until the counter held still across the health
+        // read (recoveries come at most once a second).
+        loop {
+            let recoveries = v.stats().recoveries;
+            let health = v.health();
+            let stats = v.stats();
+            if stats.recoveries == recoveries {
+                return Sample { health, stats };
+            }
+        }
     }
 }
 

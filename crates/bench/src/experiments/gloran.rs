@@ -440,21 +440,10 @@ impl Experiment for Gloran {
         let reps: usize = ctx.setting_min("reps", 1usize, 1)?;
         // Per system, per turn, the rows of every workload: (workload, metrics).
         let mut runs: Vec<Vec<Vec<(String, Run)>>> = vec![Vec::new(); systems.len()];
+        let setup = Setup { ctx, cfg, mixes: &mixes, plans: &plans, perm: &perm, seeks: &seeks, fresh };
         for turn in 0..reps {
             for (s, &name) in systems.iter().enumerate() {
-                let last = turn + 1 == reps;
-                runs[s].push(run_system(
-                    name,
-                    ctx,
-                    cfg,
-                    &mixes,
-                    &plans,
-                    &perm,
-                    &seeks,
-                    fresh,
-                    last,
-                    &mut report,
-                )?);
+                runs[s].push(run_system(name, &setup, turn + 1 == reps, &mut report)?);
             }
         }
         for (s, &name) in systems.iter().enumerate() {
@@ -513,21 +502,23 @@ impl Experiment for Gloran {
     }
 }
 
+/// What every turn of every system runs on.
+struct Setup<'a> {
+    ctx: &'a Ctx,
+    cfg: Config,
+    /// (workload, lookup share, range-delete share, range length, zipfian, ops)
+    mixes: &'a [(String, f64, f64, u64, bool, u64)],
+    plans: &'a [Vec<Op>],
+    /// The preload order of the keys.
+    perm: &'a [u64],
+    seeks: &'a [u64],
+    fresh: bool,
+}
+
 /// One turn of system `name`: preload (unless `fresh`), every mix, `scan-100` and `space`, on a fresh store.
 /// Returns each workload's metrics; notes its description and, on the `last` turn, its index statistics.
-#[allow(clippy::too_many_arguments)]
-fn run_system(
-    name: &str,
-    ctx: &Ctx,
-    cfg: Config,
-    mixes: &[(String, f64, f64, u64, bool, u64)],
-    plans: &[Vec<Op>],
-    perm: &[u64],
-    seeks: &[u64],
-    fresh: bool,
-    last: bool,
-    report: &mut Report,
-) -> Result<Vec<(String, Run)>> {
+fn run_system(name: &str, setup: &Setup<'_>, last: bool, report: &mut Report) -> Result<Vec<(String, Run)>> {
+    let Setup { ctx, cfg, mixes, plans, perm, seeks, fresh } = *setup;
     let named =
         |m: Vec<(&'static str, f64)>| -> Run { m.into_iter().map(|(k, v)| (k.to_string(), v)).collect() };
     let mut out = Vec::new();
@@ -677,7 +668,8 @@ fn add_speedups(report: &mut Report, mixes: &[(String, f64, f64, u64, bool, u64)
                     - 1.0)
         ),
     ];
-    for l in lines {
+    // A target whose systems did not run (`--set systems`) is left out rather than noted as NaN.
+    for l in lines.into_iter().filter(|l| !l.contains("NaN")) {
         report.note(l);
     }
     report.note(if fresh {
