@@ -374,10 +374,18 @@ fn resume_after_injected_faults_loses_nothing_and_goes_on() {
         }
         if maybe.is_some() {
             stopped += 1;
+            let bg = db.background_error();
+            assert!(
+                matches!(bg, Some(Error::Io(_))),
+                "seed {seed}: writes failed, yet the store reports {bg:?}"
+            );
         }
         ffs.clear_all();
         let db = match db.resume() {
-            Ok(()) => db,
+            Ok(()) => {
+                assert!(db.background_error().is_none(), "seed {seed}: resumed, yet still stopped");
+                db
+            }
             // A failed sync of the table is not resumed in place (the page cache may show what the media lost);
             // here the media is the memory, so a reopen stands for the restart the error asks for.
             Err(Error::Background(e)) if op == Op::Sync => {

@@ -33,6 +33,12 @@ use crate::wal::{self, Op, WalWriter};
 use super::{Counters, Db, Inner, Mem, replay};
 
 impl Db {
+    /// The failure that stopped writes, if they are stopped (what [`resume`](Self::resume) clears): an I/O error
+    /// or corruption.
+    pub fn background_error(&self) -> Option<Error> {
+        self.inner.bg_error.lock().as_ref().map(|e| e.cause_copy())
+    }
+
     /// Clears the background error and lets writes (and reads the failure stopped) go on, without a reopen: the
     /// table is rebuilt from its files and the logs are replayed into it, as at an open. Call it once the cause
     /// has passed (space freed, a device back). Returns `Ok` at once if nothing stopped the store.
