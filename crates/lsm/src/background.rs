@@ -12,7 +12,9 @@
 //! maintenance, holding `flush_work`; everything that produces a MANIFEST edit naming range-index state happens
 //! on it, so those edits stay in order. Its flush edits only add L0 files and advance the log number. When no
 //! memtable waits, it runs queued RangeReduce rewrites, as the paper's RocksDB prototype does on its flush thread:
-//! a rewrite then never waits behind a compaction, and a flush waits for at most one rewrite.
+//! a rewrite then never waits behind a compaction, and a flush waits for at most one rewrite. While a full disk
+//! or quota has stopped writes, it also tries `Db::resume` at most once per `Options::auto_resume_interval`, so
+//! the database takes writes again once space is freed even if nobody writes meanwhile.
 //!
 //! A compaction thread picks under the `running` lock, from the newest installed version, a compaction whose
 //! files no running compaction holds (`picker::pick`), marks its files `being_compacted` and registers its
@@ -81,6 +83,17 @@ fn set_cpu_priority(p: CpuPriority) {
     }
 }
 
+/// What the flush thread does next.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Next {
+    /// Flush the oldest immutable memtable (and maintain the range-delete index).
+    Flush,
+    /// Run a queued RangeReduce rewrite.
+    Rewrite,
+    /// Try a resume after a full disk (`Options::auto_resume_interval`).
+    Resume,
+}
+
 impl Inner {
     /// Makes the version just applied under `vs` current (unless a later one already is), and runs `f` on the
     /// state in the same critical section (a flush drops its memtable there, so no reader sees neither).
@@ -126,17 +139,23 @@ impl Inner {
 
     fn flush_loop(self: Arc<Self>) {
         loop {
-            let flush = {
+            let next = {
                 let mut s = lock(&self.state);
                 loop {
                     if s.shutting_down {
                         return;
                     }
-                    if s.bg_error.is_none() && (!s.imm.is_empty() || self.range_deletes.maintenance_due()) {
-                        break true;
-                    }
-                    if s.bg_error.is_none() && self.rr.has_queued() {
-                        break false;
+                    match &s.bg_error {
+                        // Out of space: resume once space is back, whether or not anyone writes (RocksDB's
+                        // recovery from a full disk runs in the background too). Writes try as well; the
+                        // interval is shared.
+                        Some(e) if self.auto_resume_due(e) => break Next::Resume,
+                        Some(_) => {}
+                        None if !s.imm.is_empty() || self.range_deletes.maintenance_due() => {
+                            break Next::Flush;
+                        }
+                        None if self.rr.has_queued() => break Next::Rewrite,
+                        None => {}
                     }
                     s = self
                         .bg_cv
@@ -145,7 +164,14 @@ impl Inner {
                         .0;
                 }
             };
-            if !flush {
+            if next == Next::Resume {
+                // Leads the write queue like a caller's `resume`; this thread holds nothing meanwhile. A failure
+                // leaves the first error in place for the next try.
+                let _ = self.resume();
+                self.done_cv.notify_all();
+                continue;
+            }
+            if next == Next::Rewrite {
                 // Never wait for `work` here: an exclusive job (level renaming, `compact_range`) may run for long,
                 // and flushes must go on meanwhile. Retry shortly, or when a job finishes.
                 match self.range_reduce_rewrite_step() {

@@ -83,9 +83,10 @@ pub struct Options {
     /// `Corruption`; `PointInTime` salvages the writes before the damage, see [`crate::Db::recovery`]). The
     /// MANIFEST is always strict: dropping its edits could lose tables or revive deleted ones.
     pub wal_recovery: vfs::torn::WalRecovery,
-    /// After a background error caused by a full disk or an exceeded quota (ENOSPC, EDQUOT), a write or flush
-    /// tries [`crate::Db::resume`] by itself at most this often, so writes pick up again once space is freed
-    /// (default 1 s, RocksDB's `bgerror_resume_retry_interval`; `None`: only an explicit `resume` or a reopen).
+    /// After a background error caused by a full disk or an exceeded quota (ENOSPC, EDQUOT), the flush thread
+    /// (and a write or flush that meets the error) tries [`crate::Db::resume`] by itself at most this often, so
+    /// writes pick up again once space is freed (default 1 s, RocksDB's `bgerror_resume_retry_interval`; `None`:
+    /// only an explicit `resume` or a reopen).
     /// Other errors always wait for the caller: a device error may mean a failing disk.
     pub auto_resume_interval: Option<std::time::Duration>,
 }
