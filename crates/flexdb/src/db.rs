@@ -195,8 +195,10 @@ struct Inner {
 /// A FlexDB store. See the module comment.
 pub struct Db {
     inner: Arc<Inner>,
-    /// The committer thread; `resume` stops and restarts it, hence the lock.
-    committer: Mutex<Option<JoinHandle<()>>>,
+    /// The committer thread; `resume` stops and restarts it, hence the lock (shared with the resumer thread).
+    committer: Arc<Mutex<Option<JoinHandle<()>>>>,
+    /// The thread that resumes the store after a full disk even if nobody writes (`resume::Resumer`).
+    resumer: Option<resume::Resumer>,
 }
 
 const LOCK_FILE: &str = "LOCK";
@@ -260,8 +262,12 @@ impl Db {
             last_auto_resume: Mutex::new(None),
             _lock: lock,
         });
-        let committer = Inner::start_committer(&inner)?;
-        Ok(Db { inner, committer: Mutex::new(Some(committer)) })
+        let committer = Arc::new(Mutex::new(Some(Inner::start_committer(&inner)?)));
+        let resumer = match inner.opts.auto_resume_interval {
+            Some(_) => Some(resume::Resumer::start(&inner, &committer)?),
+            None => None,
+        };
+        Ok(Db { inner, committer, resumer })
     }
 
     /// Sets `key` to `value` (which may be empty).
@@ -479,9 +485,13 @@ impl Db {
     }
 
     fn stop(&mut self) {
+        // The resumer first: a resume it ran after this would restart the committer.
+        if let Some(r) = self.resumer.take() {
+            r.stop();
+        }
         *self.inner.state.lock() = true;
         self.inner.cv.notify_all();
-        if let Some(h) = self.committer.get_mut().take() {
+        if let Some(h) = self.committer.lock().take() {
             let _ = h.join();
         }
     }

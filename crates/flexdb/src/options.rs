@@ -43,9 +43,10 @@ pub struct Options {
     /// What recovery does with log damage a crash cannot explain (default `Strict`: fail the open with
     /// `Corruption`; `PointInTime` salvages the writes before the damage, see [`crate::Db::salvaged`]).
     pub wal_recovery: vfs::torn::WalRecovery,
-    /// After a background error caused by a full disk or an exceeded quota (ENOSPC, EDQUOT), a write or flush
-    /// tries [`crate::Db::resume`] by itself at most this often, so writes pick up again once space is freed
-    /// (default 1 s, as the LSM engine; `None`: only an explicit `resume` or a reopen). Other errors always wait
+    /// After a background error caused by a full disk or an exceeded quota (ENOSPC, EDQUOT), a resumer thread
+    /// (and a write or flush that meets the error) tries [`crate::Db::resume`] by itself at most this often, so
+    /// writes pick up again once space is freed, even if nobody writes meanwhile (default 1 s, as the LSM engine;
+    /// `None`: only an explicit `resume` or a reopen, and no resumer thread). Other errors always wait
     /// for the caller: a device error may mean a failing disk.
     pub auto_resume_interval: Option<std::time::Duration>,
 }

@@ -421,8 +421,9 @@ fn resume_after_injected_faults_loses_nothing_and_goes_on() {
     assert!(refused < stopped, "every run refused to resume ({refused} of {stopped})");
 }
 
-/// After ENOSPC a write tries the resume itself, at most once per interval; once space is back, the next write
-/// after the interval goes through. After EIO writes wait for an explicit `resume`.
+/// After ENOSPC the store tries the resume itself (a write, or the resumer thread), at most once per interval;
+/// once space is back, the next write after the interval goes through. After EIO writes wait for an explicit
+/// `resume`.
 #[test]
 fn a_full_disk_resumes_by_itself_once_space_is_back_and_a_device_error_waits() {
     let interval = std::time::Duration::from_millis(200);
@@ -434,19 +435,21 @@ fn a_full_disk_resumes_by_itself_once_space_is_back_and_a_device_error_waits() {
         db.put(b"a", b"1", WriteOptions::default()).unwrap();
         // Every log append fails: the write stops the store.
         ffs.inject(Fault::after(Op::Write, 0, kind).on_paths(".log").persistent());
-        assert!(db.put(b"b", b"2", WriteOptions::default()).is_err());
-        // The first write after the stop tries (for ENOSPC) and fails again: the new log cannot be written.
-        let tried = std::time::Instant::now();
+        // Before the stop: every try of a resume comes after it.
+        let stopped = std::time::Instant::now();
         let before = ffs.injected_on(Op::Write);
+        assert!(db.put(b"b", b"2", WriteOptions::default()).is_err());
+        // For ENOSPC a try comes at once, the next write's or the resumer thread's, and fails again: the new log
+        // cannot be written. None comes for EIO.
         assert!(db.put(b"c", b"3", WriteOptions::default()).is_err());
         let after_first = ffs.injected_on(Op::Write);
         assert_eq!(
-            after_first > before,
+            after_first > before + 1,
             kind == FaultKind::NoSpace,
-            "{kind:?}: whether the write tried a resume"
+            "{kind:?}: whether a resume was tried"
         );
         assert!(db.put(b"c", b"3", WriteOptions::default()).is_err());
-        if tried.elapsed() < interval {
+        if stopped.elapsed() < interval {
             assert_eq!(ffs.injected_on(Op::Write), after_first, "{kind:?}: a second try within the interval");
         }
         ffs.clear_all();
@@ -463,6 +466,39 @@ fn a_full_disk_resumes_by_itself_once_space_is_back_and_a_device_error_waits() {
         assert_eq!(db.get(b"a").unwrap().as_deref(), Some(&b"1"[..]), "{kind:?}");
         assert_eq!(db.get(b"c").unwrap().as_deref(), Some(&b"3"[..]), "{kind:?}");
         db.flush().unwrap();
+        db.close().unwrap();
+    }
+}
+
+/// A store nobody writes to takes writes again by itself once space is back: its resumer thread tries (as the
+/// LSM engine's flush thread does); a device error still waits. Without the option there is no such thread.
+#[test]
+fn a_full_disk_resumes_without_any_write() {
+    let interval = std::time::Duration::from_millis(100);
+    for kind in [FaultKind::NoSpace, FaultKind::Eio] {
+        let mem: Arc<dyn vfs::Fs> = Arc::new(vfs::MemFs::new());
+        let ffs = Arc::new(FaultFs::new(mem.clone()));
+        let o = Options { auto_resume_interval: Some(interval), ..opts() };
+        let db = Db::open(ffs.clone(), Path::new("db"), o).unwrap();
+        db.put(b"a", b"1", WriteOptions::default()).unwrap();
+        ffs.inject(Fault::after(Op::Write, 0, kind).on_paths(".log").persistent());
+        assert!(db.put(b"b", b"2", WriteOptions::default()).is_err());
+        ffs.clear_all();
+        // Ten intervals are enough to see that a device error waits.
+        let wait = if kind == FaultKind::Eio { interval * 10 } else { std::time::Duration::from_secs(10) };
+        let deadline = std::time::Instant::now() + wait;
+        while db.background_error().is_some() && std::time::Instant::now() < deadline {
+            std::thread::sleep(interval / 2);
+        }
+        if kind == FaultKind::Eio {
+            assert!(db.background_error().is_some(), "a device error resumed by itself");
+            assert_eq!(db.stats().resumes, 0);
+            continue;
+        }
+        assert!(db.background_error().is_none(), "no resume within 10 s");
+        assert_eq!(db.stats().resumes, 1);
+        assert_eq!(db.get(b"a").unwrap().as_deref(), Some(&b"1"[..]));
+        db.put(b"c", b"3", WriteOptions::default()).unwrap();
         db.close().unwrap();
     }
 }

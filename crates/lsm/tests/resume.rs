@@ -46,9 +46,10 @@ fn a_full_disk_resumes_by_itself_once_space_is_back_and_a_device_error_waits() {
         let (_mem, ffs, db) = open(Some(interval));
         put_keys(&db, 0..100, "a");
         ffs.inject(Fault::after(Op::Write, 0, kind).on_paths(".sst").persistent());
+        // Before the stop: every try of a resume comes after it.
+        let stopped = Instant::now();
         let before = ffs.injected_on(Op::Write);
         let e = db.flush().unwrap_err();
-        let stopped = Instant::now();
         assert!(matches!(e, Error::Background(_)) && e.is_io(), "{kind:?}: {e}");
         // For ENOSPC a try comes at once, the flush thread's or this write's, and fails again: the flush still
         // cannot write its table. None comes for EIO.

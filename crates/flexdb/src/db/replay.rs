@@ -24,7 +24,7 @@ pub(super) fn list_logs(fs: &dyn vfs::Fs, dir: &Path) -> Result<Vec<u64>> {
 }
 
 /// Replays `logs` (oldest first) into `table`, without syncing it. A damaged tail is accepted in the newest log
-/// only; with `PointInTime`, damage elsewhere ends replay instead, and the returned text says where (every later
+/// that holds anything only; with `PointInTime`, damage elsewhere ends replay instead, and the returned text says where (every later
 /// log is dropped with it). Counts replayed batches and dropped bytes in `c`.
 pub(super) fn replay_logs(
     fs: &dyn vfs::Fs,
@@ -36,9 +36,19 @@ pub(super) fn replay_logs(
 ) -> Result<Option<String>> {
     let mut mem = Memtable::new();
     let mut salvaged: Option<String> = None;
+    // The newest log that holds anything is the one a crash may have torn: the store syncs a log whole before
+    // it writes to a newer one, and an open (or resume) creates the next log empty after replaying the torn one,
+    // so a crash before the directory sync may leave the torn log followed by an empty one
+    // (`regression_a_crash_while_recovering_a_torn_log_reopens`).
+    let mut last_written = 0;
+    for (i, &n) in logs.iter().enumerate() {
+        if fs.open(&dir.join(wal::file_name(n)), vfs::OpenMode::ReadOnly)?.len()? > 0 {
+            last_written = i;
+        }
+    }
     for (i, &n) in logs.iter().enumerate() {
         let path = dir.join(wal::file_name(n));
-        let newest = i + 1 == logs.len();
+        let newest = i >= last_written;
         if let Some(damage) = &salvaged {
             // Salvaged: this log is newer than the damage, so it is dropped with it.
             wal::check_droppable(fs, &path, damage)?;

@@ -21,9 +21,16 @@
 //!
 //! A failed step leaves the error in place and loses nothing; every step is safe to repeat. Corruption is never
 //! resumed: the damaged bytes are still there.
+//!
+//! After a full disk or quota the store resumes by itself (`Options::auto_resume_interval`): a write that meets
+//! the error tries, and so does the [`Resumer`] thread, so a store nobody writes to picks up again too. Both go
+//! through the writer lock, as a caller's `resume` does; `Db::close` stops the resumer before the committer.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
+use std::thread::JoinHandle;
+
+use parking_lot::{Condvar, Mutex};
 
 use crate::WalRecovery;
 use crate::error::{Error, Result};
@@ -50,7 +57,65 @@ impl Db {
     /// still serves them; a reload would build on them). A failed sync of a log does resume: its unsynced tail
     /// is cut and rewritten from the memtable.
     pub fn resume(&self) -> Result<()> {
-        let inner = &self.inner;
+        Inner::resume(&self.inner, &self.committer)
+    }
+
+    /// `Ok` unless writes are stopped; after a full disk or an exceeded quota, first tries a resume, at most once
+    /// per `Options::auto_resume_interval` (a write on a full disk must not rebuild the table each time).
+    pub(super) fn writable(&self) -> Result<()> {
+        let Err(stopped) = self.inner.check_bg() else { return Ok(()) };
+        if self.inner.auto_resume_due() && self.resume().is_ok() {
+            return Ok(());
+        }
+        Err(stopped)
+    }
+}
+
+/// The thread that tries a resume after a full disk or quota at most once per `Options::auto_resume_interval`,
+/// so a store nobody writes to takes writes again once space is freed (as the LSM engine's flush thread does,
+/// and RocksDB in the background). Writes try too; the interval is shared.
+pub(super) struct Resumer {
+    stop: Arc<(Mutex<bool>, Condvar)>,
+    thread: JoinHandle<()>,
+}
+
+impl Resumer {
+    pub(super) fn start(
+        inner: &Arc<Inner>,
+        committer: &Arc<Mutex<Option<JoinHandle<()>>>>,
+    ) -> Result<Resumer> {
+        let stop = Arc::new((Mutex::new(false), Condvar::new()));
+        let (s, i, c) = (stop.clone(), inner.clone(), committer.clone());
+        let thread = std::thread::Builder::new()
+            .name("flexdb-resumer".into())
+            .spawn(move || {
+                let (flag, cv) = &*s;
+                let mut stopped = flag.lock();
+                while !*stopped {
+                    cv.wait_for(&mut stopped, std::time::Duration::from_millis(500));
+                    if !*stopped && i.auto_resume_due() {
+                        // Not under the flag's lock: a stop waits at most for this resume.
+                        drop(stopped);
+                        let _ = Inner::resume(&i, &c);
+                        stopped = flag.lock();
+                    }
+                }
+            })
+            .map_err(Error::Io)?;
+        Ok(Resumer { stop, thread })
+    }
+
+    /// Stops the thread (after the resume it is running, if any) and waits for it.
+    pub(super) fn stop(self) {
+        *self.stop.0.lock() = true;
+        self.stop.1.notify_all();
+        let _ = self.thread.join();
+    }
+}
+
+impl Inner {
+    /// [`Db::resume`], for the store's handle and its resumer thread.
+    fn resume(inner: &Arc<Inner>, committer: &Mutex<Option<JoinHandle<()>>>) -> Result<()> {
         let mut w = inner.writer.lock();
         let Some(e) = inner.bg_error.lock().clone() else { return Ok(()) };
         if e.is_corruption() {
@@ -63,11 +128,11 @@ impl Db {
                  recovery reads what the media holds (stopped by: {e})"
             ))))));
         }
-        self.stop_committer();
+        inner.stop_committer(committer);
         inner.rebuild(&mut w)?;
         match Inner::start_committer(inner) {
             Ok(h) => {
-                *self.committer.lock() = Some(h);
+                *committer.lock() = Some(h);
                 inner.c.resumes.fetch_add(1, Ordering::Relaxed);
             }
             Err(e) => {
@@ -79,28 +144,16 @@ impl Db {
         Ok(())
     }
 
-    /// `Ok` unless writes are stopped; after a full disk or an exceeded quota, first tries a resume, at most once
-    /// per `Options::auto_resume_interval` (a write on a full disk must not rebuild the table each time).
-    pub(super) fn writable(&self) -> Result<()> {
-        let Err(stopped) = self.inner.check_bg() else { return Ok(()) };
-        if self.inner.auto_resume_due() && self.resume().is_ok() {
-            return Ok(());
-        }
-        Err(stopped)
-    }
-
     /// Stops the committer thread (after the commit it is running, if any) and waits for it.
-    fn stop_committer(&self) {
-        *self.inner.state.lock() = true;
-        self.inner.cv.notify_all();
-        if let Some(h) = self.committer.lock().take() {
+    fn stop_committer(&self, committer: &Mutex<Option<JoinHandle<()>>>) {
+        *self.state.lock() = true;
+        self.cv.notify_all();
+        if let Some(h) = committer.lock().take() {
             let _ = h.join();
         }
-        *self.inner.state.lock() = false;
+        *self.state.lock() = false;
     }
-}
 
-impl Inner {
     /// Whether the error that stopped writes is a full disk or quota and the last automatic try was at least
     /// `Options::auto_resume_interval` ago. Records the try.
     fn auto_resume_due(&self) -> bool {

@@ -109,6 +109,16 @@ impl Db {
         let (mut bytes_flushed, mut flushes) = (0, 0);
         let mut recovery = Recovery::default();
         let persisted = range_deletes.persisted_seq();
+        // Only the newest WAL that holds anything may end in a torn append. The engine syncs a WAL whole before it
+        // writes to a newer one; an open that recovered a torn WAL creates the next one empty and writes nothing
+        // to it before the MANIFEST edit that retires the torn one is durable, so a crash in between leaves the
+        // torn WAL followed by an empty one (`regression_a_crash_while_recovering_a_torn_wal_reopens`).
+        let mut last_written = 0;
+        for (i, &l) in logs.iter().enumerate() {
+            if fs.open(&dir.join(filename::log_name(l)), vfs::OpenMode::ReadOnly)?.len()? > 0 {
+                last_written = i;
+            }
+        }
         for (i, &l) in logs.iter().enumerate() {
             let name = filename::log_name(l);
             let mut r = LogReader::open(&*fs, &dir.join(&name), &name)?;
@@ -135,15 +145,15 @@ impl Db {
                     mem = Arc::new(MemTable::new(0));
                 }
             }
-            // Only the newest WAL can end in a torn append: older ones were synced before the next was started.
-            // In the newest, damage that a later sync mark shows had been synced is corruption too.
+            // In the newest written WAL (see above), damage that a later sync mark shows had been synced is
+            // corruption too; in an older one any damage is.
             let checked = if let Some(e) = undecodable {
                 recovery.dropped_bytes += (r.offset() + r.unread_bytes() - start) as u64;
                 recovery.stopped_at = Some(format!(
                     "{name}: the record at or after offset {start} holds a write batch that does not decode"
                 ));
                 Err(e)
-            } else if i + 1 < logs.len() {
+            } else if i < last_written {
                 r.check_complete()
             } else {
                 r.check_durable()
