@@ -368,13 +368,18 @@ fn killed_after_a_final_sync<T>(o: &Options, write: impl FnOnce(&Db) -> T) -> (C
     let out = write(&db);
     let crashed = fs.crash_drop_unsynced();
     drop(db);
-    let log = vfs::Fs::list_dir(&crashed, Path::new("db"))
+    let log = newest_log(&crashed);
+    (crashed, log, out)
+}
+
+/// The name of the newest log in `fs`'s store.
+fn newest_log(fs: &CrashFs) -> String {
+    vfs::Fs::list_dir(fs, Path::new("db"))
         .unwrap()
         .into_iter()
         .filter(|n| n.starts_with("wal-"))
         .max()
-        .unwrap();
-    (crashed, log, out)
+        .unwrap()
 }
 
 /// Puts `key0000` to `key0039`, only the last one synced; returns the keys in order.
@@ -405,12 +410,7 @@ fn regression_a_crash_while_recovering_a_torn_log_reopens() {
     // The power loss tore the unsynced tail: one sector in its middle never reached the media.
     let torn = base.crash_keep_unsynced();
     drop(db);
-    let log = vfs::Fs::list_dir(&torn, Path::new("db"))
-        .unwrap()
-        .into_iter()
-        .filter(|n| n.starts_with("wal-"))
-        .max();
-    let w = vfs::Fs::open(&torn, &Path::new("db").join(log.unwrap()), vfs::OpenMode::ReadWrite).unwrap();
+    let w = vfs::Fs::open(&torn, &Path::new("db").join(newest_log(&torn)), vfs::OpenMode::ReadWrite).unwrap();
     let len = w.len().unwrap();
     assert!(len > 8192, "the log must be long enough to tear ({len})");
     w.write_all_at(&[0u8; 512], (len / 2) & !511).unwrap();

@@ -421,6 +421,18 @@ fn resume_after_injected_faults_loses_nothing_and_goes_on() {
     assert!(refused < stopped, "every run refused to resume ({refused} of {stopped})");
 }
 
+/// A store on a fault-injecting file system resuming by itself every `interval`, holding `a = 1`, whose every
+/// log append from now on fails with `kind`.
+fn store_whose_log_fails(interval: std::time::Duration, kind: FaultKind) -> (Arc<FaultFs>, Db) {
+    let mem: Arc<dyn vfs::Fs> = Arc::new(vfs::MemFs::new());
+    let ffs = Arc::new(FaultFs::new(mem));
+    let o = Options { auto_resume_interval: Some(interval), ..opts() };
+    let db = Db::open(ffs.clone(), Path::new("db"), o).unwrap();
+    db.put(b"a", b"1", WriteOptions::default()).unwrap();
+    ffs.inject(Fault::after(Op::Write, 0, kind).on_paths(".log").persistent());
+    (ffs, db)
+}
+
 /// After ENOSPC the store tries the resume itself (a write, or the resumer thread), at most once per interval;
 /// once space is back, the next write after the interval goes through. After EIO writes wait for an explicit
 /// `resume`.
@@ -428,13 +440,8 @@ fn resume_after_injected_faults_loses_nothing_and_goes_on() {
 fn a_full_disk_resumes_by_itself_once_space_is_back_and_a_device_error_waits() {
     let interval = std::time::Duration::from_millis(200);
     for kind in [FaultKind::NoSpace, FaultKind::Eio] {
-        let mem: Arc<dyn vfs::Fs> = Arc::new(vfs::MemFs::new());
-        let ffs = Arc::new(FaultFs::new(mem.clone()));
-        let o = Options { auto_resume_interval: Some(interval), ..opts() };
-        let db = Db::open(ffs.clone(), Path::new("db"), o).unwrap();
-        db.put(b"a", b"1", WriteOptions::default()).unwrap();
-        // Every log append fails: the write stops the store.
-        ffs.inject(Fault::after(Op::Write, 0, kind).on_paths(".log").persistent());
+        // Every log append fails: the next write stops the store.
+        let (ffs, db) = store_whose_log_fails(interval, kind);
         // Before the stop: every try of a resume comes after it.
         let stopped = std::time::Instant::now();
         let before = ffs.injected_on(Op::Write);
@@ -471,17 +478,12 @@ fn a_full_disk_resumes_by_itself_once_space_is_back_and_a_device_error_waits() {
 }
 
 /// A store nobody writes to takes writes again by itself once space is back: its resumer thread tries (as the
-/// LSM engine's flush thread does); a device error still waits. Without the option there is no such thread.
+/// LSM engine's flush thread does); a device error still waits.
 #[test]
 fn a_full_disk_resumes_without_any_write() {
     let interval = std::time::Duration::from_millis(100);
     for kind in [FaultKind::NoSpace, FaultKind::Eio] {
-        let mem: Arc<dyn vfs::Fs> = Arc::new(vfs::MemFs::new());
-        let ffs = Arc::new(FaultFs::new(mem.clone()));
-        let o = Options { auto_resume_interval: Some(interval), ..opts() };
-        let db = Db::open(ffs.clone(), Path::new("db"), o).unwrap();
-        db.put(b"a", b"1", WriteOptions::default()).unwrap();
-        ffs.inject(Fault::after(Op::Write, 0, kind).on_paths(".log").persistent());
+        let (ffs, db) = store_whose_log_fails(interval, kind);
         assert!(db.put(b"b", b"2", WriteOptions::default()).is_err());
         ffs.clear_all();
         // Ten intervals are enough to see that a device error waits.

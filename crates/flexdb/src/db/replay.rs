@@ -23,9 +23,9 @@ pub(super) fn list_logs(fs: &dyn vfs::Fs, dir: &Path) -> Result<Vec<u64>> {
     Ok(logs)
 }
 
-/// Replays `logs` (oldest first) into `table`, without syncing it. A damaged tail is accepted in the newest log
-/// that holds anything only; with `PointInTime`, damage elsewhere ends replay instead, and the returned text says where (every later
-/// log is dropped with it). Counts replayed batches and dropped bytes in `c`.
+/// Replays `logs` (oldest first) into `table`, without syncing it. A damaged tail is accepted only in the newest
+/// log that holds anything; with `PointInTime`, damage elsewhere ends replay instead, and the returned text says
+/// where (every later log is dropped with it). Counts replayed batches and dropped bytes in `c`.
 pub(super) fn replay_logs(
     fs: &dyn vfs::Fs,
     dir: &Path,
