@@ -44,6 +44,25 @@ fn store_with_random_faults(seed: u64) -> (Arc<dyn vfs::Fs>, Arc<FaultFs>, Db, O
     (mem, ffs, db, op)
 }
 
+/// Puts a random key (one of 200) with a random value, sometimes synced. Acknowledged: applied to `m`, `None`.
+/// Failed (an I/O error, never another kind): `m` as it would be had the put landed, which a failed write may.
+fn random_put(db: &Db, rng: &mut SmallRng, m: &mut Model, seed: u64) -> Option<Model> {
+    let k = format!("k{:04}", rng.random_range(0..200)).into_bytes();
+    let v = vec![rng.random::<u8>(); rng.random_range(0..50)];
+    let mut next = m.clone();
+    next.insert(k.clone(), v.clone());
+    match db.put(&k, &v, WriteOptions { sync: rng.random_bool(0.2) }) {
+        Ok(()) => {
+            *m = next;
+            None
+        }
+        Err(e) => {
+            assert!(matches!(e, Error::Io(_) | Error::Background(_)), "seed {seed}: unexpected {e}");
+            Some(next)
+        }
+    }
+}
+
 #[test]
 fn injected_faults_lose_no_acknowledged_write() {
     for seed in 0..12u64 {
@@ -52,19 +71,7 @@ fn injected_faults_lose_no_acknowledged_write() {
         let mut m = Model::new();
         let mut maybe: Option<Model> = None;
         for _ in 0..1500 {
-            let k = format!("k{:04}", rng.random_range(0..200)).into_bytes();
-            let v = vec![rng.random::<u8>(); rng.random_range(0..50)];
-            let mut next = m.clone();
-            next.insert(k.clone(), v.clone());
-            match db.put(&k, &v, WriteOptions { sync: rng.random_bool(0.2) }) {
-                Ok(()) => m = next,
-                Err(e) => {
-                    assert!(matches!(e, Error::Io(_) | Error::Background(_)), "seed {seed}: unexpected {e}");
-                    if maybe.is_none() {
-                        maybe = Some(next);
-                    }
-                }
-            }
+            maybe = random_put(&db, &mut rng, &mut m, seed);
             if maybe.is_some() {
                 break;
             }
@@ -352,17 +359,9 @@ fn resume_after_injected_faults_loses_nothing_and_goes_on() {
         let mut m = Model::new();
         let mut maybe: Option<Model> = None;
         for i in 0..1500 {
-            let k = format!("k{:04}", rng.random_range(0..200)).into_bytes();
-            let v = vec![rng.random::<u8>(); rng.random_range(0..50)];
-            let mut next = m.clone();
-            next.insert(k.clone(), v.clone());
-            match db.put(&k, &v, WriteOptions { sync: rng.random_bool(0.2) }) {
-                Ok(()) => m = next,
-                Err(e) => {
-                    assert!(matches!(e, Error::Io(_) | Error::Background(_)), "seed {seed}: unexpected {e}");
-                    maybe = Some(next);
-                    break;
-                }
+            maybe = random_put(&db, &mut rng, &mut m, seed);
+            if maybe.is_some() {
+                break;
             }
             if i % 300 == 299 {
                 let (a, b) = (format!("k{:04}", i % 200), format!("k{:04}", i % 200 + 7));
