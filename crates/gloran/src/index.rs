@@ -13,7 +13,8 @@
 //! [`GlobalIndex::check_entry`] is the engine's call after its LSM search found the entry: the estimator first
 //! (§4.3); only on a positive the buffer and then each level, one DR-tree node per tree level. Lookups take `&self`
 //! and can run concurrently; writes (`insert`, `flush`, `gc`) take `&mut self` — the engine holds the index behind
-//! its own lock, as it holds its memtable.
+//! its own lock, as it holds its memtable. A flush can also run in three steps so that lock is held only to freeze
+//! the buffer and to install the new levels (`flush.rs`, [`FlushJob`]).
 //!
 //! # Persistence
 //! The buffer is volatile: its records are durable in the engine's WAL, which must keep them until
@@ -27,7 +28,10 @@
 //! The engine passes its live snapshots ([`GlobalIndex::set_snapshots`]) so flushes and compactions keep the deletes
 //! a snapshot reader must tell apart; and a GC watermark ([`GlobalIndex::gc`]) below which no covered entry remains.
 
+mod flush;
 mod levels;
+
+pub use flush::FlushJob;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -133,6 +137,8 @@ pub struct GlobalIndex {
     /// The buffer disjointized for readers that see every buffered record, shared by cursors until the buffer
     /// changes: an unbounded iterator would otherwise sort and sweep the whole buffer (up to 4 MiB) on creation.
     buffer_view: Mutex<Option<Arc<Vec<Area>>>>,
+    /// The buffer a flush in progress is writing (`flush.rs`): read after `buffer`, written by nobody.
+    frozen: Option<Arc<RTree>>,
 }
 
 impl GlobalIndex {
@@ -222,6 +228,7 @@ impl GlobalIndex {
             key_lo,
             key_hi,
             buffer_view: Mutex::new(None),
+            frozen: None,
         };
         idx.check_invariants()?;
         Ok(idx)
@@ -261,7 +268,7 @@ impl GlobalIndex {
         }
         self.buffer_changed();
         self.buffer.insert(area);
-        if self.opts.auto_flush && self.needs_flush() {
+        if self.opts.auto_flush && !self.flushing() && self.needs_flush() {
             self.flush()?;
         }
         Ok(())
@@ -279,14 +286,14 @@ impl GlobalIndex {
         self.snapshots = snapshots;
     }
 
-    /// Records in the buffer, not yet in a DR-tree file.
+    /// Records in the buffer (and in a buffer being flushed), not yet in a DR-tree file.
     pub fn buffered_records(&self) -> usize {
-        self.buffer.len()
+        self.buffer.len() + self.frozen.as_ref().map_or(0, |f| f.len())
     }
 
-    /// Whether the buffer holds records not yet in a DR-tree file.
+    /// Whether the buffer (or a buffer being flushed) holds records not yet in a DR-tree file.
     pub fn has_unflushed(&self) -> bool {
-        !self.buffer.is_empty()
+        !self.buffer.is_empty() || self.frozen.is_some()
     }
 
     /// Drops the shared cursor view of the buffer. REQUIRES: called by every change of the buffer.
@@ -299,7 +306,10 @@ impl GlobalIndex {
     pub fn covering(&self, key: &[u8], seq: u64, snapshot: u64) -> Result<Option<u64>> {
         add(&self.counters.index_probes, 1);
         let mut visited = 0;
-        let hit = self.buffer.covering(key, seq, snapshot, &mut visited);
+        let mut hit = self.buffer.covering(key, seq, snapshot, &mut visited);
+        if hit.is_none() {
+            hit = self.frozen.as_ref().and_then(|f| f.covering(key, seq, snapshot, &mut visited));
+        }
         add(&self.counters.buffer_nodes_visited, visited);
         if hit.is_some() {
             add(&self.counters.covered, 1);
@@ -347,7 +357,7 @@ impl GlobalIndex {
     /// the in-memory buffer is asked (the estimator first), so a key no record covers costs one estimator probe
     /// and no I/O. `false` is "unknown", never "valid".
     pub fn covers_span(&self, key: &[u8], lo: u64, hi: u64, snapshot: u64) -> bool {
-        if lo > hi || self.buffer.is_empty() {
+        if lo > hi || (self.buffer.is_empty() && self.frozen.is_none()) {
             return false;
         }
         add(&self.counters.span_checks, 1);
@@ -355,7 +365,11 @@ impl GlobalIndex {
             return false;
         }
         let mut visited = 0;
-        let hit = self.buffer.covering_span(key, lo, hi, snapshot, &mut visited).is_some();
+        let hit = self.buffer.covering_span(key, lo, hi, snapshot, &mut visited).is_some()
+            || self
+                .frozen
+                .as_ref()
+                .is_some_and(|f| f.covering_span(key, lo, hi, snapshot, &mut visited).is_some());
         add(&self.counters.buffer_nodes_visited, visited);
         if hit {
             add(&self.counters.span_hits, 1);
@@ -375,13 +389,16 @@ impl GlobalIndex {
             match &*view {
                 Some(v) => Arc::clone(v),
                 None => {
-                    let v = Arc::new(disjointize(self.buffer.areas(), &[snapshot], 0)?);
+                    let v = Arc::new(disjointize(self.buffered_areas(), &[snapshot], 0)?);
                     *view = Some(Arc::clone(&v));
                     v
                 }
             }
         } else {
             let mut buffered = self.buffer.overlapping(lo, hi);
+            if let Some(f) = &self.frozen {
+                buffered.extend(f.overlapping(lo, hi));
+            }
             buffered.retain(|a| a.seq <= snapshot);
             Arc::new(disjointize(buffered, &[snapshot], 0)?)
         };
@@ -431,6 +448,7 @@ impl GlobalIndex {
     /// Deletes every DR-tree file in the directory that is not live (leftovers of a crash between writing a file
     /// and recording it). Call only when the live set is durable.
     pub fn remove_unlisted(&mut self) -> Result<Vec<u64>> {
+        self.not_flushing()?; // The flush's new files are not listed yet.
         let live: Vec<u64> = self.live_files().iter().map(|f| f.number).collect();
         let mut gone = Vec::new();
         for name in self.fs.list_dir(&self.dir)? {
@@ -466,7 +484,7 @@ impl GlobalIndex {
             gc_estimators_dropped: self.work.gc_estimators_dropped,
             estimator_rebuilds: self.work.estimator_rebuilds,
             index_file_bytes: self.levels.iter().flatten().map(|l| l.tree.file_len()).sum(),
-            buffer_bytes: self.buffer.bytes() as u64,
+            buffer_bytes: (self.buffer.bytes() + self.frozen.as_ref().map_or(0, |f| f.bytes())) as u64,
             estimator_bytes: self.eve.bytes() as u64,
             estimator_raes: self.eve.len() as u64,
             level_areas: self
@@ -483,6 +501,9 @@ impl GlobalIndex {
     /// Whole-structure check: the buffer's R-tree and every level's order and disjointness. Reads every file.
     pub fn check(&self) -> Result<()> {
         self.buffer.check().map_err(Error::corrupt)?;
+        if let Some(f) = &self.frozen {
+            f.check().map_err(Error::corrupt)?;
+        }
         for l in self.levels.iter().flatten() {
             l.tree.check()?;
         }

@@ -2,8 +2,9 @@
 //!
 //! Operations: range deletes of every overlap shape over short byte keys (including empty and 0x00/0xff-heavy keys),
 //! snapshots taken and released, flushes and compactions forced by tiny buffer, node and level sizes, GC watermarks,
-//! whole-area purges of regions declared empty (never probed after), and reopen from the live-file list with the
-//! unflushed records replayed (as the engine replays its WAL). After each step random probes compare point checks (with
+//! whole-area purges of regions declared empty (never probed after), flushes in three steps with records, probes and
+//! cursors while the frozen buffer is being written (as the engine runs them without the index lock), and reopen
+//! from the live-file list with the unflushed records replayed (as the engine replays its WAL). After each step random probes compare point checks (with
 //! and without the estimator) and range cursors against the model: an entry `(key, seq)` is deleted for a reader at
 //! snapshot `s` iff some record covers it with a sequence number `<= s`. Readers are the latest sequence or a live
 //! snapshot; probes stay at or above the GC watermark, which is the contract GC is given.
@@ -15,7 +16,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use gloran::{EstimatorOptions, GlobalIndex, IndexOptions};
+use gloran::{Error, EstimatorOptions, FlushJob, GlobalIndex, IndexOptions};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use vfs::{Fs, MemFs};
@@ -75,6 +76,28 @@ fn options(rng: &mut SmallRng) -> IndexOptions {
     }
 }
 
+/// A flush begun and not finished, with the sequence number of the last record it holds.
+struct Pending {
+    job: FlushJob,
+    seq: u64,
+}
+
+/// Runs and installs the pending flush, if any; the records it held are no longer the WAL's to replay.
+fn settle(idx: &mut GlobalIndex, pending: &mut Option<Pending>, unflushed: &mut Vec<Rec>) {
+    if let Some(Pending { mut job, seq }) = pending.take() {
+        if !job.ran() {
+            job.run();
+        }
+        idx.finish_flush(job).unwrap();
+        unflushed.retain(|r| r.seq > seq);
+    }
+}
+
+/// While a flush is in progress every change of the levels is refused.
+fn refused<T: std::fmt::Debug>(r: gloran::Result<T>) {
+    assert!(matches!(r, Err(Error::InvalidArgument(_))), "not refused during a flush: {r:?}");
+}
+
 /// Runs one seed; returns the areas `purge` dropped.
 fn run(seed: u64) -> u64 {
     eprintln!("model test seed {seed} (set RANGEDB_SEED to replay)");
@@ -90,6 +113,7 @@ fn run(seed: u64) -> u64 {
     let mut watermark = 0u64;
     let mut empty: Vec<Empty> = Vec::new();
     let mut purged = 0u64;
+    let mut pending: Option<Pending> = None;
     let steps = 400 * testkit::scale();
     for step in 0..steps {
         match rng.random_range(0..100) {
@@ -104,8 +128,8 @@ fn run(seed: u64) -> u64 {
                 seq += rng.random_range(1..4);
                 let min = if rng.random_bool(0.7) { 0 } else { rng.random_range(0..seq) };
                 idx.insert(&a, &b, min, seq).unwrap();
-                // Without auto-flush the engine flushes on the index's cue.
-                if idx.needs_flush() {
+                // Without auto-flush the engine flushes on the index's cue (after the one in progress).
+                if idx.needs_flush() && pending.is_none() {
                     assert!(!opts.auto_flush, "auto-flush leaves no full buffer behind");
                     idx.flush().unwrap();
                 }
@@ -127,17 +151,42 @@ fn run(seed: u64) -> u64 {
                     idx.set_snapshots(snapshots.clone());
                 }
             }
-            74..=80 => {
+            74..=76 => {
+                if pending.is_some() {
+                    refused(idx.flush());
+                    settle(&mut idx, &mut pending, &mut unflushed);
+                }
                 idx.flush().unwrap();
                 unflushed.clear();
             }
+            77..=80 => {
+                // A flush in three steps: begun here, run and installed by a later step.
+                if pending.is_some() {
+                    refused(idx.begin_flush());
+                    settle(&mut idx, &mut pending, &mut unflushed);
+                } else if let Some(mut job) = idx.begin_flush().unwrap() {
+                    assert!(idx.flushing() && idx.has_unflushed());
+                    if rng.random_bool(0.5) {
+                        job.run(); // Written, not yet installed: readers still use the frozen buffer.
+                    }
+                    pending = Some(Pending { job, seq });
+                }
+            }
             81..=84 => {
+                if pending.is_some() {
+                    refused(idx.compact_level(0));
+                    settle(&mut idx, &mut pending, &mut unflushed);
+                }
                 let n = idx.level_count();
                 if n > 0 {
                     idx.compact_level(rng.random_range(0..n)).unwrap();
                 }
             }
             85..=87 => {
+                if pending.is_some() {
+                    refused(idx.compact_all());
+                    settle(&mut idx, &mut pending, &mut unflushed);
+                }
                 idx.compact_all().unwrap();
                 unflushed.clear();
             }
@@ -145,6 +194,10 @@ fn run(seed: u64) -> u64 {
                 // GC below the oldest reader: the engine's contract.
                 let oldest = snapshots.iter().copied().min().unwrap_or(seq);
                 let w = rng.random_range(watermark..=oldest);
+                if pending.is_some() {
+                    refused(idx.gc(w));
+                    settle(&mut idx, &mut pending, &mut unflushed);
+                }
                 idx.gc(w).unwrap();
                 watermark = watermark.max(w);
             }
@@ -155,6 +208,10 @@ fn run(seed: u64) -> u64 {
                 if a > b {
                     std::mem::swap(&mut a, &mut b);
                 }
+                if pending.is_some() {
+                    refused(idx.purge(|_| true));
+                    settle(&mut idx, &mut pending, &mut unflushed);
+                }
                 empty.push(Empty { start: a, end: b, below: rng.random_range(0..=seq) });
                 let inside = |x: &gloran::Area| {
                     empty.iter().any(|z| z.start <= x.start && x.end <= z.end && x.max_seq <= z.below)
@@ -162,7 +219,12 @@ fn run(seed: u64) -> u64 {
                 purged += idx.purge(inside).unwrap();
             }
             _ => {
-                // Reopen: the engine's MANIFEST gives the live files; the WAL replays unflushed records.
+                // Reopen: the engine's MANIFEST gives the live files; the WAL replays unflushed records. (A crash
+                // during a flush is the crash test's; here the flush in progress completes first.)
+                if pending.is_some() {
+                    refused(idx.remove_unlisted());
+                    settle(&mut idx, &mut pending, &mut unflushed);
+                }
                 let live = idx.live_files();
                 let obsolete = idx.take_obsolete();
                 idx.remove_files(&obsolete).unwrap();
@@ -251,6 +313,7 @@ fn run(seed: u64) -> u64 {
             }
         }
     }
+    settle(&mut idx, &mut pending, &mut unflushed);
     idx.check().unwrap();
     let st = idx.stats();
     // Counters are per process: at least the probes since the last reopen are counted.

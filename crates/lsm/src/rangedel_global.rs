@@ -18,11 +18,14 @@
 //!   holding the records can go. `maintain`: the same when the buffer fills between memtable flushes, and GC.
 //!
 //! # Concurrency
-//! The index sits behind a `RwLock`: lookups and cursor creation share it; `record`, flushes and GC take it
-//! exclusively. While a flush holds it no record is added, so the records it writes are exactly those with
-//! sequence numbers up to the index's `last_seq`, and a snapshot taken meanwhile has a sequence number in
-//! `[published, last_seq]` (records are inserted before their batch is published). The flush therefore treats
-//! every sequence number in that interval as a snapshot, so no later snapshot can fall inside a merged band.
+//! The index sits behind a `RwLock`: lookups and cursor creation share it; `record` and GC take it exclusively,
+//! and a flush only to freeze the buffer and to install the new levels (`flush_unlocked`): while it writes the
+//! DR-tree files, records go to a new buffer and readers see the frozen one and the old levels. The frozen
+//! records are exactly those with sequence numbers up to the index's `last_seq` when it froze them, and a
+//! snapshot taken after the flush read the snapshot list has a sequence number of at least `published` (records
+//! are inserted before their batch is published). The flush therefore treats every sequence number in
+//! `[published, last_seq]` as a snapshot, so no later snapshot can fall inside a merged band: one above
+//! `last_seq` sees every merged record alike.
 //!
 //! # GC (§4.4)
 //! `GlobalIndex::gc(w)` clips areas to entry sequence numbers `>= w` and also clips every later record, so its
@@ -206,19 +209,33 @@ impl Instance {
         }
     }
 
-    /// Flushes the buffer with every sequence number a snapshot may take meanwhile kept apart.
-    /// REQUIRES: `idx` is the write-locked index.
-    fn flush_locked(&self, idx: &mut GlobalIndex, snapshots: &[u64], published: u64) -> Result<()> {
-        if !idx.has_unflushed() {
-            return Ok(());
-        }
+    /// Flushes the buffer with every sequence number a snapshot may take meanwhile kept apart, holding the write
+    /// lock only to freeze the buffer and to install the new levels (`gloran`'s `flush.rs`): records, lookups and
+    /// cursors go on while the DR-tree files are written. Calls `records_frozen` once the buffer is frozen (the
+    /// frozen records are exactly those the synced WAL holds) and returns the index locked again.
+    /// REQUIRES: `idx` is the write-locked index; the caller serializes flushes and GC (`flush_work`).
+    fn flush_unlocked<'a>(
+        &'a self,
+        mut idx: RwLockWriteGuard<'a, GlobalIndex>,
+        snapshots: &[u64],
+        published: u64,
+        records_frozen: &mut dyn FnMut(),
+    ) -> Result<RwLockWriteGuard<'a, GlobalIndex>> {
         let mut s = snapshots.to_vec();
         s.extend(published..=idx.last_seq().max(published));
         idx.set_snapshots(s);
+        let job = idx.begin_flush().map_err(conv);
+        records_frozen();
+        let Some(mut job) = job? else { return Ok(idx) };
+        drop(idx);
+        job.run();
+        let mut idx = self.write();
         // Before the merged levels can be read (the write lock is held): see `RangeDeleteStrategy::generation`.
+        // Until now readers saw the frozen buffer and the old levels, which no merge had touched.
         self.generation.fetch_add(1, Ordering::AcqRel);
         self.changes.fetch_add(1, Ordering::AcqRel);
-        idx.flush().map_err(conv)
+        idx.finish_flush(job).map_err(conv)?;
+        Ok(idx)
     }
 
     fn take_state(&self, idx: &GlobalIndex) -> Option<RangeIndexState> {
@@ -308,9 +325,7 @@ impl RangeDeleteStrategy for Instance {
         published: u64,
         records_frozen: &mut dyn FnMut(),
     ) -> Result<Option<RangeIndexState>> {
-        let mut idx = self.write();
-        records_frozen();
-        self.flush_locked(&mut idx, snapshots, published)?;
+        let idx = self.flush_unlocked(self.write(), snapshots, published, records_frozen)?;
         Ok(self.take_state(&idx))
     }
 
@@ -329,9 +344,10 @@ impl RangeDeleteStrategy for Instance {
         records_frozen: &mut dyn FnMut(),
     ) -> Result<Option<RangeIndexState>> {
         let mut idx = self.write();
-        records_frozen();
         if idx.needs_flush() {
-            self.flush_locked(&mut idx, snapshots, published)?;
+            idx = self.flush_unlocked(idx, snapshots, published, records_frozen)?;
+        } else {
+            records_frozen();
         }
         if let Some((w, spans)) = self.take_ready_gc() {
             let raise = w > idx.watermark();
@@ -385,10 +401,13 @@ impl RangeDeleteStrategy for Instance {
     }
 
     fn state_recorded(&self) -> Result<()> {
-        let mut idx = self.write();
-        self.recorded.store(self.reported.load(Ordering::Acquire), Ordering::Release);
-        let gone = idx.take_obsolete();
-        idx.remove_files(&gone).map_err(conv)
+        let gone = {
+            let mut idx = self.write();
+            self.recorded.store(self.reported.load(Ordering::Acquire), Ordering::Release);
+            idx.take_obsolete()
+        };
+        // Deleting files and syncing the directory takes milliseconds: under the read lock, records go on.
+        self.read().remove_files(&gone).map_err(conv)
     }
 
     fn remove_unreferenced(&self) -> Result<()> {

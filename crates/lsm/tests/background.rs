@@ -11,12 +11,14 @@ use lsm::{Db, Options, WriteOptions};
 use vfs::{File, FileLock, Fs, MemFs, OpenMode};
 
 /// A file system that, while armed, holds every compaction thread at its first table creation until released;
-/// while `hold_removes` is set, it holds every file deletion the same way.
+/// while `hold_removes` is set, it holds every file deletion the same way, and while `hold_drt` is set, every
+/// opening of a DR-tree file (the global range-delete index's).
 #[derive(Debug)]
 struct GateFs {
     inner: Arc<dyn Fs>,
     armed: AtomicBool,
     hold_removes: AtomicBool,
+    hold_drt: AtomicBool,
     held: AtomicU64,
     open: Mutex<bool>,
     cv: Condvar,
@@ -28,6 +30,7 @@ impl GateFs {
             inner,
             armed: AtomicBool::new(false),
             hold_removes: AtomicBool::new(false),
+            hold_drt: AtomicBool::new(false),
             held: AtomicU64::new(0),
             open: Mutex::new(false),
             cv: Condvar::new(),
@@ -61,6 +64,9 @@ impl Fs for GateFs {
     fn open(&self, path: &Path, mode: OpenMode) -> std::io::Result<Arc<dyn File>> {
         let compaction = std::thread::current().name().is_some_and(|n| n.starts_with("lsm-compact"));
         if compaction && self.armed.load(Ordering::Acquire) && path.extension().is_some_and(|e| e == "sst") {
+            self.wait_at_gate();
+        }
+        if self.hold_drt.load(Ordering::Acquire) && path.extension().is_some_and(|e| e == "drt") {
             self.wait_at_gate();
         }
         self.inner.open(path, mode)
@@ -184,6 +190,76 @@ fn regression_a_slow_file_deletion_holds_up_no_flush() {
     for i in 0..200 {
         assert_eq!(db.get(&key(i)).unwrap().as_deref(), Some(&b"v2"[..]));
     }
+}
+
+#[test]
+fn range_deletes_and_lookups_go_on_while_the_range_index_flushes() {
+    // The global range-delete index held its lock while a flush wrote its DR-tree files (tens of milliseconds
+    // for a full 4 MiB buffer): range deletes, every writer queued behind one, and lookups the estimator sent
+    // to the index waited for it. Now the buffer is frozen and written without the lock.
+    let gate = GateFs::new(Arc::new(MemFs::new()));
+    let fs: Arc<dyn Fs> = gate.clone();
+    let o = Options {
+        disable_auto_compactions: true,
+        write_buffer_size: 1 << 20,
+        range_delete_strategy: Arc::new(lsm::GlobalRangeDeletes::with_options(gloran::IndexOptions {
+            buffer_bytes: 2048,
+            ..Default::default()
+        })),
+        ..small_options()
+    };
+    let db = Arc::new(Db::open(fs.clone(), "/db", o.clone()).unwrap());
+    let w = WriteOptions::default();
+    for i in 0..400 {
+        db.put(&w, &key(i), b"v").unwrap();
+    }
+    let one = |i: u32| (key(i), [key(i), vec![0]].concat());
+    gate.hold_drt.store(true, Ordering::Release);
+    let (tx, rx) = std::sync::mpsc::channel();
+    let d = db.clone();
+    let g = gate.clone();
+    std::thread::spawn(move || {
+        let r = (|| -> lsm::Result<u32> {
+            // Delete even keys until the buffer is full, then wait until the flush thread is held writing it.
+            let mut i = 0;
+            while d.stats().range_delete_global.is_none_or(|s| s.buffer_bytes < 2048) {
+                let (s, e) = one(i);
+                d.delete_range(&w, &s, &e)?;
+                i += 2;
+            }
+            g.wait_until_held("the index never flushed");
+            // The flush is held: these records go to a new buffer, lookups read both.
+            let frozen = i;
+            for _ in 0..20 {
+                let (s, e) = one(i);
+                d.delete_range(&w, &s, &e)?;
+                i += 2;
+            }
+            for j in 0..i {
+                let want = if j % 2 == 0 { None } else { Some(b"v".to_vec()) };
+                assert_eq!(d.get(&key(j))?, want, "key {j} (frozen up to {frozen})");
+            }
+            Ok(i)
+        })();
+        tx.send(r).unwrap();
+    });
+    let deleted = rx.recv_timeout(Duration::from_secs(20));
+    gate.hold_drt.store(false, Ordering::Release);
+    gate.release();
+    let deleted = deleted.expect("range deletes or lookups waited for the index flush").unwrap();
+    let check = |d: &Db| {
+        for j in 0..400 {
+            let want = if j % 2 == 0 && j < deleted { None } else { Some(b"v".to_vec()) };
+            assert_eq!(d.get(&key(j)).unwrap(), want, "key {j}");
+        }
+    };
+    db.flush().unwrap();
+    check(&db);
+    let db = Arc::into_inner(db).unwrap();
+    db.close().unwrap();
+    let db = Db::open(fs, "/db", o).unwrap();
+    check(&db);
+    assert!(db.stats().range_delete_global.is_some_and(|s| s.level_areas.iter().sum::<u64>() > 0));
 }
 
 #[test]

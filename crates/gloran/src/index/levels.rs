@@ -4,7 +4,7 @@
 use super::*;
 
 /// Merges two area streams (each in DR-tree order) into one in start-key order.
-struct Merge2 {
+pub(super) struct Merge2 {
     a: Option<AreaIter>,
     b: Option<AreaIter>,
     ha: Option<Area>,
@@ -12,7 +12,7 @@ struct Merge2 {
 }
 
 impl Merge2 {
-    fn new(mut a: Option<AreaIter>, mut b: Option<AreaIter>) -> Result<Self> {
+    pub(super) fn new(mut a: Option<AreaIter>, mut b: Option<AreaIter>) -> Result<Self> {
         let ha = match &mut a {
             Some(i) => i.next_area()?,
             None => None,
@@ -24,7 +24,7 @@ impl Merge2 {
         Ok(Merge2 { a, b, ha, hb })
     }
 
-    fn next(&mut self) -> Result<Option<Area>> {
+    pub(super) fn next(&mut self) -> Result<Option<Area>> {
         let take_a = match (&self.ha, &self.hb) {
             (None, None) => return Ok(None),
             (Some(_), None) => true,
@@ -48,52 +48,6 @@ impl Merge2 {
 }
 
 impl GlobalIndex {
-    /// Writes the buffer's records into the first disk level and compacts levels that overflow. After it returns,
-    /// every record inserted so far is in a synced file listed by [`GlobalIndex::live_files`].
-    pub fn flush(&mut self) -> Result<()> {
-        if self.buffer.is_empty() {
-            return Ok(());
-        }
-        self.buffer_changed();
-        let areas = disjointize(self.buffer.areas(), &self.snapshots, self.watermark)?;
-        let base = self.level_iter(0)?;
-        let mut mem = areas.into_iter();
-        let (number, tree) = self.write_level(|push| {
-            let mut m = Merge2::new(base, None)?;
-            let mut hm = mem.next();
-            let mut hd = m.next()?;
-            loop {
-                let take_mem = match (&hm, &hd) {
-                    (None, None) => break,
-                    (Some(_), None) => true,
-                    (None, Some(_)) => false,
-                    (Some(x), Some(y)) => Area::order(x, y) != std::cmp::Ordering::Greater,
-                };
-                if take_mem {
-                    if let Some(a) = hm.take() {
-                        push(a)?;
-                    }
-                    hm = mem.next();
-                } else {
-                    if let Some(a) = hd.take() {
-                        push(a)?;
-                    }
-                    hd = m.next()?;
-                }
-            }
-            Ok(())
-        })?;
-        self.replace_level(0, number, tree);
-        let prefix = projection_prefix(&self.key_lo, &self.key_hi);
-        self.buffer = RTree::with_skip(prefix.len());
-        self.work.flushes += 1;
-        self.compact_overflowing()?;
-        if prefix != self.eve.prefix() {
-            self.rebuild_estimator(prefix)?;
-        }
-        self.check_invariants()
-    }
-
     /// Keeps the buffer's and, while no level exists, the estimator's projection prefix equal to the common prefix
     /// of the keys seen. Called before a record goes in.
     ///
@@ -119,7 +73,7 @@ impl GlobalIndex {
     }
 
     /// Rebuilds the estimator from the buffer's and every level's areas with a new projection prefix.
-    fn rebuild_estimator(&mut self, prefix: Vec<u8>) -> Result<()> {
+    pub(super) fn rebuild_estimator(&mut self, prefix: Vec<u8>) -> Result<()> {
         let mut eve = Eve::with_prefix(self.opts.estimator.clone(), prefix);
         if self.opts.use_estimator {
             for l in self.levels.iter().flatten() {
@@ -130,8 +84,8 @@ impl GlobalIndex {
                     }
                 }
             }
-            // The buffer's records are newer than every level's; in sequence order the chain stays ordered.
-            let mut buffered = self.buffer.areas();
+            // The buffers' records are newer than every level's; in sequence order the chain stays ordered.
+            let mut buffered = self.buffered_areas();
             buffered.sort_unstable_by_key(|a| a.seq);
             for a in &buffered {
                 eve.insert(a);
@@ -143,7 +97,7 @@ impl GlobalIndex {
     }
 
     /// Streams the areas `feed` pushes through a sweep into a new DR-tree file.
-    fn write_level(
+    pub(super) fn write_level(
         &mut self,
         feed: impl FnOnce(&mut dyn FnMut(Area) -> Result<()>) -> Result<()>,
     ) -> Result<(u64, Option<Arc<DrTree>>)> {
@@ -176,7 +130,7 @@ impl GlobalIndex {
         Ok((number, Some(Arc::new(tree))))
     }
 
-    fn replace_level(&mut self, level: usize, number: u64, tree: Option<Arc<DrTree>>) {
+    pub(super) fn replace_level(&mut self, level: usize, number: u64, tree: Option<Arc<DrTree>>) {
         if self.levels.len() <= level {
             self.levels.resize(level + 1, None);
         }
@@ -197,7 +151,7 @@ impl GlobalIndex {
     }
 
     /// Compacts every level whose DR-tree outgrew its capacity into the next one.
-    fn compact_overflowing(&mut self) -> Result<()> {
+    pub(super) fn compact_overflowing(&mut self) -> Result<()> {
         let mut level = 0;
         while level < self.levels.len() {
             let size = self.levels[level].as_ref().map_or(0, |l| l.tree.file_len());
@@ -215,6 +169,7 @@ impl GlobalIndex {
     /// Merges level `level` into level `level + 1` (§4.2 compaction). The last level is rewritten in place
     /// (applying the current snapshots and GC watermark) rather than pushed one level deeper.
     pub fn compact_level(&mut self, level: usize) -> Result<()> {
+        self.not_flushing()?;
         let upper = self.level_iter(level)?;
         if upper.is_none() {
             return Ok(());
@@ -268,6 +223,7 @@ impl GlobalIndex {
     /// watermark, clips buffer areas, and rewrites the bottommost DR-tree without what can no longer cover an
     /// entry; upper levels are clipped as they are next compacted. A watermark below the current one is ignored.
     pub fn gc(&mut self, watermark: u64) -> Result<()> {
+        self.not_flushing()?;
         if watermark <= self.watermark {
             return Ok(());
         }
@@ -315,6 +271,7 @@ impl GlobalIndex {
     /// `a.min_seq <= seq < a.max_seq` remains anywhere a reader can see it, now or later (entries written later
     /// take sequence numbers above every area's band). `dead` is called twice per area and must answer alike.
     pub fn purge(&mut self, mut dead: impl FnMut(&Area) -> bool) -> Result<u64> {
+        self.not_flushing()?;
         let doomed = self.count_bottom(&mut dead)?;
         if doomed > 0 {
             self.work.gc_runs += 1;
