@@ -34,8 +34,9 @@
 //! (`turns.rs`): rows hold each metric's median, and notes give the targets' ratios per turn. The key and value
 //! size sweep runs once.
 //!
-//! `--set n=KEYS ops=N len=KEYS kv=BOOL fresh=BOOL reps=N systems=a,b` (`systems`: a subset of the systems, e.g.
-//! for profiling one).
+//! `--set n=KEYS ops=N len=KEYS kv=BOOL fresh=BOOL reps=N systems=a,b workloads=a,b` (`systems`: a subset of
+//! the systems, e.g. for profiling one; `workloads`: a subset of the mixes, each drawing the operations it draws in
+//! a full run).
 
 use std::path::Path;
 use std::sync::Arc;
@@ -370,14 +371,14 @@ impl Experiment for Gloran {
     }
 
     fn settings(&self) -> &'static [&'static str] {
-        &["fresh", "kv", "len", "n", "ops", "reps", "systems"]
+        &["fresh", "kv", "len", "n", "ops", "reps", "systems", "workloads"]
     }
 
     fn about(&self) -> &'static str {
         "range deletes in the engine (GLORAN §6): lsm-gloran vs lsm-local, rocksdb DeleteRange, decomp, \
          lookup&delete, scan&delete; range-delete share and length sweeps, YCSB-A zipf, scans, space; \
-         --set n=KEYS ops=N len=KEYS fresh=BOOL reps=N (fresh: each mix on an empty store, as the paper; reps: \
-         turns per system, medians reported)"
+         --set n=KEYS ops=N len=KEYS fresh=BOOL reps=N workloads=a,b (fresh: each mix on an empty store, as the \
+         paper; reps: turns per system, medians reported; workloads: only these mixes)"
     }
 
     fn run(&self, ctx: &Ctx) -> Result<Report> {
@@ -416,6 +417,13 @@ impl Experiment for Gloran {
             mixes.push((format!("balanced-len{l}"), 0.5, 0.10, l, false, ops / 4));
         }
         mixes.push(("ycsb-a-zipf-rd10".into(), 0.5, 0.05, len, true, ops));
+        // `--set workloads=a,b` runs only those mixes, each with the operations it has in a full run.
+        let seeds: Vec<u64> = (0..mixes.len() as u64).map(|i| ctx.seed ^ (i + 1)).collect();
+        let names: Vec<String> = mixes.iter().map(|m| m.0.clone()).collect();
+        let known: Vec<&str> = names.iter().map(String::as_str).collect();
+        let only = ctx.list("workloads", &known, &known, false)?;
+        let (mut mixes, seeds): (Vec<_>, Vec<_>) =
+            mixes.into_iter().zip(seeds).filter(|(m, _)| only.contains(&m.0)).unzip();
         for (w, lookup, rd, l, zipf, o) in &mixes {
             let mut p = base.clone();
             p["lookup_share"] = json!(lookup);
@@ -429,10 +437,8 @@ impl Experiment for Gloran {
         report.workload("space", base.clone());
         let plans: Vec<Vec<Op>> = mixes
             .iter()
-            .enumerate()
-            .map(|(i, (_, lookup, rd, _, zipf, o))| {
-                plan(ctx.seed ^ (i as u64 + 1), *o, n, *lookup, *rd, *zipf)
-            })
+            .zip(&seeds)
+            .map(|((_, lookup, rd, _, zipf, o), &seed)| plan(seed, *o, n, *lookup, *rd, *zipf))
             .collect::<Result<_>>()?;
         let mut rng = SmallRng::seed_from_u64(ctx.seed);
         let mut perm: Vec<u64> = (0..n).collect();

@@ -187,6 +187,9 @@ impl Inner {
         if !merged.is_empty() {
             apply_batch(&mem, &*self.range_deletes, merged)?;
             if self.range_deletes.maintenance_due() {
+                // Under the state lock, which the flush thread holds from its check to its wait: notified
+                // between the two, it would sleep through its next timeout with the index buffer full.
+                let _s = lock(&self.state);
                 self.bg_cv.notify_all();
             }
             self.last_seq.store(first + u64::from(merged.count()) - 1, Ordering::Release);
