@@ -34,9 +34,10 @@
 //! (`turns.rs`): rows hold each metric's median, and notes give the targets' ratios per turn. The key and value
 //! size sweep runs once.
 //!
-//! `--set n=KEYS ops=N len=KEYS kv=BOOL fresh=BOOL reps=N systems=a,b workloads=a,b` (`systems`: a subset of
-//! the systems, e.g. for profiling one; `workloads`: a subset of the mixes, each drawing the operations it draws in
-//! a full run).
+//! `--set n=KEYS ops=N len=KEYS kv=BOOL fresh=BOOL reps=N systems=a,b workloads=a,b buffer_mib=N` (`systems`: a
+//! subset of the systems, e.g. for profiling one; `workloads`: a subset of the mixes, each drawing the operations
+//! it draws in a full run; `buffer_mib`: the memtable size, 64 MiB in a full run and 1 MiB quick, with level 1 at
+//! four memtables and files of one, the paper's Fig. 12 (a) sweep).
 
 use std::path::Path;
 use std::sync::Arc;
@@ -371,14 +372,15 @@ impl Experiment for Gloran {
     }
 
     fn settings(&self) -> &'static [&'static str] {
-        &["fresh", "kv", "len", "n", "ops", "reps", "systems", "workloads"]
+        &["buffer_mib", "fresh", "kv", "len", "n", "ops", "reps", "systems", "workloads"]
     }
 
     fn about(&self) -> &'static str {
         "range deletes in the engine (GLORAN §6): lsm-gloran vs lsm-local, rocksdb DeleteRange, decomp, \
          lookup&delete, scan&delete; range-delete share and length sweeps, YCSB-A zipf, scans, space; \
-         --set n=KEYS ops=N len=KEYS fresh=BOOL reps=N workloads=a,b (fresh: each mix on an empty store, as the \
-         paper; reps: turns per system, medians reported; workloads: only these mixes)"
+         --set n=KEYS ops=N len=KEYS fresh=BOOL reps=N workloads=a,b buffer_mib=N (fresh: each mix on an empty \
+         store, as the paper; reps: turns per system, medians reported; workloads: only these mixes; buffer_mib: \
+         memtable size, 64 full / 1 quick)"
     }
 
     fn run(&self, ctx: &Ctx) -> Result<Report> {
@@ -386,20 +388,17 @@ impl Experiment for Gloran {
         let ops: u64 = ctx.setting_min("ops", ctx.scale(20_000, 400_000), 1)?;
         let len: u64 = ctx.setting_min("len", 100, 1)?;
         let fresh: bool = ctx.setting("fresh", false)?;
-        let cfg = if ctx.quick {
-            Config {
-                write_buffer_size: 1 << 20,
-                level_base: 4 << 20,
-                target_file_size: 1 << 20,
-                block_cache: 8 << 20,
-            }
-        } else {
-            Config {
-                write_buffer_size: 64 << 20,
-                level_base: 256 << 20,
-                target_file_size: 64 << 20,
-                block_cache: 8 << 20,
-            }
+        // The paper's memtable is RocksDB's default 64 MiB, varied from 8 to 256 MiB in its Fig. 12 (a); level 1
+        // holds four memtables and files are a memtable each, as in RocksDB's defaults.
+        let buffer_mib: usize = ctx.setting_min("buffer_mib", ctx.scale(1, 64), 1)?;
+        if buffer_mib > 4096 {
+            return Err(format!("--set buffer_mib={buffer_mib}: at most 4096").into());
+        }
+        let cfg = Config {
+            write_buffer_size: buffer_mib << 20,
+            level_base: (4 * buffer_mib as u64) << 20,
+            target_file_size: (buffer_mib as u64) << 20,
+            block_cache: 8 << 20,
         };
         let mut report = Report::new(self.name(), ctx.quick);
         let base = json!({"keys": n, "ops": ops, "key_bytes": 16, "value_bytes": VALUE_LEN,
