@@ -218,7 +218,7 @@ fn range_deletes_and_lookups_go_on_while_the_range_index_flushes() {
     let (tx, rx) = std::sync::mpsc::channel();
     let d = db.clone();
     let g = gate.clone();
-    std::thread::spawn(move || {
+    let worker = std::thread::spawn(move || {
         let r = (|| -> lsm::Result<u32> {
             // Delete even keys until the buffer is full, then wait until the flush thread is held writing it.
             let mut i = 0;
@@ -247,6 +247,7 @@ fn range_deletes_and_lookups_go_on_while_the_range_index_flushes() {
     gate.hold_drt.store(false, Ordering::Release);
     gate.release();
     let deleted = deleted.expect("range deletes or lookups waited for the index flush").unwrap();
+    worker.join().unwrap(); // It holds a handle of the store until it ends.
     let check = |d: &Db| {
         for j in 0..400 {
             let want = if j % 2 == 0 && j < deleted { None } else { Some(b"v".to_vec()) };
