@@ -7,8 +7,8 @@
 //! from the live-file list with the unflushed records replayed (as the engine replays its WAL). After each step
 //! random probes compare point checks (with and without the estimator) and range cursors against the model: an
 //! entry `(key, seq)` is deleted for a reader at snapshot `s` iff some record covers it with a sequence number
-//! `<= s`. Readers are the latest sequence or a live
-//! snapshot; probes stay at or above the GC watermark, which is the contract GC is given.
+//! `<= s`. Readers are the latest sequence or a live snapshot; probes stay at or above the GC watermark, which is
+//! the contract GC is given.
 //!
 //! Seeds: `RANGEDB_SEED` if set, else fixed ones; `RANGEDB_TEST_SCALE` multiplies the steps.
 
