@@ -264,6 +264,76 @@ fn range_deletes_and_lookups_go_on_while_the_range_index_flushes() {
 }
 
 #[test]
+fn range_deletes_and_lookups_go_on_while_the_range_index_collects_garbage() {
+    // GC of the global range-delete index rewrites its bottom level after a bottommost compaction; it used to
+    // hold the index's lock while it wrote, as flushes did, and stalled range deletes and lookups meanwhile.
+    let gate = GateFs::new(Arc::new(MemFs::new()));
+    let fs: Arc<dyn Fs> = gate.clone();
+    let o = Options {
+        disable_auto_compactions: true,
+        write_buffer_size: 1 << 20,
+        range_delete_strategy: Arc::new(lsm::GlobalRangeDeletes::new()),
+        ..small_options()
+    };
+    let db = Arc::new(Db::open(fs.clone(), "/db", o.clone()).unwrap());
+    let w = WriteOptions::default();
+    let one = |i: u32| (key(i), [key(i), vec![0]].concat());
+    for i in 0..400 {
+        db.put(&w, &key(i), b"old").unwrap();
+    }
+    for i in (0..400).step_by(4) {
+        let (s, e) = one(i);
+        db.delete_range(&w, &s, &e).unwrap();
+    }
+    // Every surviving key is rewritten after the deletes, so once compacted no entry older than them remains and
+    // GC has records to drop; the flush writes the index's DR-tree first.
+    for i in (0..400).filter(|i| i % 4 != 0) {
+        db.put(&w, &key(i), b"new").unwrap();
+    }
+    db.flush().unwrap();
+    gate.hold_drt.store(true, Ordering::Release);
+    db.compact_range(None, None).unwrap();
+    gate.wait_until_held("GC did not rewrite the index's bottom level");
+    let (tx, rx) = std::sync::mpsc::channel();
+    let d = db.clone();
+    let worker = std::thread::spawn(move || {
+        let r = (|| -> lsm::Result<()> {
+            for i in (2..400).step_by(4) {
+                let (s, e) = one(i);
+                d.delete_range(&w, &s, &e)?;
+            }
+            for i in 0..400 {
+                let want = if i % 2 == 0 { None } else { Some(b"new".to_vec()) };
+                assert_eq!(d.get(&key(i))?, want, "key {i}");
+            }
+            Ok(())
+        })();
+        tx.send(r).unwrap();
+    });
+    let done = rx.recv_timeout(Duration::from_secs(20));
+    gate.hold_drt.store(false, Ordering::Release);
+    gate.release();
+    done.expect("range deletes or lookups waited for the index's GC").unwrap();
+    worker.join().unwrap(); // It holds a handle of the store until it ends.
+    let check = |d: &Db| {
+        for i in 0..400 {
+            let want = if i % 2 == 0 { None } else { Some(b"new".to_vec()) };
+            assert_eq!(d.get(&key(i)).unwrap(), want, "key {i}");
+        }
+    };
+    let t = std::time::Instant::now();
+    while db.stats().range_delete_global.is_none_or(|g| g.gc_runs == 0) {
+        assert!(t.elapsed() < Duration::from_secs(20), "GC never finished");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    check(&db);
+    let db = Arc::into_inner(db).unwrap();
+    db.close().unwrap();
+    let db = Db::open(fs, "/db", o).unwrap();
+    check(&db);
+}
+
+#[test]
 fn several_compaction_threads_keep_every_write_and_statistics_add_up() {
     for threads in [1, 3] {
         let fs: Arc<dyn Fs> = Arc::new(MemFs::new());
