@@ -233,6 +233,12 @@ impl Inner {
             self.purge_obsolete();
         }
         self.done_cv.notify_all();
+        {
+            // The flush thread runs the range-delete GC a bottommost compaction planned; wake it, under the lock
+            // it waits with, rather than leave it to its next timeout.
+            let _s = lock(&self.state);
+            self.bg_cv.notify_all();
+        }
         Ok(())
     }
 
