@@ -13,8 +13,8 @@
 //! [`GlobalIndex::check_entry`] is the engine's call after its LSM search found the entry: the estimator first
 //! (§4.3); only on a positive the buffer and then each level, one DR-tree node per tree level. Lookups take `&self`
 //! and can run concurrently; writes (`insert`, `flush`, `gc`) take `&mut self` — the engine holds the index behind
-//! its own lock, as it holds its memtable. A flush and GC can also run in three steps so that lock is held only to
-//! begin them and to install the new levels (`flush.rs`, [`FlushJob`]; `gc.rs`, [`GcJob`]).
+//! its own lock, as it holds its memtable. A flush can also run in three steps so that lock is held only to freeze
+//! the buffer and to install the new levels (`flush.rs`, [`FlushJob`]).
 //!
 //! # Persistence
 //! The buffer is volatile: its records are durable in the engine's WAL, which must keep them until
@@ -29,11 +29,9 @@
 //! a snapshot reader must tell apart; and a GC watermark ([`GlobalIndex::gc`]) below which no covered entry remains.
 
 mod flush;
-mod gc;
 mod levels;
 
 pub use flush::FlushJob;
-pub use gc::GcJob;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -141,10 +139,6 @@ pub struct GlobalIndex {
     buffer_view: Mutex<Option<Arc<Vec<Area>>>>,
     /// The buffer a flush in progress is writing (`flush.rs`): read after `buffer`, written by nobody.
     frozen: Option<Arc<RTree>>,
-    /// The GC job in progress (`gc.rs`), by number.
-    gc_job: Option<u64>,
-    /// GC jobs begun.
-    jobs: u64,
 }
 
 impl GlobalIndex {
@@ -235,8 +229,6 @@ impl GlobalIndex {
             key_hi,
             buffer_view: Mutex::new(None),
             frozen: None,
-            gc_job: None,
-            jobs: 0,
         };
         idx.check_invariants()?;
         Ok(idx)
@@ -248,8 +240,8 @@ impl GlobalIndex {
     }
 
     /// Records a range delete of `[start, end)` at sequence `seq`, for entries no older than `min_seq` (pass 0
-    /// when unknown). Flushes the buffer when it is full and `auto_flush` is on (and no flush or GC job is in
-    /// progress); if that flush fails the record stays in the buffer (the error is the flush's).
+    /// when unknown). Flushes the buffer when it is full and `auto_flush` is on; if that flush fails the record
+    /// stays in the buffer (the error is the flush's).
     /// REQUIRES: `seq` greater than every earlier record's (the engine's sequence order).
     pub fn insert(&mut self, start: &[u8], end: &[u8], min_seq: u64, seq: u64) -> Result<()> {
         if start >= end {
@@ -276,7 +268,7 @@ impl GlobalIndex {
         }
         self.buffer_changed();
         self.buffer.insert(area);
-        if self.opts.auto_flush && !self.busy() && self.needs_flush() {
+        if self.opts.auto_flush && !self.flushing() && self.needs_flush() {
             self.flush()?;
         }
         Ok(())
@@ -456,7 +448,7 @@ impl GlobalIndex {
     /// Deletes every DR-tree file in the directory that is not live (leftovers of a crash between writing a file
     /// and recording it). Call only when the live set is durable.
     pub fn remove_unlisted(&mut self) -> Result<Vec<u64>> {
-        self.not_busy()?; // A job's new files are not listed yet.
+        self.not_flushing()?; // The flush's new files are not listed yet.
         let live: Vec<u64> = self.live_files().iter().map(|f| f.number).collect();
         let mut gone = Vec::new();
         for name in self.fs.list_dir(&self.dir)? {

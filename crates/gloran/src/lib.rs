@@ -27,6 +27,6 @@ pub use area::Area;
 pub use cursor::Cursor;
 pub use error::{Error, Result};
 pub use estimator::EstimatorOptions;
-pub use index::{FlushJob, GcJob, GlobalIndex, LiveFile, MAX_KEY_LEN, file_name};
+pub use index::{FlushJob, GlobalIndex, LiveFile, MAX_KEY_LEN, file_name};
 pub use options::IndexOptions;
 pub use stats::Stats;

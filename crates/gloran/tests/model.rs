@@ -17,7 +17,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use gloran::{Error, EstimatorOptions, FlushJob, GcJob, GlobalIndex, IndexOptions};
+use gloran::{Error, EstimatorOptions, FlushJob, GlobalIndex, IndexOptions};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use vfs::{Fs, MemFs};
@@ -77,37 +77,26 @@ fn options(rng: &mut SmallRng) -> IndexOptions {
     }
 }
 
-/// A job begun and not finished: a flush (with the sequence number of the last record it holds) or a GC.
-enum Pending {
-    Flush(FlushJob, u64),
-    Gc(GcJob),
+/// A flush begun and not finished, with the sequence number of the last record it holds.
+struct Pending {
+    job: FlushJob,
+    seq: u64,
 }
 
-/// Runs and installs the pending job, if any; the records a flush held are no longer the WAL's to replay.
-/// Returns the areas a GC job's purge dropped.
-fn settle(idx: &mut GlobalIndex, pending: &mut Option<Pending>, unflushed: &mut Vec<Rec>) -> u64 {
-    match pending.take() {
-        Some(Pending::Flush(mut job, seq)) => {
-            if !job.ran() {
-                job.run();
-            }
-            idx.finish_flush(job).unwrap();
-            unflushed.retain(|r| r.seq > seq);
-            0
+/// Runs and installs the pending flush, if any; the records it held are no longer the WAL's to replay.
+fn settle(idx: &mut GlobalIndex, pending: &mut Option<Pending>, unflushed: &mut Vec<Rec>) {
+    if let Some(Pending { mut job, seq }) = pending.take() {
+        if !job.ran() {
+            job.run();
         }
-        Some(Pending::Gc(mut job)) => {
-            if !job.ran() {
-                job.run();
-            }
-            idx.finish_gc(job).unwrap()
-        }
-        None => 0,
+        idx.finish_flush(job).unwrap();
+        unflushed.retain(|r| r.seq > seq);
     }
 }
 
-/// While a flush or GC job is in progress every change of the levels is refused.
+/// While a flush is in progress every change of the levels is refused.
 fn refused<T: std::fmt::Debug>(r: gloran::Result<T>) {
-    assert!(matches!(r, Err(Error::InvalidArgument(_))), "not refused during a job: {r:?}");
+    assert!(matches!(r, Err(Error::InvalidArgument(_))), "not refused during a flush: {r:?}");
 }
 
 /// Runs one seed; returns the areas `purge` dropped.
@@ -166,7 +155,7 @@ fn run(seed: u64) -> u64 {
             74..=76 => {
                 if pending.is_some() {
                     refused(idx.flush());
-                    purged += settle(&mut idx, &mut pending, &mut unflushed);
+                    settle(&mut idx, &mut pending, &mut unflushed);
                 }
                 idx.flush().unwrap();
                 unflushed.clear();
@@ -175,19 +164,19 @@ fn run(seed: u64) -> u64 {
                 // A flush in three steps: begun here, run and installed by a later step.
                 if pending.is_some() {
                     refused(idx.begin_flush());
-                    purged += settle(&mut idx, &mut pending, &mut unflushed);
+                    settle(&mut idx, &mut pending, &mut unflushed);
                 } else if let Some(mut job) = idx.begin_flush().unwrap() {
                     assert!(idx.flushing() && idx.has_unflushed());
                     if rng.random_bool(0.5) {
                         job.run(); // Written, not yet installed: readers still use the frozen buffer.
                     }
-                    pending = Some(Pending::Flush(job, seq));
+                    pending = Some(Pending { job, seq });
                 }
             }
             81..=84 => {
                 if pending.is_some() {
                     refused(idx.compact_level(0));
-                    purged += settle(&mut idx, &mut pending, &mut unflushed);
+                    settle(&mut idx, &mut pending, &mut unflushed);
                 }
                 let n = idx.level_count();
                 if n > 0 {
@@ -197,7 +186,7 @@ fn run(seed: u64) -> u64 {
             85..=87 => {
                 if pending.is_some() {
                     refused(idx.compact_all());
-                    purged += settle(&mut idx, &mut pending, &mut unflushed);
+                    settle(&mut idx, &mut pending, &mut unflushed);
                 }
                 idx.compact_all().unwrap();
                 unflushed.clear();
@@ -208,18 +197,9 @@ fn run(seed: u64) -> u64 {
                 let w = rng.random_range(watermark..=oldest);
                 if pending.is_some() {
                     refused(idx.gc(w));
-                    purged += settle(&mut idx, &mut pending, &mut unflushed);
+                    settle(&mut idx, &mut pending, &mut unflushed);
                 }
-                if rng.random_bool(0.5) {
-                    idx.gc(w).unwrap();
-                } else {
-                    // As the engine runs it: the rewrite begun here, run and installed later, probes between.
-                    let mut job = idx.begin_gc(w, Box::new(|_| false)).unwrap();
-                    if rng.random_bool(0.5) {
-                        job.run();
-                    }
-                    pending = Some(Pending::Gc(job));
-                }
+                idx.gc(w).unwrap();
                 watermark = watermark.max(w);
             }
             91..=93 => {
@@ -231,29 +211,20 @@ fn run(seed: u64) -> u64 {
                 }
                 if pending.is_some() {
                     refused(idx.purge(|_| true));
-                    purged += settle(&mut idx, &mut pending, &mut unflushed);
+                    settle(&mut idx, &mut pending, &mut unflushed);
                 }
                 empty.push(Empty { start: a, end: b, below: rng.random_range(0..=seq) });
-                let regions = empty.clone();
-                let inside = move |x: &gloran::Area| {
-                    regions.iter().any(|z| z.start <= x.start && x.end <= z.end && x.max_seq <= z.below)
+                let inside = |x: &gloran::Area| {
+                    empty.iter().any(|z| z.start <= x.start && x.end <= z.end && x.max_seq <= z.below)
                 };
-                if rng.random_bool(0.5) {
-                    purged += idx.purge(inside).unwrap();
-                } else {
-                    let mut job = idx.begin_gc(watermark, Box::new(inside)).unwrap();
-                    if rng.random_bool(0.5) {
-                        job.run();
-                    }
-                    pending = Some(Pending::Gc(job));
-                }
+                purged += idx.purge(inside).unwrap();
             }
             _ => {
                 // Reopen: the engine's MANIFEST gives the live files; the WAL replays unflushed records. (A crash
                 // during a flush is the crash test's; here the flush in progress completes first.)
                 if pending.is_some() {
                     refused(idx.remove_unlisted());
-                    purged += settle(&mut idx, &mut pending, &mut unflushed);
+                    settle(&mut idx, &mut pending, &mut unflushed);
                 }
                 let live = idx.live_files();
                 let obsolete = idx.take_obsolete();
@@ -343,7 +314,7 @@ fn run(seed: u64) -> u64 {
             }
         }
     }
-    purged += settle(&mut idx, &mut pending, &mut unflushed);
+    settle(&mut idx, &mut pending, &mut unflushed);
     idx.check().unwrap();
     let st = idx.stats();
     // Counters are per process: at least the probes since the last reopen are counted.

@@ -18,10 +18,9 @@
 //!   holding the records can go. `maintain`: the same when the buffer fills between memtable flushes, and GC.
 //!
 //! # Concurrency
-//! The index sits behind a `RwLock`: lookups and cursor creation share it; `record` takes it exclusively, and a
-//! flush only to freeze the buffer and to install the new levels (`flush_unlocked`): while it writes the DR-tree
-//! files, records go to a new buffer and readers see the frozen one and the old levels. GC likewise raises the
-//! watermark and installs the rewritten bottom level under the lock, and reads and writes that level without it. The frozen
+//! The index sits behind a `RwLock`: lookups and cursor creation share it; `record` and GC take it exclusively,
+//! and a flush only to freeze the buffer and to install the new levels (`flush_unlocked`): while it writes the
+//! DR-tree files, records go to a new buffer and readers see the frozen one and the old levels. The frozen
 //! records are exactly those with sequence numbers up to the index's `last_seq` when it froze them, and a
 //! snapshot taken after the flush read the snapshot list has a sequence number of at least `published` (records
 //! are inserted before their batch is published). The flush therefore treats every sequence number in
@@ -351,28 +350,22 @@ impl RangeDeleteStrategy for Instance {
             records_frozen();
         }
         if let Some((w, spans)) = self.take_ready_gc() {
-            // Keep the live snapshots apart while the bottom level is rewritten. (For the watermark, no snapshot
-            // older than `w` exists: it was at most the oldest when planned, and later ones are newer.)
-            let mut s = snapshots.to_vec();
-            s.extend(published..=idx.last_seq().max(published));
-            idx.set_snapshots(s);
-            if w > idx.watermark() {
-                // The watermark is part of the recorded state, and `begin_gc` clips the buffer to it.
-                self.generation.fetch_add(1, Ordering::AcqRel);
-                self.changes.fetch_add(1, Ordering::AcqRel);
-            }
-            // The bottom level is read and rewritten without the lock, as a flush writes (`gloran`'s `gc.rs`).
-            let mut job = idx.begin_gc(w, Box::new(move |a| spans.dead(a))).map_err(conv)?;
-            drop(idx);
-            job.run();
-            idx = self.write();
+            let raise = w > idx.watermark();
             // Most plans find nothing to drop: only a rewrite moves the generation (readers at an implicit
-            // snapshot read again when it moves), before the rewritten level can be read.
-            if job.rewrote() {
+            // snapshot read again when it moves).
+            if raise || idx.count_bottom(|a| spans.dead(a)).map_err(conv)? > 0 {
+                // Keep the live snapshots apart while the bottom level is rewritten. (For `gc`, no snapshot
+                // older than `w` exists: it was at most the oldest when planned, and later ones are newer.)
+                let mut s = snapshots.to_vec();
+                s.extend(published..=idx.last_seq().max(published));
+                idx.set_snapshots(s);
                 self.generation.fetch_add(1, Ordering::AcqRel);
                 self.changes.fetch_add(1, Ordering::AcqRel);
+                if raise {
+                    idx.gc(w).map_err(conv)?;
+                }
+                idx.purge(|a| spans.dead(a)).map_err(conv)?;
             }
-            idx.finish_gc(job).map_err(conv)?;
         }
         Ok(self.take_state(&idx))
     }

@@ -14,8 +14,8 @@
 //!    If the job failed, its records go back into the buffer and its files are obsolete.
 //!
 //! REQUIRES of the caller: between `begin_flush` and `finish_flush` nothing else changes the levels. The index
-//! enforces it: `begin_flush`, `flush`, `gc`, `purge`, `begin_gc`, `compact_level`, `compact_all` and
-//! `remove_unlisted` return `InvalidArgument` while a flush or GC job (`gc.rs`) is in progress.
+//! enforces it: `begin_flush`, `flush`, `gc`, `purge`, `compact_level`, `compact_all` and `remove_unlisted`
+//! return `InvalidArgument` while a flush is in progress.
 
 use super::levels::Merge2;
 use super::*;
@@ -60,7 +60,7 @@ impl GlobalIndex {
 
     /// Freezes the buffer for a flush (`None` if it is empty). Readers go on seeing every record.
     pub fn begin_flush(&mut self) -> Result<Option<FlushJob>> {
-        self.not_busy()?;
+        self.not_flushing()?;
         if self.buffer.is_empty() {
             return Ok(None);
         }
@@ -68,7 +68,26 @@ impl GlobalIndex {
         let skip = self.buffer.skip();
         let frozen = Arc::new(std::mem::replace(&mut self.buffer, RTree::with_skip(skip)));
         self.frozen = Some(Arc::clone(&frozen));
-        Ok(Some(FlushJob { frozen, disk: self.detached(), first_number: self.next_number, outcome: None }))
+        let disk = GlobalIndex {
+            fs: Arc::clone(&self.fs),
+            dir: self.dir.clone(),
+            opts: self.opts.clone(),
+            buffer: RTree::new(),
+            levels: self.levels.clone(),
+            eve: Eve::new(self.opts.estimator.clone()),
+            snapshots: self.snapshots.clone(),
+            watermark: self.watermark,
+            next_number: self.next_number,
+            obsolete: Vec::new(),
+            last_seq: self.last_seq,
+            counters: Counters::default(),
+            work: Work::default(),
+            key_lo: None,
+            key_hi: None,
+            buffer_view: Mutex::new(None),
+            frozen: None,
+        };
+        Ok(Some(FlushJob { frozen, disk, first_number: self.next_number, outcome: None }))
     }
 
     /// Installs what `job` wrote, or, if it failed (or never ran), returns its error with its records back in the
@@ -107,42 +126,11 @@ impl GlobalIndex {
         self.frozen.is_some()
     }
 
-    /// Whether a flush or GC job (`gc.rs`) is in progress.
-    pub fn busy(&self) -> bool {
-        self.flushing() || self.gc_job.is_some()
-    }
-
-    /// Refuses a change of the levels while a flush or GC job is in progress.
-    pub(super) fn not_busy(&self) -> Result<()> {
-        if self.busy() {
-            return Err(Error::InvalidArgument("a flush or GC of the index is in progress".into()));
+    pub(super) fn not_flushing(&self) -> Result<()> {
+        if self.flushing() {
+            return Err(Error::InvalidArgument("a flush of the index is in progress".into()));
         }
         Ok(())
-    }
-
-    /// A copy of the disk levels for a job to write into: no buffer, no estimator, its own counters.
-    pub(super) fn detached(&self) -> GlobalIndex {
-        GlobalIndex {
-            fs: Arc::clone(&self.fs),
-            dir: self.dir.clone(),
-            opts: self.opts.clone(),
-            buffer: RTree::new(),
-            levels: self.levels.clone(),
-            eve: Eve::new(self.opts.estimator.clone()),
-            snapshots: self.snapshots.clone(),
-            watermark: self.watermark,
-            next_number: self.next_number,
-            obsolete: Vec::new(),
-            last_seq: self.last_seq,
-            counters: Counters::default(),
-            work: Work::default(),
-            key_lo: None,
-            key_hi: None,
-            buffer_view: Mutex::new(None),
-            frozen: None,
-            gc_job: None,
-            jobs: 0,
-        }
     }
 
     /// The areas of the buffer and of the frozen buffer.

@@ -169,7 +169,7 @@ impl GlobalIndex {
     /// Merges level `level` into level `level + 1` (§4.2 compaction). The last level is rewritten in place
     /// (applying the current snapshots and GC watermark) rather than pushed one level deeper.
     pub fn compact_level(&mut self, level: usize) -> Result<()> {
-        self.not_busy()?;
+        self.not_flushing()?;
         let upper = self.level_iter(level)?;
         if upper.is_none() {
             return Ok(());
@@ -214,5 +214,93 @@ impl GlobalIndex {
             level += 1;
         }
         self.check_invariants()
+    }
+
+    /// Garbage collection (§4.4). REQUIRES of the caller: no entry with sequence number `< watermark` remains in
+    /// the LSM tree, covered or not (records inserted later are clipped to the watermark too, so they must not
+    /// need to cover such an entry), and no live snapshot is older than `watermark` (the engine
+    /// computes it after bottommost compactions, see `docs/gloran.md`). Drops estimator RAEs below the
+    /// watermark, clips buffer areas, and rewrites the bottommost DR-tree without what can no longer cover an
+    /// entry; upper levels are clipped as they are next compacted. A watermark below the current one is ignored.
+    pub fn gc(&mut self, watermark: u64) -> Result<()> {
+        self.not_flushing()?;
+        if watermark <= self.watermark {
+            return Ok(());
+        }
+        self.watermark = watermark;
+        self.buffer_changed();
+        self.work.gc_runs += 1;
+        self.work.gc_estimators_dropped += self.eve.gc(watermark) as u64;
+        if !self.buffer.is_empty() {
+            let areas = self.buffer.take();
+            for mut a in areas {
+                a.min_seq = a.min_seq.max(watermark);
+                if a.is_empty() {
+                    self.work.gc_areas_dropped += 1;
+                } else {
+                    self.buffer.insert(a);
+                }
+            }
+        }
+        if self.levels.last().and_then(Option::as_ref).is_some_and(|l| l.tree.footer().min_seq < watermark) {
+            // The sweep of `write_level` clips every area to the new watermark.
+            self.rewrite_bottom(|_| true)?;
+        }
+        self.check_invariants()
+    }
+
+    /// How many areas of the bottom DR-tree `pred` holds for (what [`purge`](Self::purge) with it would drop).
+    pub fn count_bottom(&self, mut pred: impl FnMut(&Area) -> bool) -> Result<u64> {
+        let Some(l) = self.levels.last().and_then(Option::as_ref) else { return Ok(0) };
+        let mut n = 0u64;
+        let mut it = l.tree.iter()?;
+        while let Some(a) = it.next_area()? {
+            n += u64::from(pred(&a));
+        }
+        Ok(n)
+    }
+
+    /// Garbage collection of whole areas (§4.4: a record is obsolete once "all entries it matches have been
+    /// removed"): rewrites the bottom DR-tree without the areas `dead` names. Returns how many it dropped; a level
+    /// that would lose none is not rewritten. Unlike [`gc`](Self::gc) this clips nothing, so records inserted
+    /// later keep all they cover, and an area is dropped or kept whole by what lies under it alone: an old area
+    /// goes as soon as its own key range holds no entry of its sequence band, whatever old data other key ranges
+    /// keep (those hold the watermark of `gc` down).
+    ///
+    /// REQUIRES of the caller: `dead(a)` only if no entry `(key, seq)` with `a.start <= key < a.end` and
+    /// `a.min_seq <= seq < a.max_seq` remains anywhere a reader can see it, now or later (entries written later
+    /// take sequence numbers above every area's band). `dead` is called twice per area and must answer alike.
+    pub fn purge(&mut self, mut dead: impl FnMut(&Area) -> bool) -> Result<u64> {
+        self.not_flushing()?;
+        let doomed = self.count_bottom(&mut dead)?;
+        if doomed > 0 {
+            self.work.gc_runs += 1;
+            self.rewrite_bottom(|a| !dead(a))?;
+            self.check_invariants()?;
+        }
+        Ok(doomed)
+    }
+
+    /// Rewrites the bottom DR-tree through `write_level` (which clips to the watermark and disjointizes) with only
+    /// the areas `keep` holds for, counting what GC dropped and wrote.
+    fn rewrite_bottom(&mut self, mut keep: impl FnMut(&Area) -> bool) -> Result<()> {
+        let bottom = self.levels.len().saturating_sub(1);
+        let Some(tree) = self.levels.get(bottom).and_then(Option::as_ref).map(|l| l.tree.clone()) else {
+            return Ok(());
+        };
+        let (number, new) = self.write_level(|push| {
+            let mut it = tree.iter()?;
+            while let Some(a) = it.next_area()? {
+                if keep(&a) {
+                    push(a)?;
+                }
+            }
+            Ok(())
+        })?;
+        let after = new.as_ref().map_or(0, |t| t.footer().areas);
+        self.work.gc_areas_dropped += tree.footer().areas.saturating_sub(after);
+        self.work.gc_bytes_rewritten += new.as_ref().map_or(0, |t| t.file_len());
+        self.replace_level(bottom, number, new);
+        Ok(())
     }
 }
