@@ -97,10 +97,7 @@ fn a_full_disk_resumes_without_any_write() {
         ffs.clear_all();
         // Ten intervals are enough to see that a device error waits.
         let wait = if kind == FaultKind::Eio { interval * 10 } else { Duration::from_secs(10) };
-        let deadline = Instant::now() + wait;
-        while db.background_error().is_some() && Instant::now() < deadline {
-            std::thread::sleep(interval / 2);
-        }
+        testkit::wait_while(wait, interval / 2, || db.background_error().is_some());
         if kind == FaultKind::Eio {
             assert!(db.background_error().is_some(), "a device error resumed by itself");
             assert_eq!(db.stats().resumes, 0);

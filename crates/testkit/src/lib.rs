@@ -1,5 +1,5 @@
-//! What RangeDB's tests share: which seeds randomized tests run and how long, from the environment, and a way
-//! to run short of file descriptors.
+//! What RangeDB's tests share: which seeds randomized tests run and how long, from the environment, a way to run
+//! short of file descriptors, and a bounded wait for background work.
 //!
 //! - `RANGEDB_SEED=N` runs one seed, `N`, instead of a test's defaults: the seed a failing test printed.
 //! - `RANGEDB_TEST_SCALE=K` multiplies a test's steps by `K` (default 1): longer hunts for rare bugs.
@@ -26,6 +26,23 @@ pub fn seeds(defaults: &[u64]) -> Vec<u64> {
 /// Panics when `RANGEDB_TEST_SCALE` is set but not a positive integer.
 pub fn scale() -> usize {
     parse_scale(std::env::var(SCALE_VAR).ok().as_deref())
+}
+
+/// Polls `cond` every `step` while it holds, for at most `limit`: the wait for background work to change some
+/// state. Returns whether `cond` still holds (the wait ran out).
+pub fn wait_while(
+    limit: std::time::Duration,
+    step: std::time::Duration,
+    mut cond: impl FnMut() -> bool,
+) -> bool {
+    let deadline = std::time::Instant::now() + limit;
+    while cond() {
+        if std::time::Instant::now() >= deadline {
+            return true;
+        }
+        std::thread::sleep(step);
+    }
+    false
 }
 
 /// Lowers the process's soft limit on open files (`RLIMIT_NOFILE`) to `n`, or to the hard limit if that is
