@@ -44,6 +44,7 @@ pub mod picker;
 pub mod props;
 pub mod rangedel;
 pub mod rangedel_global;
+mod read_epochs;
 pub mod readahead;
 mod snapshot;
 mod stats;

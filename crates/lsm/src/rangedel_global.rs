@@ -34,8 +34,8 @@
 //! sequence number of every table, one past the largest sequence number of every table — memtable entries are
 //! newer than every table's). Readers that started before that decision may still hold older versions and
 //! memtables; every read takes a [`ReadPin`] on the current epoch before it captures its sources, the decision
-//! starts a new epoch, and GC runs only when the old epoch, and every epoch before it, has no pin left (a later
-//! decision must not release readers an earlier one waits for). The watermark is persisted with the file list in
+//! closes the epoch, and GC runs only when no read of that epoch, nor of any earlier one, is left
+//! (`read_epochs.rs`). The watermark is persisted with the file list in
 //! the MANIFEST ([`RangeIndexState`]) and re-applied at open.
 //!
 //! The watermark is global: one table of never-updated old data holds it down for every key range. So each
@@ -46,7 +46,7 @@
 
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard, Weak};
+use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use gloran::{Cursor, GlobalIndex, IndexOptions, LiveFile};
 
@@ -54,6 +54,7 @@ use crate::edit::RangeIndexState;
 use crate::error::{Error, Result};
 use crate::memtable::MemTable;
 use crate::rangedel::{RangeCover, RangeDeleteStrategy, ReadPin};
+use crate::read_epochs::{Closed, Epochs};
 use crate::table_spans::TableSpans;
 use crate::tombstones::Fragments;
 use crate::version::Version;
@@ -151,7 +152,7 @@ impl RangeDeleteStrategy for GlobalRangeDeletes {
             changes: AtomicU64::new(1),
             reported: AtomicU64::new(0),
             recorded: AtomicU64::new(0),
-            epoch: Mutex::new(Arc::new(())),
+            epochs: Epochs::default(),
             pending_gc: Mutex::new(Vec::new()),
             generation: AtomicU64::new(0),
         })))
@@ -171,7 +172,7 @@ struct Instance {
     /// memory knows of.
     recorded: AtomicU64,
     /// Readers pin the current epoch (see the module documentation).
-    epoch: Mutex<Arc<()>>,
+    epochs: Epochs,
     /// Planned GCs, oldest first. A plan waits for the readers of its epoch and of every older one.
     pending_gc: Mutex<Vec<GcPlan>>,
     /// Moves before every flush and GC that disjointizes (see `RangeDeleteStrategy::generation`).
@@ -190,7 +191,7 @@ struct GcPlan {
     /// no entry lies in any more (`TableSpans::dead`), however old the data elsewhere that holds the watermark.
     spans: Arc<TableSpans>,
     /// The epoch the decision closed.
-    epoch: Weak<()>,
+    epoch: Closed,
 }
 
 impl Instance {
@@ -247,9 +248,10 @@ impl Instance {
     }
 
     /// How many planned GCs, oldest first, may run: a plan's readers are those of its epoch and of every older
-    /// one (they all started before its decision), so it is ready when none of them holds a pin.
+    /// one (they all started before its decision), so it is ready when its epoch has drained. (An older plan's
+    /// epoch drains first; the order is kept anyway, so ready plans are always a prefix.)
     fn gc_ready_count(p: &[GcPlan]) -> usize {
-        p.iter().take_while(|plan| plan.epoch.strong_count() == 0).count()
+        p.iter().take_while(|plan| plan.epoch.drained()).count()
     }
 
     /// Whether a planned GC may run.
@@ -307,8 +309,7 @@ impl RangeDeleteStrategy for Instance {
     }
 
     fn pin(&self) -> Option<ReadPin> {
-        let e = self.epoch.lock().unwrap_or_else(|p| p.into_inner()).clone();
-        Some(e)
+        Some(self.epochs.pin())
     }
 
     fn generation(&self) -> u64 {
@@ -385,14 +386,12 @@ impl RangeDeleteStrategy for Instance {
         w = w.min(newest + 1);
         // Planned even when `w` does not rise: whole areas may be dead in key ranges the compaction emptied.
         let spans = Arc::new(TableSpans::of(v, mem_floor));
-        let old = std::mem::replace(&mut *self.epoch.lock().unwrap_or_else(|p| p.into_inner()), Arc::new(()));
-        // Appended, never replacing an older plan: readers pinned to an older epoch may still hold versions
-        // with entries below `w`, or in areas the spans call dead.
-        let mut plan = GcPlan { watermark: w, spans, epoch: Arc::downgrade(&old) };
+        // Queued, not merged into the waiting plans: an older plan can run while later epochs' reads go on.
+        let mut plan = GcPlan { watermark: w, spans, epoch: self.epochs.close() };
         let mut pending = self.pending_gc.lock().unwrap_or_else(|p| p.into_inner());
         if pending.len() >= MAX_PENDING_GC {
             // A reader that stays open through many bottommost compactions must not make plans pile up: the
-            // newest waiting plan folds into this one, which waits for its readers too (and for more).
+            // newest waiting plan folds into this one, whose epoch drains only after the absorbed plan's does.
             if let Some(prev) = pending.pop() {
                 plan.watermark = plan.watermark.max(prev.watermark);
             }
