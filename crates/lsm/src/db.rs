@@ -42,6 +42,8 @@ mod background;
 mod jobs;
 mod open;
 mod owner;
+#[cfg(test)]
+mod paused_reads_tests;
 #[path = "range_reduce/mod.rs"]
 pub(crate) mod range_reduce;
 mod read;

@@ -15,6 +15,28 @@ pub(super) fn after_capture() {
     }
 }
 
+/// Starts `read` on another thread and returns once it has captured its sources and snapshot; it reads on when
+/// the returned sender sends (or is dropped). Join the handle for what it read.
+pub(super) fn start_paused<T: Send + 'static>(
+    db: &Arc<Db>,
+    read: impl FnOnce(&Db) -> T + Send + 'static,
+) -> (mpsc::Sender<()>, std::thread::JoinHandle<T>) {
+    let (entered, wait_entered) = mpsc::channel();
+    let (go, wait_go) = mpsc::channel::<()>();
+    let db = db.clone();
+    let reader = std::thread::spawn(move || {
+        AFTER_CAPTURE.with(|h| {
+            *h.borrow_mut() = Some(Box::new(move || {
+                entered.send(()).unwrap();
+                let _ = wait_go.recv();
+            }))
+        });
+        read(&db)
+    });
+    wait_entered.recv().unwrap();
+    (go, reader)
+}
+
 /// Runs `read` on another thread, stopped right after it captured its snapshot while `write` runs here, and
 /// returns what it read.
 fn read_across<T: Send + 'static>(
@@ -22,21 +44,7 @@ fn read_across<T: Send + 'static>(
     read: impl FnOnce(&Db) -> T + Send + 'static,
     write: impl FnOnce(&Db),
 ) -> T {
-    let (entered, wait_entered) = mpsc::channel();
-    let (go, wait_go) = mpsc::channel::<()>();
-    let reader = {
-        let db = db.clone();
-        std::thread::spawn(move || {
-            AFTER_CAPTURE.with(|h| {
-                *h.borrow_mut() = Some(Box::new(move || {
-                    entered.send(()).unwrap();
-                    wait_go.recv().unwrap();
-                }))
-            });
-            read(&db)
-        })
-    };
-    wait_entered.recv().unwrap();
+    let (go, reader) = start_paused(db, read);
     write(db);
     go.send(()).unwrap();
     reader.join().unwrap()
