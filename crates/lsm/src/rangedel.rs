@@ -130,6 +130,13 @@ pub trait RangeDeleteStrategy: Send + Sync {
         None
     }
 
+    /// Called once at open with what wakes the engine's maintenance (the flush thread): the strategy calls it
+    /// when work it deferred may have become due without a write, such as a planned GC whose readers have all
+    /// finished. `wake` takes the engine's state lock, so it must not run where that lock may be held.
+    fn set_maintenance_waker(&self, wake: Arc<dyn Fn() + Send + Sync>) {
+        let _ = wake;
+    }
+
     /// The largest sequence number of the records the strategy keeps durable outside the WAL (0: none), asked
     /// at open before WAL replay: point-in-time recovery must not drop WAL records the strategy already holds,
     /// or their deletes would outlive the writes logged before them.

@@ -312,6 +312,11 @@ impl RangeDeleteStrategy for Instance {
         Some(self.epochs.pin())
     }
 
+    fn set_maintenance_waker(&self, wake: Arc<dyn Fn() + Send + Sync>) {
+        // A plan becomes ready when its epoch drains, on whichever thread drops the last pin.
+        self.epochs.set_waker(wake);
+    }
+
     fn generation(&self) -> u64 {
         self.generation.load(Ordering::Acquire)
     }

@@ -14,28 +14,52 @@
 
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 
+/// Called when a closed epoch drains (see [`Epochs::set_waker`]).
+pub(crate) type Waker = Arc<dyn Fn() + Send + Sync>;
+
 /// One epoch of reads. Held (as a [`crate::rangedel::ReadPin`]) by each read that pinned it, by the epoch before
 /// it while that one is alive, and by [`Epochs`] while it is current.
-#[derive(Debug, Default)]
+#[derive(Default)]
 pub(crate) struct Epoch {
     next: OnceLock<Arc<Epoch>>,
+    /// Set when the epoch is closed.
+    on_drain: OnceLock<Waker>,
+}
+
+impl std::fmt::Debug for Epoch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Epoch").field("closed", &self.next.get().is_some()).finish_non_exhaustive()
+    }
 }
 
 impl Drop for Epoch {
-    /// Releases the chain of later epochs without recursion: a read held through many decisions leaves a
-    /// chain as long as the decisions it outlived.
+    /// Releases the chain of later epochs without recursion (a read held through many decisions leaves a chain
+    /// as long as the decisions it outlived), then calls the waker once for every epoch that drained with it.
     fn drop(&mut self) {
+        let mut wake = self.on_drain.take();
         let mut next = self.next.take();
         while let Some(e) = next {
-            next = Arc::into_inner(e).and_then(|mut e| e.next.take());
+            let Some(mut e) = Arc::into_inner(e) else { break };
+            next = e.next.take();
+            wake = e.on_drain.take().or(wake);
+        }
+        if let Some(w) = wake {
+            w();
         }
     }
 }
 
 /// The current epoch.
-#[derive(Debug, Default)]
+#[derive(Default)]
 pub(crate) struct Epochs {
     current: Mutex<Arc<Epoch>>,
+    waker: OnceLock<Waker>,
+}
+
+impl std::fmt::Debug for Epochs {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Epochs").field("current", &self.current).finish_non_exhaustive()
+    }
 }
 
 /// A closed epoch, as a decision watches it.
@@ -55,14 +79,27 @@ impl Epochs {
         Arc::clone(&self.current.lock().unwrap_or_else(|p| p.into_inner()))
     }
 
-    /// Closes the current epoch and starts the next; reads pinned from now on belong to the new one.
+    /// Closes the current epoch and starts the next; reads pinned from now on belong to the new one. If no read
+    /// of it or of an earlier epoch is left, it drains (and the waker runs) before this returns.
     pub(crate) fn close(&self) -> Closed {
         let fresh = Arc::new(Epoch::default());
-        let mut cur = self.current.lock().unwrap_or_else(|p| p.into_inner());
-        let old = std::mem::replace(&mut *cur, Arc::clone(&fresh));
-        // Only the current epoch's `next` is ever set, once, under the lock.
+        let old = {
+            let mut cur = self.current.lock().unwrap_or_else(|p| p.into_inner());
+            std::mem::replace(&mut *cur, Arc::clone(&fresh))
+        };
+        // Only the current epoch's `next` is ever set, once, under the lock; `on_drain` only here.
         let _ = old.next.set(fresh);
+        if let Some(w) = self.waker.get() {
+            let _ = old.on_drain.set(Arc::clone(w));
+        }
+        // Dropped here, outside the lock: draining may run the waker.
         Closed(Arc::downgrade(&old))
+    }
+
+    /// Sets what runs when a closed epoch drains: once, on the thread that released its last pin (or in
+    /// `close`). It must not need a lock that a thread may hold while it drops a pin.
+    pub(crate) fn set_waker(&self, waker: Waker) {
+        let _ = self.waker.set(waker);
     }
 }
 
@@ -92,6 +129,30 @@ mod tests {
         assert!(!fourth.drained());
         drop(c);
         assert!(fourth.drained());
+    }
+
+    #[test]
+    fn the_waker_runs_once_when_closed_epochs_drain() {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        let e = Epochs::default();
+        let woken = Arc::new(AtomicUsize::new(0));
+        let w = Arc::clone(&woken);
+        e.set_waker(Arc::new(move || {
+            w.fetch_add(1, Ordering::SeqCst);
+        }));
+        // No read: the epoch drains as it closes.
+        e.close();
+        assert_eq!(woken.load(Ordering::SeqCst), 1);
+        // A read held through three decisions: nothing drains until it ends, then all three at once.
+        let long = e.pin();
+        let closed: Vec<Closed> = (0..3).map(|_| e.close()).collect();
+        assert_eq!(woken.load(Ordering::SeqCst), 1);
+        drop(long);
+        assert!(closed.iter().all(Closed::drained));
+        assert_eq!(woken.load(Ordering::SeqCst), 2);
+        // The current epoch is not closed: a read of it wakes nobody.
+        drop(e.pin());
+        assert_eq!(woken.load(Ordering::SeqCst), 2);
     }
 
     #[test]

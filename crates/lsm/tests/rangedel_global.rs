@@ -307,6 +307,36 @@ fn gc_after_bottommost_compaction_drops_dead_records_and_survives_reopen() {
     assert!(db.stats().range_delete_global.unwrap().level_areas.iter().sum::<u64>() > 0);
 }
 
+/// A GC planned while a reader is open waits for it, and runs once it has finished, with no write to wake the
+/// flush thread: the last pin's release does (the thread's idle poll is 500 ms). The printed delay is context,
+/// not a check.
+#[test]
+fn gc_waits_for_an_open_reader_and_runs_when_it_finishes() {
+    let fs = Arc::new(vfs::MemFs::new());
+    let db = open(&fs, &global_opts());
+    let w = WriteOptions::default();
+    for i in 0..100 {
+        db.put(&w, &k(i), b"old").unwrap();
+    }
+    db.delete_range(&w, &k(0), &k(100)).unwrap();
+    // A key outside the range, so the compaction leaves a table and plans a GC.
+    db.put(&w, &k(200), b"new").unwrap();
+    let reader = db.iter(&ReadOptions::default()).unwrap();
+    db.compact_range(None, None).unwrap();
+    db.flush().unwrap();
+    let gc_runs = || db.stats().range_delete_global.unwrap().gc_runs;
+    assert_eq!(gc_runs(), 0, "GC ran while a reader older than its decision was open");
+    let released = Instant::now();
+    drop(reader);
+    assert!(
+        !testkit::wait_while(Duration::from_secs(20), Duration::from_millis(1), || gc_runs() == 0),
+        "GC never ran after the reader finished"
+    );
+    eprintln!("GC ran {:?} after the reader finished", released.elapsed());
+    assert_eq!(db.stats().range_delete_global.unwrap().index_file_bytes, 0);
+    assert_eq!(db.get(&k(5)).unwrap(), None);
+}
+
 /// GC's watermark is global, so one range of old, never-updated keys held it below every record and no record
 /// was ever dropped, however empty its own keys became. GC now also drops whole bottom-level areas whose keys
 /// and sequence band no table holds (§4.4: "all entries it matches have been removed").

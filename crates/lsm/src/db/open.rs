@@ -243,6 +243,14 @@ impl Db {
             range_deletes,
         });
         inner.rr.set_owner(&inner);
+        let weak = Arc::downgrade(&inner);
+        inner.range_deletes.set_maintenance_waker(Arc::new(move || {
+            if let Some(inner) = weak.upgrade() {
+                // Under the state lock, which the flush thread holds from its check to its wait.
+                let _s = inner.state.lock().unwrap_or_else(|p| p.into_inner());
+                inner.bg_cv.notify_all();
+            }
+        }));
         inner.counters.bytes_flushed.fetch_add(bytes_flushed, Ordering::Relaxed);
         inner.counters.flushes.fetch_add(flushes, Ordering::Relaxed);
         inner.delete_unreferenced_files()?;
