@@ -18,6 +18,7 @@ pub mod drtree;
 mod error;
 pub mod estimator;
 mod index;
+mod inline_key;
 pub mod node;
 mod options;
 pub mod rtree;

@@ -14,8 +14,12 @@
 //!
 //! Areas in the buffer are not disjointized (that happens when the buffer is flushed), so a query may meet several
 //! covering areas; it stops at the first one a reader at the given snapshot can see.
+//!
+//! Bounds and leaf entries keep short keys inline ([`InlineKey`]): a probe compares its key with every entry of
+//! each node it visits, and with heap-allocated keys each comparison was two cache misses.
 
 use crate::area::{Area, key_prefix_u64};
+use crate::inline_key::InlineKey;
 
 /// Most entries per node.
 pub const MAX_ENTRIES: usize = 16;
@@ -25,8 +29,8 @@ pub const MIN_ENTRIES: usize = 6;
 /// A minimum bounding rectangle with exact keys.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Mbr {
-    start: Vec<u8>,
-    end: Vec<u8>,
+    start: InlineKey,
+    end: InlineKey,
     min_seq: u64,
     max_seq: u64,
     /// Smallest reported delete sequence below: readers at older snapshots can skip the subtree.
@@ -36,8 +40,8 @@ struct Mbr {
 impl Mbr {
     fn of_area(a: &Area) -> Self {
         Mbr {
-            start: a.start.clone(),
-            end: a.end.clone(),
+            start: InlineKey::new(&a.start),
+            end: InlineKey::new(&a.end),
             min_seq: a.min_seq,
             max_seq: a.max_seq,
             min_vis: a.seq,
@@ -67,7 +71,49 @@ impl Mbr {
     /// `skip`: bytes every key shares (the projection looks past them; heuristics only, so a key that does not
     /// share them just projects poorly).
     fn rect(&self, skip: usize) -> Rect {
-        Rect::of(&self.start, &self.end, self.min_seq, self.max_seq, skip)
+        Rect::of(self.start.as_slice(), self.end.as_slice(), self.min_seq, self.max_seq, skip)
+    }
+}
+
+/// A leaf entry: an area with inline bounds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Item {
+    start: InlineKey,
+    end: InlineKey,
+    min_seq: u64,
+    max_seq: u64,
+    seq: u64,
+}
+
+impl Item {
+    fn of(a: Area) -> Item {
+        Item {
+            start: InlineKey::new(&a.start),
+            end: InlineKey::new(&a.end),
+            min_seq: a.min_seq,
+            max_seq: a.max_seq,
+            seq: a.seq,
+        }
+    }
+
+    fn to_area(&self) -> Area {
+        Area {
+            start: self.start.as_slice().to_vec(),
+            end: self.end.as_slice().to_vec(),
+            min_seq: self.min_seq,
+            max_seq: self.max_seq,
+            seq: self.seq,
+        }
+    }
+
+    /// [`Area::covers`].
+    #[inline]
+    fn covers(&self, key: &[u8], seq: u64) -> bool {
+        self.min_seq <= seq && seq < self.max_seq && self.start.as_slice() <= key && key < self.end.as_slice()
+    }
+
+    fn rect(&self, skip: usize) -> Rect {
+        Rect::of(self.start.as_slice(), self.end.as_slice(), self.min_seq, self.max_seq, skip)
     }
 }
 
@@ -97,7 +143,7 @@ impl Rect {
 
 #[derive(Debug)]
 enum Node {
-    Leaf(Vec<Area>),
+    Leaf(Vec<Item>),
     Inner(Vec<(Mbr, Box<Node>)>),
 }
 
@@ -113,13 +159,16 @@ impl Node {
                 end = end.max(e);
                 (min_seq, max_seq, min_vis) = (min_seq.min(lo), max_seq.max(hi), min_vis.min(vis));
             }
-            Some(Mbr { start: start.to_vec(), end: end.to_vec(), min_seq, max_seq, min_vis })
+            Some(Mbr { start: InlineKey::new(start), end: InlineKey::new(end), min_seq, max_seq, min_vis })
         }
         match self {
-            Node::Leaf(v) => fold(v.iter().map(|a| (&a.start[..], &a.end[..], a.min_seq, a.max_seq, a.seq))),
-            Node::Inner(v) => {
-                fold(v.iter().map(|(m, _)| (&m.start[..], &m.end[..], m.min_seq, m.max_seq, m.min_vis)))
+            Node::Leaf(v) => {
+                fold(v.iter().map(|a| (a.start.as_slice(), a.end.as_slice(), a.min_seq, a.max_seq, a.seq)))
             }
+            Node::Inner(v) => fold(
+                v.iter()
+                    .map(|(m, _)| (m.start.as_slice(), m.end.as_slice(), m.min_seq, m.max_seq, m.min_vis)),
+            ),
         }
     }
 }
@@ -214,13 +263,11 @@ fn quadratic_split<T>(mut items: Vec<T>, rect: impl Fn(&T) -> Rect) -> (Vec<T>, 
 fn insert_into(node: &mut Node, area: Area, mbr: &Mbr, skip: usize) -> Option<(Mbr, Box<Node>)> {
     match node {
         Node::Leaf(items) => {
-            items.push(area);
+            items.push(Item::of(area));
             if items.len() <= MAX_ENTRIES {
                 return None;
             }
-            let (a, b) = quadratic_split(std::mem::take(items), |a| {
-                Rect::of(&a.start, &a.end, a.min_seq, a.max_seq, skip)
-            });
+            let (a, b) = quadratic_split(std::mem::take(items), |a| a.rect(skip));
             *items = a;
             let sib = Node::Leaf(b);
             let m = sib.mbr()?;
@@ -363,10 +410,12 @@ impl RTree {
         fn walk(n: &Node, lo: &[u8], hi: Option<&[u8]>, out: &mut Vec<Area>) {
             let meets = |s: &[u8], e: &[u8]| e > lo && hi.is_none_or(|h| s < h);
             match n {
-                Node::Leaf(items) => out.extend(items.iter().filter(|a| meets(&a.start, &a.end)).cloned()),
+                Node::Leaf(items) => out.extend(
+                    items.iter().filter(|a| meets(a.start.as_slice(), a.end.as_slice())).map(Item::to_area),
+                ),
                 Node::Inner(children) => {
                     for (m, c) in children {
-                        if meets(&m.start, &m.end) {
+                        if meets(m.start.as_slice(), m.end.as_slice()) {
                             walk(c, lo, hi, out);
                         }
                     }
