@@ -198,11 +198,13 @@ impl Inner {
         }
     }
 
-    /// Deletes unreferenced tables and obsolete WALs whenever a job finishes (or every 500 ms: a reader may
-    /// drop the last reference to a table), and once more at shutdown.
+    /// Deletes unreferenced tables and obsolete WALs, and frees flushed memtables no reader holds any more,
+    /// whenever a job finishes (or every 500 ms: a reader may drop the last reference to a table or memtable),
+    /// and once more at shutdown.
     fn purge_loop(self: Arc<Self>) {
         loop {
             let epoch = lock(&self.state).bg_epoch;
+            self.retired_mems.release();
             let tables = self.purge_obsolete();
             let logs = self.purge_obsolete_logs();
             if tables || logs {

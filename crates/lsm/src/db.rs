@@ -106,6 +106,8 @@ pub(crate) struct Inner {
     counters: Counters,
     rd: RangeDelCounters,
     obsolete: Obsolete,
+    /// Flushed memtables, freed by the purge thread once no reader holds them (`retired.rs`).
+    retired_mems: crate::retired::Retired<MemTable>,
     /// Purges under way: taken from `obsolete` but not all deleted yet (raised under its lock).
     purging: AtomicUsize,
     /// WALs numbered below this are obsolete (a flush made their data durable in tables)...

@@ -46,6 +46,7 @@ pub mod rangedel;
 pub mod rangedel_global;
 mod read_epochs;
 pub mod readahead;
+mod retired;
 mod snapshot;
 mod stats;
 pub mod table;

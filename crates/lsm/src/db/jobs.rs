@@ -108,9 +108,11 @@ impl Inner {
         self.warm_tables(&edit.added);
         let mut vs = lock(&self.versions);
         vs.log_and_apply(edit)?;
-        self.install(vs, |s| {
-            s.imm.remove(0);
-        });
+        let mut flushed = None;
+        self.install(vs, |s| flushed = Some(s.imm.remove(0)));
+        if let Some(m) = flushed {
+            self.retired_mems.retire(m);
+        }
         if recorded {
             self.range_deletes.state_recorded()?;
         }

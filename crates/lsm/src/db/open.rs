@@ -234,6 +234,7 @@ impl Db {
             counters: Counters::default(),
             rd: RangeDelCounters::default(),
             obsolete,
+            retired_mems: Default::default(),
             purging: AtomicUsize::new(0),
             logs_obsolete_below: AtomicU64::new(0),
             logs_purged_below: AtomicU64::new(0),
