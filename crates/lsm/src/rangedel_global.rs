@@ -392,6 +392,8 @@ impl RangeDeleteStrategy for Instance {
         // Planned even when `w` does not rise: whole areas may be dead in key ranges the compaction emptied.
         let spans = Arc::new(TableSpans::of(v, mem_floor));
         // Queued, not merged into the waiting plans: an older plan can run while later epochs' reads go on.
+        // With no read open the epoch drains inside `close`, and its waker runs before the plan is queued; the
+        // engine wakes the flush thread again when the compaction's job ends (`job_done`, `compact_range`).
         let mut plan = GcPlan { watermark: w, spans, epoch: self.epochs.close() };
         let mut pending = self.pending_gc.lock().unwrap_or_else(|p| p.into_inner());
         if pending.len() >= MAX_PENDING_GC {
