@@ -96,19 +96,25 @@ fn regression_get_across_an_index_flush_keeps_the_deletes_of_its_snapshot() {
     assert_eq!(got, None);
 }
 
-/// Global-index GC used to wait only for the readers of the epoch the latest plan closed: a second bottommost
-/// compaction replaced the first plan, and the GC ran while a lookup that had pinned the first epoch still held
-/// a version with an entry below the watermark. The GC clipped the delete covering that entry, and the lookup,
-/// at a registered snapshot (so no retry), returned the deleted value.
-#[test]
-fn regression_gc_waits_for_readers_of_every_older_epoch() {
+/// An empty global-strategy store that compacts only when asked, so each `compact_range` is one bottommost
+/// compaction (and one planned GC).
+fn manual_global_store() -> Arc<Db> {
     let opts = Options {
         create_if_missing: true,
         disable_auto_compactions: true,
         range_delete_strategy: Arc::new(GlobalRangeDeletes::new()),
         ..Options::default()
     };
-    let db = Arc::new(Db::open(Arc::new(vfs::MemFs::new()), "/db", opts).unwrap());
+    Arc::new(Db::open(Arc::new(vfs::MemFs::new()), "/db", opts).unwrap())
+}
+
+/// Global-index GC used to wait only for the readers of the epoch the latest plan closed: a second bottommost
+/// compaction replaced the first plan, and the GC ran while a lookup that had pinned the first epoch still held
+/// a version with an entry below the watermark. The GC clipped the delete covering that entry, and the lookup,
+/// at a registered snapshot (so no retry), returned the deleted value.
+#[test]
+fn regression_gc_waits_for_readers_of_every_older_epoch() {
+    let db = manual_global_store();
     let w = WriteOptions::default();
     db.put(&w, b"k", b"old").unwrap();
     db.flush().unwrap();
@@ -140,13 +146,7 @@ fn regression_gc_waits_for_readers_of_every_older_epoch() {
 /// stepped iterators hold their pins through many bottommost compactions.
 #[test]
 fn regression_gc_waits_for_the_readers_of_an_absorbed_plan() {
-    let opts = Options {
-        create_if_missing: true,
-        disable_auto_compactions: true,
-        range_delete_strategy: Arc::new(GlobalRangeDeletes::new()),
-        ..Options::default()
-    };
-    let db = Arc::new(Db::open(Arc::new(vfs::MemFs::new()), "/db", opts).unwrap());
+    let db = manual_global_store();
     let w = WriteOptions::default();
     // A bottommost compaction of a key outside the deleted range; each plans a GC.
     let compact = |db: &Db| {
