@@ -15,7 +15,7 @@
 //! Areas in the buffer are not disjointized (that happens when the buffer is flushed), so a query may meet several
 //! covering areas; it stops at the first one a reader at the given snapshot can see.
 //!
-//! Bounds and leaf entries keep short keys inline ([`InlineKey`]): a probe compares its key with every entry of
+//! Bounds and leaf entries keep short keys inline (`inline_key.rs`): a probe compares its key with every entry of
 //! each node it visits, and with heap-allocated keys each comparison was two cache misses.
 
 use crate::area::{Area, key_prefix_u64};
