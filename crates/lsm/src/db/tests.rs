@@ -50,6 +50,17 @@ fn read_across<T: Send + 'static>(
     reader.join().unwrap()
 }
 
+/// A `get` of `key` at a snapshot taken now, stopped after its capture while `write` runs here.
+fn get_at_a_snapshot_across(db: &Arc<Db>, key: &'static [u8], write: impl FnOnce(&Db)) -> Option<Vec<u8>> {
+    let snap = Arc::new(db.snapshot());
+    let at = snap.clone();
+    read_across(
+        db,
+        move |db| db.get_opt(&ReadOptions { snapshot: Some(&at), ..Default::default() }, key).unwrap(),
+        write,
+    )
+}
+
 /// A global-strategy store holding `k` in a table and one range delete over it, in the index's buffer.
 fn store_with_a_deleted_key() -> Arc<Db> {
     let opts = Options {
@@ -119,24 +130,17 @@ fn regression_gc_waits_for_readers_of_every_older_epoch() {
     db.put(&w, b"k", b"old").unwrap();
     db.flush().unwrap();
     db.delete_range(&w, b"a", b"z").unwrap();
-    let snap = Arc::new(db.snapshot());
-    let at = snap.clone();
-    let got = read_across(
-        &db,
-        move |db| db.get_opt(&ReadOptions { snapshot: Some(&at), ..Default::default() }, b"k").unwrap(),
-        |db| {
-            // Two bottommost compactions, each planning a GC, then a flush, which runs what is ready.
-            for key in [&b"zz"[..], b"zzz", b"zzzz"] {
-                db.put(&w, key, b"x").unwrap();
-                db.flush().unwrap();
-                db.compact_range(None, None).unwrap();
-            }
-            db.put(&w, b"zzzzz", b"x").unwrap();
+    let got = get_at_a_snapshot_across(&db, b"k", |db| {
+        // Two bottommost compactions, each planning a GC, then a flush, which runs what is ready.
+        for key in [&b"zz"[..], b"zzz", b"zzzz"] {
+            db.put(&w, key, b"x").unwrap();
             db.flush().unwrap();
-        },
-    );
+            db.compact_range(None, None).unwrap();
+        }
+        db.put(&w, b"zzzzz", b"x").unwrap();
+        db.flush().unwrap();
+    });
     assert_eq!(got, None);
-    drop(snap);
 }
 
 /// When plans pile up behind a long reader, a new plan absorbs the newest waiting one. The absorbed plan's epoch
@@ -162,22 +166,15 @@ fn regression_gc_waits_for_the_readers_of_an_absorbed_plan() {
     db.put(&w, b"k", b"old").unwrap();
     db.flush().unwrap();
     db.delete_range(&w, b"a", b"z").unwrap();
-    let snap = Arc::new(db.snapshot());
-    let at = snap.clone();
-    let got = read_across(
-        &db,
-        move |db| db.get_opt(&ReadOptions { snapshot: Some(&at), ..Default::default() }, b"k").unwrap(),
-        move |db| {
-            // The eighth plan waits for the paused get, which holds the table with `k`; the compaction before
-            // the ninth drops `k`, so that plan's spans find the record's area dead, and it absorbs the eighth.
-            compact(db);
-            compact(db);
-            drop(long);
-            // A flush runs whatever GC is ready.
-            db.put(&w, b"zzz", b"x").unwrap();
-            db.flush().unwrap();
-        },
-    );
+    let got = get_at_a_snapshot_across(&db, b"k", move |db| {
+        // The eighth plan waits for the paused get, which holds the table with `k`; the compaction before
+        // the ninth drops `k`, so that plan's spans find the record's area dead, and it absorbs the eighth.
+        compact(db);
+        compact(db);
+        drop(long);
+        // A flush runs whatever GC is ready.
+        db.put(&w, b"zzz", b"x").unwrap();
+        db.flush().unwrap();
+    });
     assert_eq!(got, None);
-    drop(snap);
 }
