@@ -139,6 +139,24 @@ impl Rect {
     fn union(&self, o: &Rect) -> Rect {
         Rect { x0: self.x0.min(o.x0), x1: self.x1.max(o.x1), y0: self.y0.min(o.y0), y1: self.y1.max(o.y1) }
     }
+
+    /// False only if no area under this rectangle can cover the probe's key at every sequence number of its band.
+    #[inline]
+    fn may_hold(&self, p: &Probe) -> bool {
+        self.x0 <= p.x && p.x <= self.x1 && self.y0 <= p.lo && p.hi <= self.y1
+    }
+}
+
+/// A probe's key and sequence band in projected space, a filter in front of the exact test.
+///
+/// Sound when the key and every bound in the tree begin with the same `skip` bytes: the projection of the rest
+/// is then monotone in key order (its first 8 bytes, zero-padded, big-endian), and so is every conversion of a
+/// `u64` to `f64`. So `start <= key < end` implies `x0 <= x <= x1`, and `min_seq <= seq < max_seq` implies
+/// `y0 <= seq <= y1`: a rectangle that fails the filter holds no covering area.
+struct Probe {
+    x: f64,
+    lo: f64,
+    hi: f64,
 }
 
 #[derive(Debug)]
@@ -209,11 +227,16 @@ pub struct RTree {
     bytes: usize,
     /// Leading key bytes the split heuristics skip (the keys' common prefix, when the index knows it).
     skip: usize,
+    /// The first area's first `skip` key bytes.
+    prefix: Vec<u8>,
+    /// Every bound held begins with `prefix`, which is `skip` bytes long: probes of keys that begin with it too
+    /// may filter children by their projected rectangles ([`Probe`]).
+    prefixed: bool,
 }
 
 impl Default for RTree {
     fn default() -> Self {
-        RTree { root: Node::Leaf(Vec::new()), len: 0, bytes: 0, skip: 0 }
+        RTree { root: Node::Leaf(Vec::new()), len: 0, bytes: 0, skip: 0, prefix: Vec::new(), prefixed: true }
     }
 }
 
@@ -377,6 +400,12 @@ impl RTree {
 
     /// Inserts an area. REQUIRES: `!area.is_empty()`.
     pub fn insert(&mut self, area: Area) {
+        if self.len == 0 {
+            self.prefix = area.start[..self.skip.min(area.start.len())].to_vec();
+        }
+        self.prefixed &= self.prefix.len() == self.skip
+            && area.start.starts_with(&self.prefix)
+            && area.end.starts_with(&self.prefix);
         self.len += 1;
         self.bytes += area.footprint() + 48;
         let mbr = Mbr::of_area(&area);
@@ -394,7 +423,14 @@ impl RTree {
 
     /// A delete covering `(key, seq)` that a reader at `snapshot` sees, if any; `visited` counts nodes touched.
     pub fn covering(&self, key: &[u8], seq: u64, snapshot: u64, visited: &mut u64) -> Option<u64> {
-        fn walk(n: &Node, key: &[u8], seq: u64, snap: u64, visited: &mut u64) -> Option<u64> {
+        fn walk(
+            n: &Node,
+            key: &[u8],
+            seq: u64,
+            snap: u64,
+            p: Option<&Probe>,
+            visited: &mut u64,
+        ) -> Option<u64> {
             *visited += 1;
             match n {
                 Node::Leaf(items) => {
@@ -403,14 +439,25 @@ impl RTree {
                 Node::Inner(inner) => inner
                     .children
                     .iter()
-                    .filter(|(m, _)| m.may_cover(key, seq, snap))
-                    .find_map(|(_, c)| walk(c, key, seq, snap, visited)),
+                    .zip(&inner.rects)
+                    .filter(|((m, _), r)| p.is_none_or(|p| r.may_hold(p)) && m.may_cover(key, seq, snap))
+                    .find_map(|((_, c), _)| walk(c, key, seq, snap, p, visited)),
             }
         }
         if self.len == 0 {
             return None;
         }
-        walk(&self.root, key, seq, snapshot, visited)
+        let p = self.probe(key, seq, seq);
+        walk(&self.root, key, seq, snapshot, p.as_ref(), visited)
+    }
+
+    /// The filter for probes of `key` over `[lo, hi]`, when it is sound for them ([`Probe`]).
+    fn probe(&self, key: &[u8], lo: u64, hi: u64) -> Option<Probe> {
+        (self.prefixed && key.starts_with(&self.prefix)).then(|| Probe {
+            x: key_prefix_u64(&key[self.skip..]) as f64,
+            lo: lo as f64,
+            hi: hi as f64,
+        })
     }
 
     /// A delete a reader at `snapshot` sees that covers `key` for *every* sequence number in `[lo, hi]`, if any
@@ -426,8 +473,17 @@ impl RTree {
         snapshot: u64,
         visited: &mut u64,
     ) -> Option<u64> {
-        fn walk(n: &Node, key: &[u8], lo: u64, hi: u64, snap: u64, visited: &mut u64) -> Option<u64> {
+        type Band = (u64, u64);
+        fn walk(
+            n: &Node,
+            key: &[u8],
+            band: Band,
+            snap: u64,
+            p: Option<&Probe>,
+            visited: &mut u64,
+        ) -> Option<u64> {
             *visited += 1;
+            let (lo, hi) = band;
             match n {
                 Node::Leaf(items) => items
                     .iter()
@@ -436,14 +492,20 @@ impl RTree {
                 Node::Inner(inner) => inner
                     .children
                     .iter()
-                    .filter(|(m, _)| m.may_cover(key, lo, snap) && m.may_cover(key, hi, snap))
-                    .find_map(|(_, c)| walk(c, key, lo, hi, snap, visited)),
+                    .zip(&inner.rects)
+                    .filter(|((m, _), r)| {
+                        p.is_none_or(|p| r.may_hold(p))
+                            && m.may_cover(key, lo, snap)
+                            && m.may_cover(key, hi, snap)
+                    })
+                    .find_map(|((_, c), _)| walk(c, key, band, snap, p, visited)),
             }
         }
         if self.len == 0 || lo > hi {
             return None;
         }
-        walk(&self.root, key, lo, hi, snapshot, visited)
+        let p = self.probe(key, lo, hi);
+        walk(&self.root, key, (lo, hi), snapshot, p.as_ref(), visited)
     }
 
     /// Every area whose key range meets `[lo, hi)` (`hi = None`: unbounded).
@@ -640,12 +702,31 @@ mod tests {
         t.reskip(b"tenant-7/".len());
         t.check().unwrap();
         assert_eq!(t.len(), all.len());
-        for _ in 0..500 {
-            let k = key(rng.random_range(0..1_000_500));
-            let e = rng.random_range(0..1501);
-            let mut v = 0;
-            let want = all.iter().any(|a| a.covers(&k, e));
-            assert_eq!(t.covering(&k, e, u64::MAX, &mut v).is_some(), want);
-        }
+        let mut check_probes = |t: &RTree, all: &[Area], rng: &mut SmallRng| {
+            for i in 0..600 {
+                // Keys outside the common prefix, shorter than it, and at the bounds themselves as well.
+                let k = match i % 6 {
+                    0 => b"tenant-".to_vec(),
+                    1 => format!("tenant-8/{:08}", rng.random_range(0..1_000_500)).into_bytes(),
+                    2 => all[rng.random_range(0..all.len())].start.clone(),
+                    3 => all[rng.random_range(0..all.len())].end.clone(),
+                    _ => key(rng.random_range(0..1_000_500)),
+                };
+                let e = rng.random_range(0..1502);
+                let mut v = 0;
+                let want = all.iter().any(|a| a.covers(&k, e));
+                assert_eq!(t.covering(&k, e, u64::MAX, &mut v).is_some(), want, "{k:?} at {e}");
+                let lo = e.saturating_sub(rng.random_range(0..100));
+                let want = all.iter().any(|a| a.covers(&k, lo) && a.covers(&k, e));
+                assert_eq!(t.covering_span(&k, lo, e, u64::MAX, &mut v).is_some(), want, "{k:?} [{lo}, {e}]");
+            }
+        };
+        check_probes(&t, &all, &mut rng);
+        // An area outside the prefix: the projected filter no longer applies, answers stay exact.
+        let odd = Area::record(b"tenant-8/", b"tenant-8/00000500", 0, 1501);
+        t.insert(odd.clone());
+        all.push(odd);
+        t.check().unwrap();
+        check_probes(&t, &all, &mut rng);
     }
 }
