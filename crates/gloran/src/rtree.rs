@@ -702,7 +702,7 @@ mod tests {
         t.reskip(b"tenant-7/".len());
         t.check().unwrap();
         assert_eq!(t.len(), all.len());
-        let mut check_probes = |t: &RTree, all: &[Area], rng: &mut SmallRng| {
+        let check_probes = |t: &RTree, all: &[Area], rng: &mut SmallRng| {
             for i in 0..600 {
                 // Keys outside the common prefix, shorter than it, and at the bounds themselves as well.
                 let k = match i % 6 {
