@@ -86,7 +86,10 @@ impl Inner {
         q.next_id += 1;
         q.pending.push_back(Pending { id, batch, sync, switch: false });
         loop {
-            if let Some(r) = (!q.results.is_empty()).then(|| q.results.remove(&id)).flatten() {
+            // A lone writer's map is always empty: no hashing then.
+            if !q.results.is_empty()
+                && let Some(r) = q.results.remove(&id)
+            {
                 return r;
             }
             if !q.leader_active && q.pending.front().is_some_and(|p| p.id == id) {
