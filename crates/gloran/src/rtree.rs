@@ -423,32 +423,7 @@ impl RTree {
 
     /// A delete covering `(key, seq)` that a reader at `snapshot` sees, if any; `visited` counts nodes touched.
     pub fn covering(&self, key: &[u8], seq: u64, snapshot: u64, visited: &mut u64) -> Option<u64> {
-        fn walk(
-            n: &Node,
-            key: &[u8],
-            seq: u64,
-            snap: u64,
-            p: Option<&Probe>,
-            visited: &mut u64,
-        ) -> Option<u64> {
-            *visited += 1;
-            match n {
-                Node::Leaf(items) => {
-                    items.iter().find(|a| a.seq <= snap && a.covers(key, seq)).map(|a| a.seq)
-                }
-                Node::Inner(inner) => inner
-                    .children
-                    .iter()
-                    .zip(&inner.rects)
-                    .filter(|((m, _), r)| p.is_none_or(|p| r.may_hold(p)) && m.may_cover(key, seq, snap))
-                    .find_map(|((_, c), _)| walk(c, key, seq, snap, p, visited)),
-            }
-        }
-        if self.len == 0 {
-            return None;
-        }
-        let p = self.probe(key, seq, seq);
-        walk(&self.root, key, seq, snapshot, p.as_ref(), visited)
+        self.covering_span(key, seq, seq, snapshot, visited)
     }
 
     /// The filter for probes of `key` over `[lo, hi]`, when it is sound for them ([`Probe`]).
