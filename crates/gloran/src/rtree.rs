@@ -8,9 +8,10 @@
 //!
 //! # Byte keys
 //! Bounding rectangles keep full byte-string keys (`start` of the leftmost, `end` of the rightmost child), so every
-//! containment test a query makes is exact. The geometry that only steers heuristics (enlargement, split seeds)
-//! projects keys to `f64` through their first 8 bytes ([`key_prefix_u64`]); a poor projection (keys sharing a long
-//! prefix) can only make the tree less well clustered, never give a wrong answer.
+//! containment test a query makes is exact. The geometry that steers heuristics (enlargement, split seeds)
+//! projects keys to `f64` through their first 8 bytes past the skipped prefix ([`key_prefix_u64`]); a poor
+//! projection (keys sharing a long prefix) can only make the tree less well clustered, never give a wrong answer.
+//! Probes use the projection only as a filter in front of the exact test, and only where it is sound (`Probe`).
 //!
 //! Areas in the buffer are not disjointized (that happens when the buffer is flushed), so a query may meet several
 //! covering areas; it stops at the first one a reader at the given snapshot can see.
