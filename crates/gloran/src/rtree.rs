@@ -118,7 +118,7 @@ impl Item {
     }
 }
 
-/// The projected rectangle used by the heuristics only.
+/// A projected rectangle: what the heuristics compare, and a sound filter for probes ([`Probe`]).
 #[derive(Debug, Clone, Copy, PartialEq)]
 struct Rect {
     x0: f64,
