@@ -6,7 +6,7 @@ use std::ops::Bound;
 
 use crate::leaf::{Leaf, above, below};
 use crate::options::Options;
-use crate::probe::Probe;
+use crate::probe::{Fingerprint, PointProbe, Probe};
 use crate::stats::Stats;
 
 mod flush;
@@ -27,9 +27,16 @@ pub use iter::BpaIter;
 /// ```
 ///
 /// Keys and values are kept in two parallel arrays of that shape (`keys`, `vals`), so the scans that dominate an
-/// insert or find (the log, the header, one block) read only keys, densely. Occupancy is by counts (`log_len`,
-/// `header_len`, `counts[i]`), never by a reserved "empty" key: every key value is storable. Empty slots hold
-/// `Default` values, which is why the leaf needs `K: Default, V: Default` and moves entries with swaps.
+/// insert or find (the log, the header, one block) read only keys, densely. A third array of the same shape, `fps`,
+/// holds each stored key's one-byte [`Fingerprint`]: an equality scan of the log or a block (a find, and the
+/// search every insert of a new key makes) reads that block's digests, one cache line for 64 slots, and compares
+/// only the keys whose digest matches, about one in 256 of the others. A block of 32 `ByteKey`s spans twelve
+/// lines; in a memtable larger than the cache those scans were a quarter of a lookup (`docs/bptree.md`). Key types
+/// whose `Fingerprint::STORED` is false (integers) keep no digests: `fps` is empty and the scans compare keys.
+///
+/// Occupancy is by counts (`log_len`, `header_len`, `counts[i]`), never by a reserved "empty" key: every key value
+/// is storable. Empty slots hold `Default` values, which is why the leaf needs `K: Default, V: Default` and moves
+/// entries with swaps.
 ///
 /// Blocks `0..header_len` are in use; block `i` holds `h_i` in header slot `i` and `counts[i]` more entries in its
 /// block slots, all strictly between `h_i` and `h_{i+1}`. Bit `i` of `sorted` says block `i`'s slots are in key
@@ -48,6 +55,9 @@ pub use iter::BpaIter;
 pub struct Bpa<K, V> {
     keys: Box<[K]>,
     vals: Box<[V]>,
+    /// `fps[i]` is `keys[i].fingerprint()` for every occupied slot (log, header and block slots in use); free
+    /// slots hold anything. Empty unless `K::STORED`.
+    fps: Box<[u8]>,
     /// Entries in each block's slots (not counting its header entry).
     counts: Box<[u16]>,
     /// Bit `i`: block `i`'s slots are sorted.
@@ -71,7 +81,8 @@ impl<K, V> std::fmt::Debug for Bpa<K, V> {
     }
 }
 
-impl<K: Ord + Default, V: Default> Bpa<K, V> {
+/// Slot arithmetic and the header search, which need nothing of the key type (the iterator uses them too).
+impl<K, V> Bpa<K, V> {
     #[inline]
     fn hdr(&self, i: usize) -> usize {
         self.log_size as usize + i
@@ -101,12 +112,6 @@ impl<K: Ord + Default, V: Default> Bpa<K, V> {
         }
     }
 
-    #[inline]
-    fn swap_slots(&mut self, a: usize, b: usize) {
-        self.keys.swap(a, b);
-        self.vals.swap(a, b);
-    }
-
     /// The headers in use.
     #[inline]
     fn headers(&self) -> &[K] {
@@ -122,6 +127,54 @@ impl<K: Ord + Default, V: Default> Bpa<K, V> {
     {
         let p = self.headers().partition_point(|k| key.cmp_to(k).is_ge());
         p.checked_sub(1)
+    }
+}
+
+impl<K: Ord + Default + Fingerprint, V: Default> Bpa<K, V> {
+    #[inline]
+    fn swap_slots(&mut self, a: usize, b: usize) {
+        self.keys.swap(a, b);
+        self.vals.swap(a, b);
+        if K::STORED {
+            self.fps.swap(a, b);
+        }
+    }
+
+    /// Puts an entry in slot `i`, with its fingerprint.
+    #[inline]
+    fn put_slot(&mut self, i: usize, key: K, value: V) {
+        if K::STORED {
+            self.fps[i] = key.fingerprint();
+        }
+        self.keys[i] = key;
+        self.vals[i] = value;
+    }
+
+    /// The first slot of `[from, from + n)` holding `key` (`fp` its fingerprint): the digests are compared 64 at a
+    /// time into a mask (no early exit, so the comparison vectorizes), then only the matching slots' keys.
+    #[inline]
+    fn scan_eq<Q>(&self, from: usize, n: usize, key: &Q, fp: u8) -> Option<usize>
+    where
+        Q: PointProbe<K> + ?Sized,
+    {
+        if !K::STORED {
+            return self.keys[from..from + n].iter().position(|k| key.eq_to(k)).map(|s| from + s);
+        }
+        let fps = &self.fps[from..from + n];
+        for (c, chunk) in fps.chunks(64).enumerate() {
+            let mut m = 0u64;
+            for (i, &f) in chunk.iter().enumerate() {
+                m |= u64::from(f == fp) << i;
+            }
+            while m != 0 {
+                let s = from + 64 * c + m.trailing_zeros() as usize;
+                if key.eq_to(&self.keys[s]) {
+                    return Some(s);
+                }
+                m &= m - 1;
+            }
+        }
+        None
     }
 
     /// Whether `key` is above every key of the leaf, when that is cheap to tell (`false` when unsure): the last
@@ -147,20 +200,21 @@ impl<K: Ord + Default, V: Default> Bpa<K, V> {
     #[inline]
     fn find_slot<Q>(&self, key: &Q) -> Option<usize>
     where
-        Q: Probe<K> + ?Sized,
+        Q: PointProbe<K> + ?Sized,
     {
         // Log and blocks are disjoint (see the type comment), so the order of the searches does not matter for
         // correctness; the blocks hold almost every entry, so looking there first skips the log scan on most hits.
-        if let Some(slot) = self.find_in_blocks(key) {
+        let fp = if K::STORED { key.key_fingerprint() } else { 0 };
+        if let Some(slot) = self.find_in_blocks(key, fp) {
             return Some(slot);
         }
-        self.keys[..self.log_len as usize].iter().position(|k| key.eq_to(k))
+        self.scan_eq(0, self.log_len as usize, key, fp)
     }
 
     #[inline]
-    fn find_in_blocks<Q>(&self, key: &Q) -> Option<usize>
+    fn find_in_blocks<Q>(&self, key: &Q, fp: u8) -> Option<usize>
     where
-        Q: Probe<K> + ?Sized,
+        Q: PointProbe<K> + ?Sized,
     {
         let b = self.block_of(key)?;
         let h = self.hdr(b);
@@ -168,12 +222,12 @@ impl<K: Ord + Default, V: Default> Bpa<K, V> {
             return Some(h);
         }
         let start = self.blk(b);
-        let slots = &self.keys[start..start + self.count(b)];
-        if self.block_sorted(b) {
-            slots.binary_search_by(|k| key.cmp_to(k).reverse()).ok().map(|s| start + s)
-        } else {
-            slots.iter().position(|k| key.eq_to(k)).map(|s| start + s)
+        if !K::STORED && self.block_sorted(b) {
+            let slots = &self.keys[start..start + self.count(b)];
+            return slots.binary_search_by(|k| key.cmp_to(k).reverse()).ok().map(|s| start + s);
         }
+        // With digests, sorted or not, they decide: one line of them against a binary search's dependent loads.
+        self.scan_eq(start, self.count(b), key, fp)
     }
 
     /// Exactly the blocks a scan of `length` entries from `start` reaches: block `e` after the start block is
@@ -213,7 +267,7 @@ impl<K: Ord + Default, V: Default> Bpa<K, V> {
     }
 }
 
-impl<K: Ord + Default, V: Default> Leaf<K, V> for Bpa<K, V> {
+impl<K: Ord + Default + Fingerprint, V: Default> Leaf<K, V> for Bpa<K, V> {
     type Iter<'a>
         = BpaIter<'a, K, V>
     where
@@ -230,6 +284,7 @@ impl<K: Ord + Default, V: Default> Leaf<K, V> for Bpa<K, V> {
         Bpa {
             keys: keys.into_boxed_slice(),
             vals: vals.into_boxed_slice(),
+            fps: vec![0; if K::STORED { slots } else { 0 }].into_boxed_slice(),
             counts: vec![0; opts.num_blocks].into_boxed_slice(),
             sorted: vec![u64::MAX; opts.num_blocks.div_ceil(64)].into_boxed_slice(),
             log_len: 0,
@@ -254,14 +309,14 @@ impl<K: Ord + Default, V: Default> Leaf<K, V> for Bpa<K, V> {
 
     fn get<Q>(&self, key: &Q) -> Option<(&K, &V)>
     where
-        Q: Probe<K> + ?Sized,
+        Q: PointProbe<K> + ?Sized,
     {
         self.find_slot(key).map(|s| (&self.keys[s], &self.vals[s]))
     }
 
     fn get_mut<Q>(&mut self, key: &Q) -> Option<&mut V>
     where
-        Q: Probe<K> + ?Sized,
+        Q: PointProbe<K> + ?Sized,
     {
         self.find_slot(key).map(|s| &mut self.vals[s])
     }
@@ -281,8 +336,7 @@ impl<K: Ord + Default, V: Default> Leaf<K, V> for Bpa<K, V> {
         if j > 0 && self.keys[j - 1] > key {
             self.log_sorted = false;
         }
-        self.keys[j] = key;
-        self.vals[j] = value;
+        self.put_slot(j, key, value);
         self.log_len += 1;
         self.len += 1;
         if self.log_len == self.log_size {
@@ -292,7 +346,7 @@ impl<K: Ord + Default, V: Default> Leaf<K, V> for Bpa<K, V> {
 
     fn remove<Q>(&mut self, key: &Q, _stats: &mut Stats) -> Option<(K, V)>
     where
-        Q: Probe<K> + ?Sized,
+        Q: PointProbe<K> + ?Sized,
     {
         let slot = self.find_slot(key)?;
         self.len -= 1;
@@ -324,8 +378,7 @@ impl<K: Ord + Default, V: Default> Leaf<K, V> for Bpa<K, V> {
                     s + m
                 };
                 let (k, v) = self.take_shifting(min, s + c);
-                self.keys[slot] = k;
-                self.vals[slot] = v;
+                self.put_slot(slot, k, v);
                 self.counts[b] -= 1;
             }
             return Some(out);
@@ -342,7 +395,13 @@ impl<K: Ord + Default, V: Default> Leaf<K, V> for Bpa<K, V> {
 
     fn load_sorted<I: ExactSizeIterator<Item = (K, V)>>(&mut self, items: I) {
         let n = items.len();
-        self.place_sorted(items, n);
+        self.place_sorted(
+            items.map(|(k, v)| {
+                let fp = if K::STORED { k.fingerprint() } else { 0 };
+                (k, v, fp)
+            }),
+            n,
+        );
     }
 
     fn first_key(&self) -> Option<&K> {
@@ -536,6 +595,7 @@ impl<K: Ord + Default, V: Default> Leaf<K, V> for Bpa<K, V> {
         mem::size_of::<Self>()
             + self.keys.len() * mem::size_of::<K>()
             + self.vals.len() * mem::size_of::<V>()
+            + self.fps.len()
             + self.counts.len() * 2
             + self.sorted.len() * 8
     }
@@ -551,6 +611,10 @@ impl<K: Ord + Default, V: Default> Leaf<K, V> for Bpa<K, V> {
         }
         if self.headers().windows(2).any(|w| w[0] >= w[1]) {
             return Err("header not sorted".into());
+        }
+        // The log is where inserts write: its digests are checked here, the blocks' by `check`.
+        if K::STORED && (0..log_n).any(|i| self.fps[i] != self.keys[i].fingerprint()) {
+            return Err("a log slot holds a stale fingerprint".into());
         }
         let mut total = log_n + hl;
         for b in 0..self.num_blocks as usize {
@@ -619,6 +683,14 @@ impl<K: Ord + Default, V: Default> Leaf<K, V> for Bpa<K, V> {
         logk.sort();
         if logk.windows(2).any(|w| w[0] == w[1]) {
             return Err("log holds a duplicate key".into());
+        }
+        let occupied = (0..log_n)
+            .chain((0..hl).map(|b| self.hdr(b)))
+            .chain((0..hl).flat_map(|b| self.blk(b)..self.blk(b) + self.count(b)));
+        for i in occupied.filter(|_| K::STORED) {
+            if self.fps[i] != self.keys[i].fingerprint() {
+                return Err(format!("slot {i} holds a stale fingerprint"));
+            }
         }
         for k in log {
             if let Some(b) = self.block_of(k) {

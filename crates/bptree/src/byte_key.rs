@@ -9,7 +9,7 @@ use std::ptr;
 use std::slice;
 
 use crate::heap_size::HeapSize;
-use crate::probe::Probe;
+use crate::probe::{Fingerprint, PointProbe, Probe, fingerprint_head};
 
 /// Bytes of the length word at the start of a heap key's allocation (little-endian `u32`).
 const LEN_BYTES: usize = 4;
@@ -175,6 +175,21 @@ impl Probe<ByteKey> for ByteProbe<'_> {
             return key.tail.addr() == self.inline_tag;
         }
         !key.is_inline() && self.bytes == key.as_bytes()
+    }
+}
+
+impl PointProbe<ByteKey> for ByteProbe<'_> {
+    #[inline]
+    fn key_fingerprint(&self) -> u8 {
+        fingerprint_head(self.head)
+    }
+}
+
+/// The digest of the inline head, so a `ByteKey`, its bytes and its [`ByteProbe`] agree (see [`Fingerprint`]).
+impl Fingerprint for ByteKey {
+    #[inline]
+    fn fingerprint(&self) -> u8 {
+        fingerprint_head(self.head_int())
     }
 }
 

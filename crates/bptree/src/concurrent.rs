@@ -14,7 +14,7 @@ use crate::frozen::FrozenBpTree;
 use crate::heap_size::HeapSize;
 use crate::leaf::Leaf;
 use crate::options::Options;
-use crate::probe::Probe;
+use crate::probe::{Fingerprint, PointProbe, Probe};
 use crate::stats::Stats;
 use crate::sync::{ArcReadGuard, ArcWriteGuard, AtomicUsize, Mutex, Ordering, RwLock};
 use crate::tree::BpTree;
@@ -112,7 +112,7 @@ const BATCH: usize = 64;
 
 impl<K, V, L> ConcurrentBpTree<K, V, L>
 where
-    K: Ord + Clone + HeapSize,
+    K: Ord + Clone + HeapSize + Fingerprint,
     V: HeapSize,
     L: Leaf<K, V>,
 {
@@ -272,7 +272,7 @@ where
     /// The value of `key`, cloned.
     pub fn get<Q>(&self, key: &Q) -> Option<V>
     where
-        Q: Probe<K> + ?Sized,
+        Q: PointProbe<K> + ?Sized,
         V: Clone,
     {
         self.get_with(key, V::clone)
@@ -281,7 +281,7 @@ where
     /// Applies `f` to the value of `key` under the leaf's read lock.
     pub fn get_with<Q, R>(&self, key: &Q, f: impl FnOnce(&V) -> R) -> Option<R>
     where
-        Q: Probe<K> + ?Sized,
+        Q: PointProbe<K> + ?Sized,
     {
         let g = self.read_leaf(Some(key));
         g.leaf().and_then(|l| l.leaf.get(key)).map(|(_, v)| f(v))
@@ -290,7 +290,7 @@ where
     /// Whether `key` is present.
     pub fn contains_key<Q>(&self, key: &Q) -> bool
     where
-        Q: Probe<K> + ?Sized,
+        Q: PointProbe<K> + ?Sized,
     {
         self.get_with(key, |_| ()).is_some()
     }
@@ -328,7 +328,7 @@ where
     /// REQUIRES: `make` returns `key` (as `K`).
     pub fn upsert<Q>(&self, key: &Q, update: impl FnOnce(&mut V), make: impl FnOnce() -> (K, V)) -> bool
     where
-        Q: Probe<K> + ?Sized,
+        Q: PointProbe<K> + ?Sized,
     {
         let mut local = Stats::default();
         let update_counted = |slot: &mut V| {
@@ -626,7 +626,7 @@ fn check_leaf<K: Ord, V, L: Leaf<K, V>>(_leaf: &L, _full: bool) {
 
 impl<K, V, L> Default for ConcurrentBpTree<K, V, L>
 where
-    K: Ord + Clone + HeapSize,
+    K: Ord + Clone + HeapSize + Fingerprint,
     V: HeapSize,
     L: Leaf<K, V>,
 {

@@ -7,7 +7,7 @@ use crate::bpa::Bpa;
 use crate::heap_size::HeapSize;
 use crate::iter::Range;
 use crate::leaf::Leaf;
-use crate::probe::Probe;
+use crate::probe::{Fingerprint, PointProbe};
 use crate::stats::Stats;
 use crate::tree::BpTree;
 
@@ -29,7 +29,7 @@ impl<K, V, L> std::fmt::Debug for FrozenBpTree<K, V, L> {
 
 impl<K, V, L> BpTree<K, V, L>
 where
-    K: Ord + Clone + HeapSize,
+    K: Ord + Clone + HeapSize + Fingerprint,
     V: HeapSize,
     L: Leaf<K, V>,
 {
@@ -45,7 +45,7 @@ where
 
 impl<K, V, L> FrozenBpTree<K, V, L>
 where
-    K: Ord + Clone + HeapSize,
+    K: Ord + Clone + HeapSize + Fingerprint,
     V: HeapSize,
     L: Leaf<K, V>,
 {
@@ -76,7 +76,7 @@ where
     /// The value of `key`.
     pub fn get<Q>(&self, key: &Q) -> Option<&V>
     where
-        Q: Probe<K> + ?Sized,
+        Q: PointProbe<K> + ?Sized,
     {
         self.tree.get(key)
     }
@@ -84,7 +84,7 @@ where
     /// The stored key and value of `key`.
     pub fn get_key_value<Q>(&self, key: &Q) -> Option<(&K, &V)>
     where
-        Q: Probe<K> + ?Sized,
+        Q: PointProbe<K> + ?Sized,
     {
         self.tree.get_key_value(key)
     }

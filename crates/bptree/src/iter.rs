@@ -5,6 +5,7 @@ use std::ops::{Bound, RangeBounds};
 
 use crate::heap_size::HeapSize;
 use crate::leaf::Leaf;
+use crate::probe::Fingerprint;
 use crate::tree::{BpTree, NIL};
 
 /// Entries of a [`BpTree`] (or a frozen one) between two bounds, in key order, from either end.
@@ -36,7 +37,7 @@ impl<'a, K: Ord + 'a, V: 'a, L: Leaf<K, V> + 'a> std::fmt::Debug for Range<'a, K
 
 impl<K, V, L> BpTree<K, V, L>
 where
-    K: Ord + Clone + HeapSize,
+    K: Ord + Clone + HeapSize + Fingerprint,
     V: HeapSize,
     L: Leaf<K, V>,
 {
@@ -79,7 +80,7 @@ fn inverted<Q: Ord + ?Sized>(lo: Bound<&Q>, hi: Bound<&Q>) -> bool {
 
 impl<'a, K, V, L> Range<'a, K, V, L>
 where
-    K: Ord + Clone + HeapSize + 'a,
+    K: Ord + Clone + HeapSize + Fingerprint + 'a,
     V: HeapSize + 'a,
     L: Leaf<K, V> + 'a,
 {

@@ -4,7 +4,7 @@ use std::borrow::Borrow;
 use std::ops::Bound;
 
 use crate::options::Options;
-use crate::probe::Probe;
+use crate::probe::PointProbe;
 use crate::stats::Stats;
 
 /// A B+-tree leaf holding a set of unique keys with values.
@@ -40,12 +40,12 @@ pub trait Leaf<K: Ord, V>: Sized {
     /// The entry with key `key`.
     fn get<Q>(&self, key: &Q) -> Option<(&K, &V)>
     where
-        Q: Probe<K> + ?Sized;
+        Q: PointProbe<K> + ?Sized;
 
     /// The value of `key`, mutably. Changing a value never moves an entry.
     fn get_mut<Q>(&mut self, key: &Q) -> Option<&mut V>
     where
-        Q: Probe<K> + ?Sized;
+        Q: PointProbe<K> + ?Sized;
 
     /// Inserts or updates; returns the old value of an update.
     /// REQUIRES: `len() < split_at(opts)` (the tree splits first).
@@ -61,7 +61,7 @@ pub trait Leaf<K: Ord, V>: Sized {
     /// Removes `key`, returning the entry.
     fn remove<Q>(&mut self, key: &Q, stats: &mut Stats) -> Option<(K, V)>
     where
-        Q: Probe<K> + ?Sized;
+        Q: PointProbe<K> + ?Sized;
 
     /// Moves every entry, in key order, to the end of `out`, leaving the leaf empty.
     fn drain_sorted(&mut self, out: &mut Vec<(K, V)>, stats: &mut Stats);

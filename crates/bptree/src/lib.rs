@@ -17,14 +17,17 @@
 //! | [`FrozenBpTree<K, V>`] | none | `&self`, `Sync` | the immutable memtable: `tree.freeze()` sorts everything once |
 //! | [`ConcurrentBpTree<K, V>`] | `&self` | `&self` | many writers and readers: per-node reader-writer locks |
 //!
-//! Keys are any `K: Ord + Clone + Default + HeapSize`, values any `V: Default + HeapSize` ([`HeapSize`] reports
-//! heap bytes so `memory_usage()` is exact and O(1); it is implemented for integers, `Vec<u8>`, `Box<[u8]>`,
-//! `String`, `Arc<[u8]>`, tuples and [`ByteKey`]). No key value is reserved. Fixed-size keys (`u64`, `[u8; N]`)
+//! Keys are any `K: Ord + Clone + Default + HeapSize + Fingerprint`, values any `V: Default + HeapSize`
+//! ([`HeapSize`] reports heap bytes so `memory_usage()` is exact and O(1); it is implemented for integers,
+//! `Vec<u8>`, `Box<[u8]>`, `String`, `Arc<[u8]>`, tuples and [`ByteKey`]). No key value is reserved. Fixed-size keys (`u64`, `[u8; N]`)
 //! are compared inline; byte-string keys should be [`ByteKey`] (24 bytes in the leaf), which compares its first
 //! sixteen bytes as an integer held in the leaf, holds keys of up to 16 bytes inline and longer ones in one
-//! exact-size length-prefixed allocation. Point lookups take any [`Probe`]: every `Q` that `K` borrows as
-//! (`&[u8]` for `ByteKey`, `Box<[u8]>` and `Vec<u8>`), or a prepared [`ByteProbe`] ([`ByteKey::probe`]), which
-//! compares by the integer first; range bounds take a borrowed `Q`.
+//! exact-size length-prefixed allocation. [`Fingerprint`] is a key's one-byte digest, which leaves keep beside
+//! byte-string keys so scans compare few keys; it is implemented for integers, byte strings, strings, byte arrays
+//! and [`ByteKey`] (for another key type any function of the key's value is correct, a constant included). Point
+//! lookups take any [`PointProbe`]: every `Q` that `K` borrows as (`&[u8]` for `ByteKey`, `Box<[u8]>` and
+//! `Vec<u8>`), or a prepared [`ByteProbe`] ([`ByteKey::probe`]), which compares by the integer first; range bounds
+//! take a borrowed `Q`.
 //!
 //! ```
 //! use bptree::{BpTree, ByteKey};
@@ -96,7 +99,7 @@ pub use heap_size::HeapSize;
 pub use iter::Range;
 pub use leaf::Leaf;
 pub use options::Options;
-pub use probe::Probe;
+pub use probe::{Fingerprint, PointProbe, Probe};
 pub use sorted_leaf::SortedLeaf;
 pub use stats::Stats;
 pub use tree::BpTree;

@@ -8,7 +8,7 @@ use std::slice;
 
 use crate::leaf::{Leaf, above, below};
 use crate::options::Options;
-use crate::probe::Probe;
+use crate::probe::{PointProbe, Probe};
 use crate::stats::Stats;
 
 /// A leaf that keeps its entries in one sorted array (keys and values in parallel arrays), shifting on every
@@ -80,14 +80,14 @@ impl<K: Ord, V> Leaf<K, V> for SortedLeaf<K, V> {
 
     fn get<Q>(&self, key: &Q) -> Option<(&K, &V)>
     where
-        Q: Probe<K> + ?Sized,
+        Q: PointProbe<K> + ?Sized,
     {
         self.position(key).ok().map(|i| (&self.keys[i], &self.vals[i]))
     }
 
     fn get_mut<Q>(&mut self, key: &Q) -> Option<&mut V>
     where
-        Q: Probe<K> + ?Sized,
+        Q: PointProbe<K> + ?Sized,
     {
         self.position(key).ok().map(|i| &mut self.vals[i])
     }
@@ -105,7 +105,7 @@ impl<K: Ord, V> Leaf<K, V> for SortedLeaf<K, V> {
 
     fn remove<Q>(&mut self, key: &Q, _stats: &mut Stats) -> Option<(K, V)>
     where
-        Q: Probe<K> + ?Sized,
+        Q: PointProbe<K> + ?Sized,
     {
         let i = self.position(key).ok()?;
         Some((self.keys.remove(i), self.vals.remove(i)))

@@ -10,7 +10,7 @@ use crate::error::{Error, Result};
 use crate::heap_size::HeapSize;
 use crate::leaf::Leaf;
 use crate::options::Options;
-use crate::probe::Probe;
+use crate::probe::{Fingerprint, PointProbe, Probe};
 use crate::stats::Stats;
 
 mod check;
@@ -82,7 +82,7 @@ impl<K, V, L> std::fmt::Debug for BpTree<K, V, L> {
 
 impl<K, V, L> BpTree<K, V, L>
 where
-    K: Ord + Clone + HeapSize,
+    K: Ord + Clone + HeapSize + Fingerprint,
     V: HeapSize,
     L: Leaf<K, V>,
 {
@@ -276,7 +276,7 @@ where
     #[inline]
     pub fn get<Q>(&self, key: &Q) -> Option<&V>
     where
-        Q: Probe<K> + ?Sized,
+        Q: PointProbe<K> + ?Sized,
     {
         self.leaves[self.leaf_for(key) as usize].leaf.get(key).map(|(_, v)| v)
     }
@@ -284,7 +284,7 @@ where
     /// The stored key and value of `key`.
     pub fn get_key_value<Q>(&self, key: &Q) -> Option<(&K, &V)>
     where
-        Q: Probe<K> + ?Sized,
+        Q: PointProbe<K> + ?Sized,
     {
         self.leaves[self.leaf_for(key) as usize].leaf.get(key)
     }
@@ -292,7 +292,7 @@ where
     /// Whether `key` is present.
     pub fn contains_key<Q>(&self, key: &Q) -> bool
     where
-        Q: Probe<K> + ?Sized,
+        Q: PointProbe<K> + ?Sized,
     {
         self.get(key).is_some()
     }
@@ -301,7 +301,7 @@ where
     /// `memory_usage` is to stay exact.
     pub fn get_mut<Q>(&mut self, key: &Q) -> Option<&mut V>
     where
-        Q: Probe<K> + ?Sized,
+        Q: PointProbe<K> + ?Sized,
     {
         let leaf = self.leaf_for(key);
         self.leaves[leaf as usize].leaf.get_mut(key)
@@ -490,7 +490,7 @@ where
 
 impl<K, V, L> Default for BpTree<K, V, L>
 where
-    K: Ord + Clone + HeapSize,
+    K: Ord + Clone + HeapSize + Fingerprint,
     V: HeapSize,
     L: Leaf<K, V>,
 {
@@ -501,7 +501,7 @@ where
 
 impl<K, V, L> Extend<(K, V)> for BpTree<K, V, L>
 where
-    K: Ord + Clone + HeapSize,
+    K: Ord + Clone + HeapSize + Fingerprint,
     V: HeapSize,
     L: Leaf<K, V>,
 {

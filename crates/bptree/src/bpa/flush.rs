@@ -3,7 +3,7 @@
 
 use super::*;
 
-impl<K: Ord + Default, V: Default> Bpa<K, V> {
+impl<K: Ord + Default + Fingerprint, V: Default> Bpa<K, V> {
     /// Sorts slots `[a, b)` by key, moving values along.
     pub(super) fn sort_slots(&mut self, a: usize, b: usize) {
         let n = b - a;
@@ -17,6 +17,9 @@ impl<K: Ord + Default, V: Default> Bpa<K, V> {
                 if j < i {
                     self.keys[j..=i].rotate_right(1);
                     self.vals[j..=i].rotate_right(1);
+                    if K::STORED {
+                        self.fps[j..=i].rotate_right(1);
+                    }
                 }
             }
             return;
@@ -112,14 +115,30 @@ impl<K: Ord + Default, V: Default> Bpa<K, V> {
     /// Case 2b: merge everything into sorted order and spread it evenly over all blocks.
     pub(super) fn redistribute(&mut self, stats: &mut Stats) {
         stats.redistributes += 1;
-        let mut all = Vec::with_capacity(self.len as usize);
-        self.drain_into(&mut all, stats);
-        let n = all.len();
-        self.place_sorted(all.into_iter(), n);
+        // The fingerprints travel with their entries: recomputing them was a sixth of a sequential insert, which
+        // redistributes its leaf every log's worth of inserts.
+        if K::STORED {
+            let mut all = Vec::with_capacity(self.len as usize);
+            self.drain_with(stats, |k, v, fp| all.push((k, v, fp)));
+            let n = all.len();
+            self.place_sorted(all.into_iter(), n);
+        } else {
+            // No digests: the narrower entries of the plain drain (a sequential load redistributes a whole leaf
+            // every log's worth of inserts, and wider entries cost it a third of its speed).
+            let mut all = Vec::with_capacity(self.len as usize);
+            self.drain_into(&mut all, stats);
+            let n = all.len();
+            self.place_sorted(all.into_iter().map(|(k, v)| (k, v, 0)), n);
+        }
     }
 
     /// Moves every entry in key order to `out`, leaving the leaf empty.
     pub(super) fn drain_into(&mut self, out: &mut Vec<(K, V)>, stats: &mut Stats) {
+        self.drain_with(stats, |k, v, _| out.push((k, v)));
+    }
+
+    /// Hands every entry with its fingerprint to `emit` in key order, leaving the leaf empty.
+    fn drain_with(&mut self, stats: &mut Stats, mut emit: impl FnMut(K, V, u8)) {
         self.sort_log(stats);
         let hl = self.header_len as usize;
         for b in 0..hl {
@@ -128,8 +147,12 @@ impl<K: Ord + Default, V: Default> Bpa<K, V> {
         // Two-finger merge of the sorted log with the blocks' sequence (h_0, block 0, h_1, block 1, ...).
         let log_n = self.log_len as usize;
         let mut li = 0;
-        let take = |this: &mut Self, slot: usize, out: &mut Vec<(K, V)>| {
-            out.push((mem::take(&mut this.keys[slot]), mem::take(&mut this.vals[slot])));
+        let mut take = |this: &mut Self, slot: usize| {
+            emit(
+                mem::take(&mut this.keys[slot]),
+                mem::take(&mut this.vals[slot]),
+                if K::STORED { this.fps[slot] } else { 0 },
+            );
         };
         for b in 0..hl {
             let h = self.hdr(b);
@@ -137,15 +160,15 @@ impl<K: Ord + Default, V: Default> Bpa<K, V> {
             let c = self.count(b);
             for slot in std::iter::once(h).chain(s..s + c) {
                 while li < log_n && self.keys[li] < self.keys[slot] {
-                    take(self, li, out);
+                    take(self, li);
                     li += 1;
                 }
-                take(self, slot, out);
+                take(self, slot);
             }
             self.counts[b] = 0;
         }
         while li < log_n {
-            take(self, li, out);
+            take(self, li);
             li += 1;
         }
         self.log_len = 0;
@@ -154,8 +177,9 @@ impl<K: Ord + Default, V: Default> Bpa<K, V> {
         self.log_sorted = true;
     }
 
-    /// Spreads `n` sorted entries evenly over the blocks. REQUIRES: empty; `n <= num_blocks * block_size`.
-    pub(super) fn place_sorted<I: Iterator<Item = (K, V)>>(&mut self, mut items: I, n: usize) {
+    /// Spreads `n` sorted entries, each with its key's fingerprint, evenly over the blocks.
+    /// REQUIRES: empty; `n <= num_blocks * block_size`; each fingerprint is its key's.
+    pub(super) fn place_sorted<I: Iterator<Item = (K, V, u8)>>(&mut self, mut items: I, n: usize) {
         debug_assert!(self.len == 0 && n <= self.num_blocks as usize * self.block_size as usize);
         let used = n.min(self.num_blocks as usize);
         if used == 0 {
@@ -168,10 +192,13 @@ impl<K: Ord + Default, V: Default> Bpa<K, V> {
             let h = self.hdr(b);
             let s = self.blk(b);
             for i in 0..cnt {
-                let Some((k, v)) = items.next() else { break };
+                let Some((k, v, fp)) = items.next() else { break };
                 let slot = if i == 0 { h } else { s + i - 1 };
                 self.keys[slot] = k;
                 self.vals[slot] = v;
+                if K::STORED {
+                    self.fps[slot] = fp;
+                }
             }
             self.counts[b] = (cnt - 1) as u16;
             self.set_sorted(b, true);
@@ -184,6 +211,9 @@ impl<K: Ord + Default, V: Default> Bpa<K, V> {
     pub(super) fn take_shifting(&mut self, slot: usize, end: usize) -> (K, V) {
         self.keys[slot..end].rotate_left(1);
         self.vals[slot..end].rotate_left(1);
+        if K::STORED {
+            self.fps[slot..end].rotate_left(1);
+        }
         (mem::take(&mut self.keys[end - 1]), mem::take(&mut self.vals[end - 1]))
     }
 

@@ -4,7 +4,7 @@
 
 use crate::heap_size::HeapSize;
 use crate::leaf::Leaf;
-use crate::probe::Probe;
+use crate::probe::{Fingerprint, PointProbe};
 use crate::stats::Stats;
 use crate::sync::Ordering;
 
@@ -12,14 +12,14 @@ use super::{ConcurrentBpTree, InternalNode, Node, WriteGuard, check_leaf};
 
 impl<K, V, L> ConcurrentBpTree<K, V, L>
 where
-    K: Ord + Clone + HeapSize,
+    K: Ord + Clone + HeapSize + Fingerprint,
     V: HeapSize,
     L: Leaf<K, V>,
 {
     /// Removes `key`; returns its value.
     pub fn remove<Q>(&self, key: &Q) -> Option<V>
     where
-        Q: Probe<K> + ?Sized,
+        Q: PointProbe<K> + ?Sized,
     {
         self.remove_entry(key).map(|(_, v)| v)
     }
@@ -27,7 +27,7 @@ where
     /// Removes `key`; returns the stored key and value.
     pub fn remove_entry<Q>(&self, key: &Q) -> Option<(K, V)>
     where
-        Q: Probe<K> + ?Sized,
+        Q: PointProbe<K> + ?Sized,
     {
         let mut local = Stats::default();
         let out = match self.remove_optimistic(key, &mut local) {
@@ -49,7 +49,7 @@ where
     #[allow(clippy::option_option)]
     fn remove_optimistic<Q>(&self, key: &Q, local: &mut Stats) -> Option<Option<(K, V)>>
     where
-        Q: Probe<K> + ?Sized,
+        Q: PointProbe<K> + ?Sized,
     {
         let (mut w, is_root) = self.write_leaf_optimistic(key);
         let Node::Leaf(l) = &mut *w else { unreachable!("write descent ends at a leaf") };
@@ -63,7 +63,7 @@ where
 
     fn remove_pessimistic<Q>(&self, key: &Q, local: &mut Stats) -> Option<(K, V)>
     where
-        Q: Probe<K> + ?Sized,
+        Q: PointProbe<K> + ?Sized,
     {
         let mut rp = Some(self.root.write());
         let root = rp.as_ref().map(|g| (**g).clone()).unwrap_or_else(|| unreachable!());

@@ -7,6 +7,7 @@ use std::ops::{Bound, RangeBounds};
 
 use crate::heap_size::HeapSize;
 use crate::leaf::{Leaf, above};
+use crate::probe::Fingerprint;
 use crate::stats::Stats;
 use crate::sync;
 
@@ -14,7 +15,7 @@ use super::{BATCH, ConcurrentBpTree, Node};
 
 impl<K, V, L> ConcurrentBpTree<K, V, L>
 where
-    K: Ord + Clone + HeapSize,
+    K: Ord + Clone + HeapSize + Fingerprint,
     V: HeapSize,
     L: Leaf<K, V>,
 {
@@ -164,7 +165,7 @@ fn key_of<K>(b: &Bound<K>) -> Option<&K> {
 
 impl<K, V, L> ConcurrentRange<'_, K, V, L>
 where
-    K: Ord + Clone + HeapSize,
+    K: Ord + Clone + HeapSize + Fingerprint,
     V: HeapSize + Clone,
     L: Leaf<K, V>,
 {
@@ -228,7 +229,7 @@ where
 
 impl<K, V, L> Iterator for ConcurrentRange<'_, K, V, L>
 where
-    K: Ord + Clone + HeapSize,
+    K: Ord + Clone + HeapSize + Fingerprint,
     V: HeapSize + Clone,
     L: Leaf<K, V>,
 {
@@ -250,7 +251,7 @@ where
 
 impl<K, V, L> DoubleEndedIterator for ConcurrentRange<'_, K, V, L>
 where
-    K: Ord + Clone + HeapSize,
+    K: Ord + Clone + HeapSize + Fingerprint,
     V: HeapSize + Clone,
     L: Leaf<K, V>,
 {

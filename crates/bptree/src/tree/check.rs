@@ -4,12 +4,13 @@ use std::ops::Bound;
 
 use crate::heap_size::HeapSize;
 use crate::leaf::Leaf;
+use crate::probe::Fingerprint;
 
 use super::{BpTree, NIL};
 
 impl<K, V, L> BpTree<K, V, L>
 where
-    K: Ord + Clone + HeapSize,
+    K: Ord + Clone + HeapSize + Fingerprint,
     V: HeapSize,
     L: Leaf<K, V>,
 {

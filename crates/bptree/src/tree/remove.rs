@@ -5,20 +5,20 @@ use std::mem;
 
 use crate::heap_size::HeapSize;
 use crate::leaf::Leaf;
-use crate::probe::Probe;
+use crate::probe::{Fingerprint, PointProbe};
 
 use super::{BpTree, Internal, NIL};
 
 impl<K, V, L> BpTree<K, V, L>
 where
-    K: Ord + Clone + HeapSize,
+    K: Ord + Clone + HeapSize + Fingerprint,
     V: HeapSize,
     L: Leaf<K, V>,
 {
     /// Removes `key`; returns its value.
     pub fn remove<Q>(&mut self, key: &Q) -> Option<V>
     where
-        Q: Probe<K> + ?Sized,
+        Q: PointProbe<K> + ?Sized,
     {
         self.remove_entry(key).map(|(_, v)| v)
     }
@@ -26,7 +26,7 @@ where
     /// Removes `key`; returns the stored key and value.
     pub fn remove_entry<Q>(&mut self, key: &Q) -> Option<(K, V)>
     where
-        Q: Probe<K> + ?Sized,
+        Q: PointProbe<K> + ?Sized,
     {
         let out = self.remove_rec(self.root, self.height, key)?;
         self.len -= 1;
@@ -42,7 +42,7 @@ where
 
     fn remove_rec<Q>(&mut self, node: u32, level: u32, key: &Q) -> Option<(K, V)>
     where
-        Q: Probe<K> + ?Sized,
+        Q: PointProbe<K> + ?Sized,
     {
         if level == 0 {
             let out = self.leaves[node as usize].leaf.remove(key, &mut self.stats);
