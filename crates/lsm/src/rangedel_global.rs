@@ -305,6 +305,12 @@ impl RangeDeleteStrategy for Instance {
 
     fn cover(&self, lo: &[u8], hi: Option<&[u8]>, snapshot: u64) -> Result<Option<Box<dyn RangeCover>>> {
         let c = self.read().cursor(lo, hi, snapshot).map_err(conv)?;
+        // Without records an iterator or compaction skips the per-entry check altogether (a scan of an index
+        // that never saw a range delete cost 5 % more than under local tombstones). Same answers: a cursor only
+        // sees the records present when it is made.
+        if c.is_empty() {
+            return Ok(None);
+        }
         Ok(Some(Box::new(CursorCover(c))))
     }
 
