@@ -412,15 +412,20 @@ fn table_options(o: &Options) -> TableOptions {
     }
 }
 
-fn apply_batch(mem: &MemTable, strategy: &dyn rangedel::RangeDeleteStrategy, b: &WriteBatch) -> Result<()> {
+/// Applies `b` to the memtable and the range-delete strategy; returns whether it held a range delete.
+fn apply_batch(mem: &MemTable, strategy: &dyn rangedel::RangeDeleteStrategy, b: &WriteBatch) -> Result<bool> {
+    let mut ranged = false;
     for (seq, op) in (b.seq()..).zip(b.iter()) {
         match op.map_err(|m| Error::corruption("write batch", m))? {
             Op::Put(k, v) => mem.add(seq, Kind::Value, k, v),
             Op::Delete(k) => mem.add(seq, Kind::Delete, k, &[]),
-            Op::DeleteRange(s, e) => strategy.record(mem, seq, s, e)?,
+            Op::DeleteRange(s, e) => {
+                strategy.record(mem, seq, s, e)?;
+                ranged = true;
+            }
         }
     }
-    Ok(())
+    Ok(ranged)
 }
 
 /// The live snapshots as flushes, compactions and the range-delete strategy read them: under the state lock,

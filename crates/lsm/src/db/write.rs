@@ -199,8 +199,10 @@ impl Inner {
             }
         }
         if !merged.is_empty() {
-            apply_batch(&mem, &*self.range_deletes, merged)?;
-            if self.range_deletes.maintenance_due() {
+            // Only a range delete fills the strategy's buffer; a GC plan that becomes ready wakes the flush thread
+            // itself (the read epochs' waker), so a group of plain writes need not ask.
+            let ranged = apply_batch(&mem, &*self.range_deletes, merged)?;
+            if ranged && self.range_deletes.maintenance_due() {
                 // Under the state lock, which the flush thread holds from its check to its wait: notified
                 // between the two, it would sleep through its next timeout with the index buffer full.
                 let _s = lock(&self.state);
