@@ -115,8 +115,7 @@ impl<K: Ord + Default + Fingerprint, V: Default> Bpa<K, V> {
     /// Case 2b: merge everything into sorted order and spread it evenly over all blocks.
     pub(super) fn redistribute(&mut self, stats: &mut Stats) {
         stats.redistributes += 1;
-        // The fingerprints travel with their entries: recomputing them was a sixth of a sequential insert, which
-        // redistributes its leaf every log's worth of inserts.
+        // The fingerprints travel with their entries instead of being hashed again, one per entry moved.
         if K::STORED {
             let mut all = Vec::with_capacity(self.len as usize);
             self.drain_with(stats, |k, v, fp| all.push((k, v, fp)));
