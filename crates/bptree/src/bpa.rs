@@ -32,7 +32,8 @@ pub use iter::BpaIter;
 /// search every insert of a new key makes) reads that block's digests, one cache line for 64 slots, and compares
 /// only the keys whose digest matches, about one in 256 of the others. A block of 32 `ByteKey`s spans twelve
 /// lines; in a memtable larger than the cache those scans were a quarter of a lookup (`docs/bptree.md`). Key types
-/// whose `Fingerprint::STORED` is false (integers) keep no digests: `fps` is empty and the scans compare keys.
+/// whose `Fingerprint::STORED` is false (integers of up to 64 bits) keep no digests: `fps` is empty and the scans
+/// compare keys.
 ///
 /// Occupancy is by counts (`log_len`, `header_len`, `counts[i]`), never by a reserved "empty" key: every key value
 /// is storable. Empty slots hold `Default` values, which is why the leaf needs `K: Default, V: Default` and moves
@@ -143,8 +144,15 @@ impl<K: Ord + Default + Fingerprint, V: Default> Bpa<K, V> {
     /// Puts an entry in slot `i`, with its fingerprint.
     #[inline]
     fn put_slot(&mut self, i: usize, key: K, value: V) {
+        let fp = if K::STORED { key.fingerprint() } else { 0 };
+        self.put_slot_with(i, key, value, fp);
+    }
+
+    /// Puts an entry in slot `i` whose fingerprint is known. REQUIRES: `fp` is `key`'s (or `!K::STORED`).
+    #[inline]
+    fn put_slot_with(&mut self, i: usize, key: K, value: V, fp: u8) {
         if K::STORED {
-            self.fps[i] = key.fingerprint();
+            self.fps[i] = fp;
         }
         self.keys[i] = key;
         self.vals[i] = value;
@@ -684,11 +692,11 @@ impl<K: Ord + Default + Fingerprint, V: Default> Leaf<K, V> for Bpa<K, V> {
         if logk.windows(2).any(|w| w[0] == w[1]) {
             return Err("log holds a duplicate key".into());
         }
-        let occupied = (0..log_n)
-            .chain((0..hl).map(|b| self.hdr(b)))
-            .chain((0..hl).flat_map(|b| self.blk(b)..self.blk(b) + self.count(b)));
-        for i in occupied.filter(|_| K::STORED) {
-            if self.fps[i] != self.keys[i].fingerprint() {
+        if K::STORED {
+            let occupied = (0..log_n)
+                .chain((0..hl).map(|b| self.hdr(b)))
+                .chain((0..hl).flat_map(|b| self.blk(b)..self.blk(b) + self.count(b)));
+            if let Some(i) = occupied.into_iter().find(|&i| self.fps[i] != self.keys[i].fingerprint()) {
                 return Err(format!("slot {i} holds a stale fingerprint"));
             }
         }

@@ -193,11 +193,7 @@ impl<K: Ord + Default + Fingerprint, V: Default> Bpa<K, V> {
             for i in 0..cnt {
                 let Some((k, v, fp)) = items.next() else { break };
                 let slot = if i == 0 { h } else { s + i - 1 };
-                self.keys[slot] = k;
-                self.vals[slot] = v;
-                if K::STORED {
-                    self.fps[slot] = fp;
-                }
+                self.put_slot_with(slot, k, v, fp);
             }
             self.counts[b] = (cnt - 1) as u16;
             self.set_sorted(b, true);
