@@ -72,6 +72,7 @@ fn options(rng: &mut SmallRng) -> IndexOptions {
             virtual_bits: 1 << rng.random_range(1..40),
             max_positions_per_range: rng.random_range(1..40),
             calibration_records: [0, 1, 5, 256][rng.random_range(0..4)],
+            stamp_bits: [1, 2, 4, 8][rng.random_range(0..4)],
             ..EstimatorOptions::default()
         },
     }
