@@ -200,16 +200,18 @@ impl Rae {
         }
     }
 
-    /// The slots of position `pos`: word index and bit shift of each of the `hashes` slots.
+    /// The slots of position `pos`: word index and bit shift of each of the `hashes` slots. Borrows nothing
+    /// of the RAE, so `set` can write words while iterating.
     #[inline]
-    fn slots_of(&self, pos: u64) -> impl Iterator<Item = (usize, u32)> + '_ {
+    fn slots_of(&self, pos: u64) -> impl Iterator<Item = (usize, u32)> + use<> {
+        let (slots, slot_shift, stamp_bits) = (self.slots, self.slot_shift, self.stamp_bits);
         let h1 = mix(pos);
         // The high bits pick the slot, so the step must reach them: a full-width odd step.
         let h2 = h1.rotate_left(32) | 1;
         (0..u64::from(self.hashes)).map(move |i| {
-            let b = reduce(h1.wrapping_add(i.wrapping_mul(h2)), self.slots);
-            let word = (b >> self.slot_shift) as usize;
-            let shift = ((b & ((1 << self.slot_shift) - 1)) as u32) * self.stamp_bits;
+            let b = reduce(h1.wrapping_add(i.wrapping_mul(h2)), slots);
+            let word = (b >> slot_shift) as usize;
+            let shift = ((b & ((1 << slot_shift) - 1)) as u32) * stamp_bits;
             (word, shift)
         })
     }
@@ -221,12 +223,7 @@ impl Rae {
     /// Raises each slot of `pos` to at least `stamp`.
     fn set(&mut self, pos: u64, stamp: u64) {
         let mask = self.mask();
-        let mut slots = [(0usize, 0u32); 16];
-        let n = self.hashes as usize;
-        for (dst, src) in slots.iter_mut().zip(self.slots_of(pos)) {
-            *dst = src;
-        }
-        for &(word, shift) in &slots[..n] {
+        for (word, shift) in self.slots_of(pos) {
             let w = &mut self.words[word];
             if (*w >> shift) & mask < stamp {
                 *w = (*w & !(mask << shift)) | (stamp << shift);

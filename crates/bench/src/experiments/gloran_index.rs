@@ -333,8 +333,9 @@ fn estimator_fpr(ctx: &Ctx, report: &mut Report) -> Result<()> {
         report.workload(&w, json!({"bits_per_range": bpr}));
         // The paper's filter (one bit a slot), then ours with sequence stamps (`EstimatorOptions::stamp_bits`,
         // the same slots at four times the memory).
-        let mut fpr = 0.0;
-        for (system, stamp_bits) in [("lsm-gloran-eve", 1), ("lsm-gloran-eve-stamped", 4)] {
+        for (system, stamp_bits, series) in
+            [("lsm-gloran-eve", 1, &mut ours), ("lsm-gloran-eve-stamped", 4, &mut stamped)]
+        {
             let opts = EstimatorOptions {
                 bits_per_range: bpr,
                 // The paper's proportion (2 M first capacity for 14 M ranges): the chain ends exactly full.
@@ -369,13 +370,8 @@ fn estimator_fpr(ctx: &Ctx, report: &mut Report) -> Result<()> {
                     ("memory_bytes", eve.bytes() as f64),
                 ],
             );
-            if stamp_bits == 1 {
-                fpr = rate;
-            } else {
-                stamped.push((f64::from(bpr), rate));
-            }
+            series.push((f64::from(bpr), rate));
         }
-        ours.push((f64::from(bpr), fpr));
         // Same bit budget, every key of every range inserted.
         let bits = n as u64 * u64::from(bpr);
         let k = ((f64::from(bpr) / 100.0 * std::f64::consts::LN_2).round() as u32).max(1);
