@@ -182,7 +182,7 @@ pub fn decode_payload(mut p: &[u8]) -> Result<Vec<Op>> {
 pub struct Replay {
     /// Batches in order.
     pub batches: Vec<Vec<Op>>,
-    /// Bytes after the last good record (a torn tail, or what salvage dropped).
+    /// Bytes after the last good record (a torn tail, or what salvage dropped), up to the last non-zero byte.
     pub dropped_bytes: u64,
     /// From [`read_log_salvaging`]: the corruption error a strict read gives, when the log was cut there instead.
     pub salvaged: Option<String>,
@@ -298,7 +298,10 @@ fn scan_log(buf: &[u8], path: &Path, tail_ok: bool) -> (Replay, Option<Error>) {
         }
         at += 8 + len;
     };
-    out.dropped_bytes = (buf.len() - at) as u64;
+    // Zeros past the last non-zero byte were never written: space a log reserves ahead of its appends
+    // (`vfs::Fs::create_log`) or sectors that never reached the media. They are not dropped data.
+    let written_end = buf.iter().rposition(|&b| b != 0).map_or(0, |p| p + 1).max(at);
+    out.dropped_bytes = (written_end - at) as u64;
     (out, damage)
 }
 
@@ -334,7 +337,7 @@ impl std::fmt::Debug for WalWriter {
 impl WalWriter {
     /// Creates log `number` in `dir` and makes its directory entry durable.
     pub fn create(fs: &dyn vfs::Fs, dir: &Path, number: u64) -> Result<Self> {
-        let file = fs.open(&dir.join(file_name(number)), vfs::OpenMode::CreateTruncate)?;
+        let file = fs.create_log(&dir.join(file_name(number)), vfs::OpenMode::CreateTruncate)?;
         fs.sync_dir(dir)?;
         Ok(WalWriter {
             number,
@@ -466,6 +469,34 @@ mod tests {
         let f = fs.open(Path::new("/w"), vfs::OpenMode::CreateNew).unwrap();
         f.write_all_at(bytes, 0).unwrap();
         read_log(&fs, Path::new("/w"), true).map(|r| r.batches)
+    }
+
+    /// The newest log as a killed process or a crash leaves it on real files: records, then zeros reserved
+    /// ahead of the appends (`vfs::Fs::create_log`). Every batch is read and the zeros are not dropped data.
+    #[test]
+    fn a_reserved_zero_tail_ends_the_newest_log_and_drops_nothing() {
+        use vfs::Fs;
+        let values: Vec<&[u8]> = vec![b"one", b"two", b"three"];
+        let (_, mut bytes) = log_of(&values, &[0], false);
+        let end = bytes.len();
+        bytes.resize(end + (64 << 10), 0);
+        let fs = vfs::MemFs::new();
+        fs.open(Path::new("/w"), vfs::OpenMode::CreateNew).unwrap().write_all_at(&bytes, 0).unwrap();
+        let r = read_log(&fs, Path::new("/w"), true).unwrap();
+        assert_eq!(r.batches.len(), 3);
+        assert_eq!(r.dropped_bytes, 0);
+        // A torn append before the zeros: its header and first bytes reached the media, its second sector did
+        // not. It is dropped, and counted up to its last written byte.
+        bytes.truncate(end);
+        assert!(end < 400, "the torn record must reach into the next sector");
+        bytes.extend_from_slice(&0x1234_5678u32.to_le_bytes());
+        bytes.extend_from_slice(&600u32.to_le_bytes());
+        bytes.extend_from_slice(&[0xCD; 100]);
+        bytes.resize(end + (64 << 10), 0);
+        fs.open(Path::new("/t"), vfs::OpenMode::CreateNew).unwrap().write_all_at(&bytes, 0).unwrap();
+        let r = read_log(&fs, Path::new("/t"), true).unwrap();
+        assert_eq!(r.batches.len(), 3);
+        assert_eq!(r.dropped_bytes, 108);
     }
 
     #[test]

@@ -279,6 +279,10 @@ impl LogReader {
                 return None;
             }
             let Some(hdr) = self.data.get(pos..pos + HEADER_SIZE) else {
+                // Zeros shorter than a header end the log as longer zero padding does (below).
+                if !in_record && self.data[pos..].iter().all(|&b| b == 0) {
+                    return None;
+                }
                 return self.damaged(pos, None, "short fragment header");
             };
             let crc = le_u32(hdr, 0).unwrap_or(0);
@@ -425,6 +429,29 @@ mod tests {
         let (got, dropped) = read(bad);
         assert_eq!(got, vec![recs[0].clone()]);
         assert!(dropped);
+    }
+
+    /// A WAL as a killed process or a crash leaves it on real files: records, then zeros reserved ahead of the
+    /// appends (`vfs::Fs::create_log`), at any offset in a block. The zeros are the clean end, also for the
+    /// checks of an older log; data after zeros is damage.
+    #[test]
+    fn a_reserved_zero_tail_is_the_clean_end() {
+        let recs = vec![vec![1u8; 1000], vec![2u8; 40_000], vec![3u8; 10]];
+        let data = write(&recs);
+        for pad in [1, 6, 7, 100, 64 << 10] {
+            let mut padded = data.clone();
+            padded.resize(data.len() + pad, 0);
+            let mut r = LogReader::from_bytes(padded.clone(), "log");
+            let mut got = Vec::new();
+            while let Some(rec) = r.next_record() {
+                got.push(rec.to_vec());
+            }
+            assert_eq!(got, recs, "pad {pad}");
+            assert!(r.tail_dropped().is_none() && r.check_complete().is_ok(), "pad {pad}");
+            padded.push(9);
+            let (got, dropped) = read(padded);
+            assert!(dropped && recs.starts_with(&got), "pad {pad}: data after the zeros");
+        }
     }
 
     /// Writes `recs`, syncing after the records whose index is in `syncs`, then sealing if asked.

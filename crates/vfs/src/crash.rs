@@ -320,13 +320,8 @@ impl CrashFs {
         lock_anyway(&self.shared.ns).pending.len()
     }
 
-    fn file(&self, inode: InodeRef, writable: bool) -> Arc<dyn File> {
-        Arc::new(CrashFile { inode, writable, shared: self.shared.clone() })
-    }
-}
-
-impl Fs for CrashFs {
-    fn open(&self, path: &Path, mode: OpenMode) -> Result<Arc<dyn File>> {
+    /// The inode `open` gives `path` under `mode`, creating or truncating as the mode says.
+    fn open_inode(&self, path: &Path, mode: OpenMode) -> Result<InodeRef> {
         let path = normalize(path);
         if matches!(mode, OpenMode::CreateNew | OpenMode::CreateOrOpen | OpenMode::CreateTruncate) {
             self.shared.admit()?;
@@ -361,7 +356,24 @@ impl Fs for CrashFs {
                 inode
             }
         };
-        Ok(self.file(inode, mode.writable()))
+        Ok(inode)
+    }
+
+    fn file(&self, inode: InodeRef, writable: bool) -> Arc<dyn File> {
+        Arc::new(CrashFile { inode, writable, shared: self.shared.clone() })
+    }
+}
+
+impl Fs for CrashFs {
+    fn open(&self, path: &Path, mode: OpenMode) -> Result<Arc<dyn File>> {
+        Ok(self.file(self.open_inode(path, mode)?, mode.writable()))
+    }
+
+    fn create_log(&self, path: &Path, mode: OpenMode) -> Result<Arc<dyn File>> {
+        crate::check_log_mode(mode)?;
+        let inode = self.open_inode(path, mode)?;
+        lock(&inode)?.log = true;
+        Ok(self.file(inode, true))
     }
 
     fn remove_file(&self, path: &Path) -> Result<()> {
@@ -610,6 +622,45 @@ mod tests {
         assert!(fs.snapshot().is_empty());
         fs.open(Path::new("f"), OpenMode::CreateNew).unwrap();
         assert_eq!(fs.rename(Path::new("f"), Path::new("")).unwrap_err().kind(), io::ErrorKind::IsADirectory);
+    }
+
+    /// A log's reservation: a crash after unsynced appends may leave zeros past the written bytes (as the OS file
+    /// system's reserved space), never after a sync; other files never grow so.
+    #[test]
+    fn a_crashed_log_may_keep_zeros_past_its_unsynced_appends() {
+        let fs = CrashFs::new();
+        let log = fs.create_log(Path::new("log"), OpenMode::CreateNew).unwrap();
+        let plain = fs.open(Path::new("plain"), OpenMode::CreateNew).unwrap();
+        fs.sync_dir(Path::new("")).unwrap();
+        for f in [&log, &plain] {
+            f.write_all_at(b"synced", 0).unwrap();
+            f.sync_data().unwrap();
+        }
+        for seed in 0..8 {
+            assert_eq!(crate::read_all(&fs.crash(seed), Path::new("log")).unwrap(), b"synced");
+        }
+        for f in [&log, &plain] {
+            f.write_all_at(b"+more", 6).unwrap();
+        }
+        let (mut padded, mut exact) = (0, 0);
+        for seed in 0..64 {
+            let c = fs.crash(seed);
+            let got = crate::read_all(&c, Path::new("log")).unwrap();
+            let written = got.iter().rposition(|&b| b != 0).map_or(0, |p| p + 1);
+            assert!(got[..written] == b"synced+more"[..written] && written >= 6, "{got:?}");
+            if got.len() > 11 {
+                assert!(got.len().is_multiple_of(64 << 10) && got[written..].iter().all(|&b| b == 0));
+                padded += 1;
+            } else {
+                exact += 1;
+            }
+            assert!(crate::read_all(&c, Path::new("plain")).unwrap().len() <= 11);
+        }
+        assert!(padded > 0 && exact > 0, "{padded} padded, {exact} exact");
+        assert_eq!(
+            fs.create_log(Path::new("x"), OpenMode::ReadWrite).unwrap_err().kind(),
+            io::ErrorKind::InvalidInput
+        );
     }
 
     #[test]

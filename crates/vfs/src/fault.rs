@@ -317,6 +317,12 @@ impl Fs for FaultFs {
         Ok(Arc::new(FaultFile { inner, path: path.to_path_buf(), shared: self.shared.clone() }))
     }
 
+    fn create_log(&self, path: &Path, mode: OpenMode) -> Result<Arc<dyn File>> {
+        self.shared.check(Op::Open, &[path])?;
+        let inner = self.inner.create_log(path, mode)?;
+        Ok(Arc::new(FaultFile { inner, path: path.to_path_buf(), shared: self.shared.clone() }))
+    }
+
     fn remove_file(&self, path: &Path) -> Result<()> {
         self.shared.check(Op::Remove, &[path])?;
         self.inner.remove_file(path)

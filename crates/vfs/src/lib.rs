@@ -25,6 +25,7 @@ pub mod crc32c;
 mod fault;
 mod mem;
 mod os;
+mod os_log;
 mod overlay;
 mod rng;
 mod sync_watch;
@@ -34,6 +35,7 @@ pub use crash::{CrashFs, CrashMode, CrashPoint, CrashStats, SECTOR_SIZE, is_cras
 pub use fault::{Fault, FaultFs, FaultKind, Op, Trigger};
 pub use mem::MemFs;
 pub use os::{OsFs, open_file_limit};
+pub use os_log::WINDOW as LOG_RESERVATION;
 pub use overlay::OverlayFs;
 pub use sync_watch::SyncFailures;
 
@@ -124,6 +126,18 @@ pub trait Fs: Send + Sync + Debug {
     /// Opens `path` as `mode` says.
     fn open(&self, path: &Path, mode: OpenMode) -> Result<Arc<dyn File>>;
 
+    /// Creates a file that its writer appends to, a log, as `open` does with `mode`, which must be
+    /// [`OpenMode::CreateNew`] or [`OpenMode::CreateTruncate`] (else `InvalidInput`). The file system may reserve
+    /// space ahead of the appends and write through a memory mapping ([`OsFs`] does). What the handle reports is
+    /// unchanged (`len` is the end of the furthest write, reads stop there, `sync_data` makes exactly the written
+    /// bytes and length durable), but after a crash a log with writes after its last sync may be longer than its
+    /// last write, the excess reading as zeros (`docs/vfs.md`, assumption 11). REQUIRES: whoever reads the file
+    /// after a crash takes an all-zero tail as its end.
+    fn create_log(&self, path: &Path, mode: OpenMode) -> Result<Arc<dyn File>> {
+        check_log_mode(mode)?;
+        self.open(path, mode)
+    }
+
     /// Removes a file. Durable only after [`Fs::sync_dir`] of its parent.
     fn remove_file(&self, path: &Path) -> Result<()>;
 
@@ -151,6 +165,17 @@ pub trait Fs: Send + Sync + Debug {
 /// The error an operation a file system lacks returns.
 pub fn unsupported(op: &str) -> io::Error {
     io::Error::new(io::ErrorKind::Unsupported, format!("{op} is not supported by this file system"))
+}
+
+/// `Fs::create_log`'s modes.
+pub(crate) fn check_log_mode(mode: OpenMode) -> Result<()> {
+    match mode {
+        OpenMode::CreateNew | OpenMode::CreateTruncate => Ok(()),
+        _ => Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("a log is created, not opened as {mode:?}"),
+        )),
+    }
 }
 
 /// Whether `e` is "no space left on device" (ENOSPC).

@@ -6,8 +6,9 @@ use std::io;
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::FileExt;
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard};
 
+use crate::os_log::MappedLog;
 use crate::{File, FileLock, Fs, OpenMode, Result};
 
 /// The process's soft limit on open files (`RLIMIT_NOFILE`), or `None` when it is unlimited or unknown. Engines
@@ -58,7 +59,20 @@ impl Fs for OsFs {
                 format!("{} is a directory", path.display()),
             ));
         }
-        Ok(Arc::new(OsFile { file }))
+        Ok(Arc::new(OsFile { file, log: None }))
+    }
+
+    fn create_log(&self, path: &Path, mode: OpenMode) -> Result<Arc<dyn File>> {
+        crate::check_log_mode(mode)?;
+        let mut o = fs::OpenOptions::new();
+        o.read(true).write(true);
+        if mode == OpenMode::CreateNew {
+            o.create_new(true);
+        } else {
+            o.create(true).truncate(true);
+        }
+        let file = o.open(path)?;
+        Ok(Arc::new(OsFile { file, log: Some(Mutex::new(MappedLog::new())) }))
     }
 
     fn remove_file(&self, path: &Path) -> Result<()> {
@@ -130,9 +144,17 @@ impl FileLock for OsLock {}
 #[derive(Debug)]
 struct OsFile {
     file: fs::File,
+    /// Set for a file made by `create_log`: appends go through a mapping (`os_log.rs`).
+    log: Option<Mutex<MappedLog>>,
 }
 
 impl OsFile {
+    fn log(&self) -> Option<MutexGuard<'_, MappedLog>> {
+        // A panic while the lock was held cannot leave the state inconsistent with the file in a way that
+        // matters more than the panic itself; go on with it.
+        self.log.as_ref().map(|m| m.lock().unwrap_or_else(|p| p.into_inner()))
+    }
+
     fn fallocate(&self, mode: libc::c_int, offset: u64, len: u64) -> Result<()> {
         let off = libc::off_t::try_from(offset).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
         let len = libc::off_t::try_from(len).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
@@ -151,31 +173,60 @@ impl OsFile {
 
 impl File for OsFile {
     fn read_at(&self, buf: &mut [u8], offset: u64) -> Result<usize> {
-        FileExt::read_at(&self.file, buf, offset)
+        match self.log() {
+            Some(log) => log.read_at(&self.file, buf, offset),
+            None => FileExt::read_at(&self.file, buf, offset),
+        }
     }
 
     fn write_all_at(&self, buf: &[u8], offset: u64) -> Result<()> {
-        FileExt::write_all_at(&self.file, buf, offset)
+        match self.log() {
+            Some(mut log) => log.write_all_at(&self.file, buf, offset),
+            None => FileExt::write_all_at(&self.file, buf, offset),
+        }
     }
 
     fn sync_data(&self) -> Result<()> {
-        self.file.sync_data()
+        match self.log() {
+            Some(mut log) => log.sync_data(&self.file),
+            None => self.file.sync_data(),
+        }
     }
 
     fn len(&self) -> Result<u64> {
-        Ok(self.file.metadata()?.len())
+        match self.log() {
+            Some(log) => Ok(log.len()),
+            None => Ok(self.file.metadata()?.len()),
+        }
     }
 
     fn set_len(&self, len: u64) -> Result<()> {
-        self.file.set_len(len)
+        match self.log() {
+            Some(mut log) => log.set_len(&self.file, len),
+            None => self.file.set_len(len),
+        }
     }
 
     fn insert_range(&self, offset: u64, len: u64) -> Result<()> {
+        if self.log.is_some() {
+            return Err(crate::unsupported("insert range in a log"));
+        }
         self.fallocate(libc::FALLOC_FL_INSERT_RANGE, offset, len)
     }
 
     fn collapse_range(&self, offset: u64, len: u64) -> Result<()> {
+        if self.log.is_some() {
+            return Err(crate::unsupported("collapse range in a log"));
+        }
         self.fallocate(libc::FALLOC_FL_COLLAPSE_RANGE, offset, len)
+    }
+}
+
+impl Drop for OsFile {
+    fn drop(&mut self) {
+        if let Some(mut log) = self.log() {
+            log.close(&self.file);
+        }
     }
 }
 

@@ -194,7 +194,7 @@ impl Db {
         }
         // A fresh WAL, then the MANIFEST that names it: the named WAL always exists.
         let wal_number = vs.new_file_number();
-        let wal_file = fs.open(&dir.join(filename::log_name(wal_number)), vfs::OpenMode::CreateNew)?;
+        let wal_file = fs.create_log(&dir.join(filename::log_name(wal_number)), vfs::OpenMode::CreateNew)?;
         fs.sync_dir(&dir)?;
         edit.log_number = Some(wal_number);
         edit.last_seq = Some(last_seq);

@@ -114,7 +114,7 @@ impl Inner {
             wal.writer.cut_failed_tail()?;
         }
         let number = lock(&self.versions).new_file_number();
-        let f = self.fs.open(&self.dir.join(filename::log_name(number)), vfs::OpenMode::CreateNew)?;
+        let f = self.fs.create_log(&self.dir.join(filename::log_name(number)), vfs::OpenMode::CreateNew)?;
         self.fs.sync_dir(&self.dir)?;
         *lock(&self.wal) = Some(Wal { writer: LogWriter::new(f, 0) });
         let mut s = lock(&self.state);

@@ -325,7 +325,9 @@ impl Inner {
                 if let Some(old) = w.as_mut() {
                     old.writer.sync()?;
                 }
-                let f = self.fs.open(&self.dir.join(filename::log_name(number)), vfs::OpenMode::CreateNew)?;
+                let f = self
+                    .fs
+                    .create_log(&self.dir.join(filename::log_name(number)), vfs::OpenMode::CreateNew)?;
                 self.fs.sync_dir(&self.dir)?;
                 Ok(Wal { writer: LogWriter::new(f, 0) })
             })();

@@ -10,6 +10,11 @@ use crate::rng::SplitMix64;
 /// The unit in which unsynced writes tear.
 pub const SECTOR_SIZE: u64 = 512;
 
+/// A log's reserved space, as a crash may leave it: its length rounds up to a multiple of this, zeros past its
+/// last write. (The OS file system reserves `LOG_RESERVATION`; readers cannot tell the sizes apart, and a small
+/// one keeps crash tests cheap.)
+const LOG_PAD: usize = 64 << 10;
+
 /// Files longer than this skip the per-change invariant check.
 #[cfg(any(test, feature = "invariants"))]
 const INVARIANT_CHECK_MAX_LEN: usize = 64 << 10;
@@ -54,6 +59,11 @@ pub(super) struct Inode {
     dirty: Ranges,
     /// Ranges whose writeback failed: marked clean, never made durable by a later sync.
     lost: Ranges,
+    /// Made by `create_log`: written to, it reserves space past its last write (zeros), which only a successful
+    /// sync cuts.
+    pub(super) log: bool,
+    /// A log written to since its last successful sync: a crash may leave its reservation.
+    reserved: bool,
 }
 
 impl Inode {
@@ -81,6 +91,7 @@ impl Inode {
     pub(super) fn write(&mut self, buf: &[u8], off: usize) -> Result<()> {
         let end = off.checked_add(buf.len()).ok_or_else(|| io::Error::other("write end overflows"))?;
         self.dirty.insert(off.min(self.cur.len()) as u64, end as u64);
+        self.reserved |= self.log;
         if self.cur.len() < end {
             self.cur.resize(end, 0);
         }
@@ -113,6 +124,7 @@ impl Inode {
             }
         }
         self.dirty = Ranges::default();
+        self.reserved = false;
         self.check();
     }
 
@@ -147,6 +159,16 @@ impl Inode {
 
     /// The bytes a crash leaves.
     pub(super) fn after_crash(&self, mode: CrashMode, rng: &mut SplitMix64) -> Vec<u8> {
+        let mut out = self.contents_after_crash(mode, rng);
+        // A log's reservation is a change of length like any other: unsynced, it may or may not have reached the
+        // media. A failed sync leaves it (the cut that sync made was not made durable either).
+        if self.reserved && matches!(mode, CrashMode::Seeded(_)) && rng.coin() {
+            out.resize((out.len() + 1).next_multiple_of(LOG_PAD), 0);
+        }
+        out
+    }
+
+    fn contents_after_crash(&self, mode: CrashMode, rng: &mut SplitMix64) -> Vec<u8> {
         let choice = match mode {
             CrashMode::DropUnsynced => 0,
             CrashMode::KeepUnsynced => 1,
