@@ -94,19 +94,7 @@ fn kill_dash_nine_without_sync_keeps_every_answered_write() {
     for engine in ["lsm", "flexdb"] {
         let tmp = tempfile::tempdir().unwrap();
         let dir = tmp.path().join("db");
-        let mut child = spawn_with(engine, &dir, &[]);
-        let mut stdin = child.stdin.take().unwrap();
-        let mut out = BufReader::new(child.stdout.take().unwrap());
-        let mut line = String::new();
-        for i in 0..N {
-            writeln!(stdin, "put key{i:05} value{i}").unwrap();
-            stdin.flush().unwrap();
-            line.clear();
-            out.read_line(&mut line).unwrap();
-            assert_eq!(line.trim(), "OK");
-        }
-        child.kill().unwrap();
-        child.wait().unwrap();
+        put_then_kill(spawn_with(engine, &dir, &[]), N);
         let zero_tailed = std::fs::read_dir(&dir)
             .unwrap()
             .map(|e| e.unwrap().path())
@@ -119,6 +107,22 @@ fn kill_dash_nine_without_sync_keeps_every_answered_write() {
         let want: Vec<String> = (0..N).map(|i| format!("key{i:05} value{i}")).collect();
         assert_eq!(keys, want, "{engine}");
     }
+}
+
+/// Puts `key{i:05} -> value{i}` for `i` in `0..n` through `child`, waiting for each `OK`, then kills it.
+fn put_then_kill(mut child: std::process::Child, n: u32) {
+    let mut stdin = child.stdin.take().unwrap();
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    for i in 0..n {
+        writeln!(stdin, "put key{i:05} value{i}").unwrap();
+        stdin.flush().unwrap();
+        line.clear();
+        out.read_line(&mut line).unwrap();
+        assert_eq!(line.trim(), "OK");
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
 }
 
 /// Runs `rangedb kv exec` on `dir` with `args`, feeding `input`; returns (success, stdout, stderr).
@@ -145,19 +149,7 @@ fn wal_damage_is_refused_or_salvaged_on_request() {
     for engine in ["lsm", "flexdb"] {
         let tmp = tempfile::tempdir().unwrap();
         let dir = tmp.path().join("db");
-        let mut child = spawn_engine(engine, &dir, &[]);
-        let mut stdin = child.stdin.take().unwrap();
-        let mut out = BufReader::new(child.stdout.take().unwrap());
-        let mut line = String::new();
-        for i in 0..200u32 {
-            writeln!(stdin, "put key{i:05} value{i}").unwrap();
-            stdin.flush().unwrap();
-            line.clear();
-            out.read_line(&mut line).unwrap();
-            assert_eq!(line.trim(), "OK");
-        }
-        child.kill().unwrap();
-        child.wait().unwrap();
+        put_then_kill(spawn_engine(engine, &dir, &[]), 200);
         let wal = std::fs::read_dir(&dir)
             .unwrap()
             .map(|e| e.unwrap().path())

@@ -193,8 +193,8 @@ pub struct Replay {
 /// retired log, which was synced whole.
 pub fn read_log(fs: &dyn vfs::Fs, path: &Path, tail_ok: bool) -> Result<Replay> {
     match scan_log(&vfs::read_all(fs, path)?, path, tail_ok) {
-        (_, Some(e)) => Err(e),
-        (replay, None) => Ok(replay),
+        (_, Some(e), _) => Err(e),
+        (replay, None, _) => Ok(replay),
     }
 }
 
@@ -207,9 +207,8 @@ pub fn read_log(fs: &dyn vfs::Fs, path: &Path, tail_ok: bool) -> Result<Replay> 
 /// (corruption). One whose own record is the damaged one cannot be seen; its delete stays applied.
 pub fn read_log_salvaging(fs: &dyn vfs::Fs, path: &Path, tail_ok: bool) -> Result<Replay> {
     let buf = vfs::read_all(fs, path)?;
-    let (mut replay, damage) = scan_log(&buf, path, tail_ok);
+    let (mut replay, damage, at) = scan_log(&buf, path, tail_ok);
     if let Some(e) = damage {
-        let at = buf.len() - replay.dropped_bytes as usize;
         refuse_if_range_delete(&buf, at + 1, path, &e)?;
         replay.salvaged = Some(e.to_string());
     }
@@ -253,9 +252,9 @@ fn refuse_if_range_delete(
     Ok(())
 }
 
-/// The batches of a log image up to its end or its first bad record, and the corruption error for that record
-/// when it cannot be a torn tail (see [`read_log`]).
-fn scan_log(buf: &[u8], path: &Path, tail_ok: bool) -> (Replay, Option<Error>) {
+/// The batches of a log image up to its end or its first bad record, the corruption error for that record when
+/// it cannot be a torn tail (see [`read_log`]), and the offset where reading stopped.
+fn scan_log(buf: &[u8], path: &Path, tail_ok: bool) -> (Replay, Option<Error>, usize) {
     let mut out = Replay::default();
     let mut at = 0usize;
     let damage = loop {
@@ -302,7 +301,7 @@ fn scan_log(buf: &[u8], path: &Path, tail_ok: bool) -> (Replay, Option<Error>) {
     // (`vfs::Fs::create_log`) or sectors that never reached the media. They are not dropped data.
     let written_end = buf.iter().rposition(|&b| b != 0).map_or(0, |p| p + 1).max(at);
     out.dropped_bytes = (written_end - at) as u64;
-    (out, damage)
+    (out, damage, at)
 }
 
 /// The open log being appended to.
@@ -497,6 +496,27 @@ mod tests {
         let r = read_log(&fs, Path::new("/t"), true).unwrap();
         assert_eq!(r.batches.len(), 3);
         assert_eq!(r.dropped_bytes, 108);
+    }
+
+    /// Point-in-time recovery looks for range deletes after the damage, from where reading stopped. It took
+    /// that offset as the file's length less the dropped bytes, which stopped being it once zeros past the last
+    /// written byte were not counted as dropped: with a reserved zero tail the search started past the range
+    /// delete and the salvage dropped it, keeping its effect in the table without the writes before it.
+    #[test]
+    fn regression_salvage_finds_a_range_delete_after_damage_in_a_zero_tailed_log() {
+        use vfs::Fs;
+        let fs = vfs::MemFs::new();
+        let mut w = WalWriter::create(&fs, Path::new("/"), 1).unwrap();
+        w.append_batch(&[Op::Put(b"a".as_slice().into(), b"1".as_slice().into())], false).unwrap();
+        let first = w.bytes_written as usize;
+        w.append_batch(&[Op::Put(b"b".as_slice().into(), b"2".as_slice().into())], false).unwrap();
+        w.append_batch(&[Op::DeleteRange(b"a".as_slice().into(), b"z".as_slice().into())], false).unwrap();
+        let mut bytes = vfs::read_all(&fs, &Path::new("/").join(file_name(1))).unwrap();
+        bytes[first + 10] ^= 0x40;
+        bytes.resize(bytes.len() + (64 << 10), 0);
+        fs.open(Path::new("/d"), vfs::OpenMode::CreateNew).unwrap().write_all_at(&bytes, 0).unwrap();
+        let e = read_log_salvaging(&fs, Path::new("/d"), true).unwrap_err();
+        assert!(e.to_string().contains("range delete"), "{e}");
     }
 
     #[test]

@@ -150,8 +150,8 @@ struct OsFile {
 
 impl OsFile {
     fn log(&self) -> Option<MutexGuard<'_, MappedLog>> {
-        // A panic while the lock was held cannot leave the state inconsistent with the file in a way that
-        // matters more than the panic itself; go on with it.
+        // Nothing in a holder panics between a change to the file and the state's record of it, so a poisoned
+        // lock still describes the file; go on with it.
         self.log.as_ref().map(|m| m.lock().unwrap_or_else(|p| p.into_inner()))
     }
 
