@@ -6,6 +6,7 @@ use std::ops::Bound;
 
 use crate::leaf::{Leaf, above, below};
 use crate::options::Options;
+use crate::prefetch;
 use crate::probe::{Fingerprint, PointProbe, Probe};
 use crate::stats::Stats;
 
@@ -176,6 +177,8 @@ impl<K: Ord + Default + Fingerprint, V: Default> Bpa<K, V> {
             }
             while m != 0 {
                 let s = from + 64 * c + m.trailing_zeros() as usize;
+                // A digest match is the key all but once in 256: fetch its value's line alongside the key's.
+                prefetch::line(self.vals.as_ptr().wrapping_add(s));
                 if key.eq_to(&self.keys[s]) {
                     return Some(s);
                 }
@@ -212,6 +215,13 @@ impl<K: Ord + Default + Fingerprint, V: Default> Bpa<K, V> {
     {
         // Log and blocks are disjoint (see the type comment), so the order of the searches does not matter for
         // correctness; the blocks hold almost every entry, so looking there first skips the log scan on most hits.
+        // The header search's lines, the counts and the log's digests are asked for together: in a cold leaf they
+        // were misses taken one after another.
+        prefetch::slice(self.headers());
+        prefetch::line(self.counts.as_ptr());
+        if K::STORED {
+            prefetch::line(self.fps.as_ptr());
+        }
         let fp = if K::STORED { key.key_fingerprint() } else { 0 };
         if let Some(slot) = self.find_in_blocks(key, fp) {
             return Some(slot);
@@ -225,11 +235,15 @@ impl<K: Ord + Default + Fingerprint, V: Default> Bpa<K, V> {
         Q: PointProbe<K> + ?Sized,
     {
         let b = self.block_of(key)?;
+        let start = self.blk(b);
+        if K::STORED {
+            // The block's digests do not depend on its count, which is another line: load both at once.
+            prefetch::slice(&self.fps[start..start + self.block_size as usize]);
+        }
         let h = self.hdr(b);
         if key.eq_to(&self.keys[h]) {
             return Some(h);
         }
-        let start = self.blk(b);
         if !K::STORED && self.block_sorted(b) {
             let slots = &self.keys[start..start + self.count(b)];
             return slots.binary_search_by(|k| key.cmp_to(k).reverse()).ok().map(|s| start + s);
@@ -341,7 +355,8 @@ impl<K: Ord + Default + Fingerprint, V: Default> Leaf<K, V> for Bpa<K, V> {
 
     fn insert_new(&mut self, key: K, value: V, stats: &mut Stats) {
         let j = self.log_len as usize;
-        if j > 0 && self.keys[j - 1] > key {
+        // Once unsorted the log stays so until it is sorted or flushed: skip the comparison (a cold line).
+        if self.log_sorted && j > 0 && self.keys[j - 1] > key {
             self.log_sorted = false;
         }
         self.put_slot(j, key, value);

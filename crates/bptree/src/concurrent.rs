@@ -14,6 +14,7 @@ use crate::frozen::FrozenBpTree;
 use crate::heap_size::HeapSize;
 use crate::leaf::Leaf;
 use crate::options::Options;
+use crate::prefetch;
 use crate::probe::{Fingerprint, PointProbe, Probe};
 use crate::stats::Stats;
 use crate::sync::{ArcReadGuard, ArcWriteGuard, AtomicUsize, Mutex, Ordering, RwLock};
@@ -199,6 +200,7 @@ where
             let next = match &*g {
                 Node::Leaf(_) => return g,
                 Node::Internal(n) => {
+                    prefetch::slice(&n.keys);
                     let idx = key.map_or(0, |k| n.keys.partition_point(|p| k.cmp_to(p).is_ge()));
                     n.children[idx].read_arc()
                 }
@@ -257,6 +259,7 @@ where
         let mut g = g;
         loop {
             let Node::Internal(n) = &*g else { unreachable!("a read descent stops above the leaves") };
+            prefetch::slice(&n.keys);
             let idx = n.keys.partition_point(|p| key.cmp_to(p).is_ge());
             let child = n.children[idx].clone();
             if n.leaf_children {

@@ -84,6 +84,7 @@ mod heap_size;
 mod iter;
 mod leaf;
 mod options;
+mod prefetch;
 mod probe;
 mod sorted_leaf;
 mod stats;

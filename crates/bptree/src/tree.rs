@@ -10,6 +10,7 @@ use crate::error::{Error, Result};
 use crate::heap_size::HeapSize;
 use crate::leaf::Leaf;
 use crate::options::Options;
+use crate::prefetch;
 use crate::probe::{Fingerprint, PointProbe, Probe};
 use crate::stats::Stats;
 
@@ -254,6 +255,7 @@ where
         let mut node = self.root;
         for _ in 0..self.height {
             let n = &self.nodes[node as usize];
+            prefetch::slice(&n.keys);
             let idx = n.keys.partition_point(|k| key.cmp_to(k).is_ge());
             node = n.children[idx];
         }
@@ -355,6 +357,7 @@ where
             return (old, Some((pivot, right)));
         }
         let n = &self.nodes[node as usize];
+        prefetch::slice(&n.keys);
         let idx = n.keys.partition_point(|k| *k <= key);
         let child = n.children[idx];
         let (old, split) = self.insert_rec(child, level - 1, key, value);

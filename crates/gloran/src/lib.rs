@@ -21,6 +21,7 @@ mod index;
 mod inline_key;
 pub mod node;
 mod options;
+mod prefetch;
 pub mod rtree;
 mod stats;
 

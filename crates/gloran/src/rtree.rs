@@ -21,6 +21,7 @@
 
 use crate::area::{Area, key_prefix_u64};
 use crate::inline_key::InlineKey;
+use crate::prefetch;
 
 /// Most entries per node.
 pub const MAX_ENTRIES: usize = 16;
@@ -465,16 +466,24 @@ impl RTree {
                     .iter()
                     .find(|a| a.seq <= snap && a.covers(key, lo) && a.covers(key, hi))
                     .map(|a| a.seq),
-                Node::Inner(inner) => inner
-                    .children
-                    .iter()
-                    .zip(&inner.rects)
-                    .filter(|((m, _), r)| {
-                        p.is_none_or(|p| r.may_hold(p))
+                Node::Inner(inner) => {
+                    // Every child that may hold a cover is chosen, and its node asked for, before the first is
+                    // walked: a probe walks about two paths, and the second's loads then overlap the first's.
+                    let mut next: [Option<&Node>; MAX_ENTRIES + 1] = [None; MAX_ENTRIES + 1];
+                    let mut n = 0;
+                    prefetch::slice(&inner.rects);
+                    for ((m, c), r) in inner.children.iter().zip(&inner.rects) {
+                        if p.is_none_or(|p| r.may_hold(p))
                             && m.may_cover(key, lo, snap)
                             && m.may_cover(key, hi, snap)
-                    })
-                    .find_map(|((_, c), _)| walk(c, key, band, snap, p, visited)),
+                        {
+                            prefetch::line(&**c);
+                            next[n] = Some(c);
+                            n += 1;
+                        }
+                    }
+                    next[..n].iter().flatten().find_map(|c| walk(c, key, band, snap, p, visited))
+                }
             }
         }
         if self.len == 0 || lo > hi {
