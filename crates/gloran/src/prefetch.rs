@@ -2,8 +2,8 @@
 //!
 //! Why: a probe of a buffer larger than the cache is a chain of dependent misses, one node after another, and it
 //! walks about two paths. Asking for every child it will visit before walking the first lets the second path's
-//! misses overlap the first's (`docs/gloran.md`, session 43). The same ten lines serve the BP-tree; they are
-//! repeated rather than shared because neither crate depends on the other.
+//! misses overlap the first's (`docs/gloran.md`, session 43). The BP-tree has the same module; it is repeated
+//! rather than shared because neither crate depends on the other.
 //!
 //! A prefetch is only a hint: it never faults, whatever the address, and changes no value a program can observe.
 

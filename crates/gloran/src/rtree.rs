@@ -469,6 +469,7 @@ impl RTree {
                 Node::Inner(inner) => {
                     // Every child that may hold a cover is chosen, and its node asked for, before the first is
                     // walked: a probe walks about two paths, and the second's loads then overlap the first's.
+                    // A node holds at most MAX_ENTRIES children between inserts (one more only inside a split).
                     let mut next: [Option<&Node>; MAX_ENTRIES + 1] = [None; MAX_ENTRIES + 1];
                     let mut n = 0;
                     prefetch::slice(&inner.rects);
