@@ -84,7 +84,7 @@ mod heap_size;
 mod iter;
 mod leaf;
 mod options;
-mod prefetch;
+pub mod prefetch;
 mod probe;
 mod sorted_leaf;
 mod stats;

@@ -39,20 +39,11 @@ fn kill_dash_nine_loses_no_acknowledged_write() {
         let mut child = spawn(&dir);
         let mut stdin = child.stdin.take().unwrap();
         let mut out = BufReader::new(child.stdout.take().unwrap());
-        let mut line = String::new();
         for i in 0..600u32 {
-            writeln!(stdin, "put key{i:05} value{i}").unwrap();
-            stdin.flush().unwrap();
-            line.clear();
-            out.read_line(&mut line).unwrap();
-            assert_eq!(line.trim(), "OK");
+            ask_ok(&mut stdin, &mut out, &format!("put key{i:05} value{i}"));
             acked = i + 1;
             if i == 300 {
-                writeln!(stdin, "delrange key00100 key00200").unwrap();
-                stdin.flush().unwrap();
-                line.clear();
-                out.read_line(&mut line).unwrap();
-                assert_eq!(line.trim(), "OK");
+                ask_ok(&mut stdin, &mut out, "delrange key00100 key00200");
             }
         }
         // More writes in flight, then SIGKILL without waiting for their answers.
@@ -113,16 +104,20 @@ fn kill_dash_nine_without_sync_keeps_every_answered_write() {
 fn put_then_kill(mut child: std::process::Child, n: u32) {
     let mut stdin = child.stdin.take().unwrap();
     let mut out = BufReader::new(child.stdout.take().unwrap());
-    let mut line = String::new();
     for i in 0..n {
-        writeln!(stdin, "put key{i:05} value{i}").unwrap();
-        stdin.flush().unwrap();
-        line.clear();
-        out.read_line(&mut line).unwrap();
-        assert_eq!(line.trim(), "OK");
+        ask_ok(&mut stdin, &mut out, &format!("put key{i:05} value{i}"));
     }
     child.kill().unwrap();
     child.wait().unwrap();
+}
+
+/// Sends `cmd` and waits for its answer, which must be `OK`.
+fn ask_ok(stdin: &mut impl Write, out: &mut impl BufRead, cmd: &str) {
+    writeln!(stdin, "{cmd}").unwrap();
+    stdin.flush().unwrap();
+    let mut line = String::new();
+    out.read_line(&mut line).unwrap();
+    assert_eq!(line.trim(), "OK", "{cmd}");
 }
 
 /// Runs `rangedb kv exec` on `dir` with `args`, feeding `input`; returns (success, stdout, stderr).

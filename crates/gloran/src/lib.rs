@@ -21,7 +21,6 @@ mod index;
 mod inline_key;
 pub mod node;
 mod options;
-mod prefetch;
 pub mod rtree;
 mod stats;
 

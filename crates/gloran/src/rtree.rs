@@ -21,7 +21,7 @@
 
 use crate::area::{Area, key_prefix_u64};
 use crate::inline_key::InlineKey;
-use crate::prefetch;
+use bptree::prefetch;
 
 /// Most entries per node.
 pub const MAX_ENTRIES: usize = 16;
