@@ -51,8 +51,9 @@ use crate::area::{Area, project_after};
 pub struct EstimatorOptions {
     /// Bloom bits per range record (default 10, the paper's setting).
     pub bits_per_range: u32,
-    /// Records the first RAE holds before a new one (of twice the capacity) takes over. The paper's default is
-    /// 0.8 M; ours is 64 Ki so a small database does not allocate a megabyte up front.
+    /// Records the first RAE holds before a new one (of twice the capacity) takes over (default 4 Ki; the
+    /// paper's is 0.8 M). Small, because an RAE's stamp epochs are a fifteenth of its capacity each: finer
+    /// epochs tell more rewritten entries from the deletes before them (`docs/gloran.md`, session 44).
     pub first_capacity: u64,
     /// Positions of the first RAE's virtual bit array when `calibration_records` is 0 (default 2^32).
     pub virtual_bits: u64,
@@ -75,7 +76,7 @@ impl Default for EstimatorOptions {
     fn default() -> Self {
         EstimatorOptions {
             bits_per_range: 10,
-            first_capacity: 64 << 10,
+            first_capacity: 4 << 10,
             virtual_bits: 1 << 32,
             universe_min: 0,
             universe_max: u64::MAX,
