@@ -1,10 +1,10 @@
 //! The entry validity estimator, EVE (§4.3): a chain of range-aware estimators (RAEs).
 //!
 //! An RAE answers "might a range record cover this key?" with no false negatives. A linear scaling maps the key
-//! universe (keys projected to their first 8 bytes, big-endian, see `area::project_after`: the bytes after the keys' common prefix) onto a *virtual bit
-//! array* of `virtual_bits` positions; a record `[start, end)` occupies the positions from `scale(start)` to
-//! `scale(end)` inclusive, and those positions (not keys) are inserted into a Bloom filter. A lookup scales its key
-//! and probes one position. Because the projection and the scaling are monotone, every key of a record maps into
+//! universe (keys projected to their first 8 bytes past the keys' common prefix, big-endian, see
+//! `area::project_after`) onto a *virtual bit array* of `virtual_bits` positions; a record `[start, end)`
+//! occupies the positions from `scale(start)` to `scale(end)` inclusive, and those positions (not keys) are
+//! inserted into a Bloom filter. A lookup scales its key and probes one position. Because the projection and the scaling are monotone, every key of a record maps into
 //! the record's positions: no false negatives, by construction (and by property test).
 //!
 //! Records so wide that they would occupy more than `max_positions_per_range` positions are not spread into the
