@@ -66,6 +66,10 @@ pub struct SyntheticArgs {
     /// Blocks per volume that writes land in.
     #[arg(long, default_value_t = 1 << 20)]
     pub working_set_blocks: u64,
+    /// Fraction of single writes that rewrite an earlier single write in place (0.8 reproduces the paper's
+    /// lightweight-GC effectiveness).
+    #[arg(long, default_value_t = 0.0)]
+    pub rewrite_fraction: f64,
     /// Seed of the trace.
     #[arg(long, default_value_t = 42)]
     pub seed: u64,
@@ -84,6 +88,7 @@ impl SyntheticArgs {
             read_at_cw_start: self.read_at_cw_start,
             read_near_cw_start: self.read_at_cw_start.max(SyntheticOptions::default().read_near_cw_start),
             working_set_blocks: self.working_set_blocks,
+            rewrite_fraction: self.rewrite_fraction,
             ..SyntheticOptions::default()
         }
     }

@@ -382,6 +382,8 @@ impl<V: RangeValue, I: InternalIndex<LeafId>> Rask<V, I> {
         self.ranges = ranges;
         if freed > 0 {
             self.stats.gc_reclaimed += freed as u64;
+            self.stats.gc_lightweight_freed += 1;
+            self.stats.gc_reclaimed_lightweight += freed as u64;
             self.leaf_mut(id).compact(&dead);
         }
         self.dead = dead;

@@ -136,6 +136,48 @@ fn writes_overlap_so_indexes_see_overwrites() {
     }
 }
 
+/// Share of a trace's writes that repeat an earlier write of their volume block for block.
+fn exact_repeat_share(ops: &[BlockOp]) -> f64 {
+    let mut seen = std::collections::HashSet::new();
+    let (mut writes, mut repeats) = (0u64, 0u64);
+    for op in ops.iter().filter(|o| o.is_write()) {
+        writes += 1;
+        if !seen.insert((op.volume, op.first_block, op.last_block)) {
+            repeats += 1;
+        }
+    }
+    repeats as f64 / writes as f64
+}
+
+/// Rewrites in place: `rewrite_fraction` of the single writes repeat an earlier single write exactly, and the
+/// published statistics still hold (a rewrite repeats a length drawn from the same distribution, and it stays a
+/// single write).
+#[test]
+fn rewrites_in_place_repeat_earlier_single_writes() {
+    for_each_seed(|seed| {
+        let base = SyntheticOptions {
+            seed,
+            ops: 100_000 * scale(),
+            write_ratio: 0.9,
+            ..SyntheticOptions::default()
+        };
+        let (ops, _) = measure(&base);
+        let none = exact_repeat_share(&ops);
+        assert!(none < 0.01, "{none} of the writes repeat one without rewrites");
+        for f in [0.3, 0.8] {
+            let opts = SyntheticOptions { rewrite_fraction: f, ..base.clone() };
+            check(&opts);
+            let (ops, _) = measure(&opts);
+            let want = (1.0 - opts.long_cw_ratio) * f;
+            let got = exact_repeat_share(&ops) - none;
+            assert!(
+                (got - want).abs() < 0.015,
+                "rewrite_fraction {f}: {got} of the writes repeat, want {want}"
+            );
+        }
+    });
+}
+
 /// The range-length sweep: averages up to the write cap are met exactly, the cap notwithstanding.
 #[test]
 fn long_average_writes_under_a_cap() {
@@ -231,6 +273,8 @@ fn invalid_options_are_rejected() {
         SyntheticOptions { cw_window_writes: 0, ..SyntheticOptions::default() },
         SyntheticOptions { read_near_cw_start: 0.99, read_far_cw_start: 0.02, ..SyntheticOptions::default() },
         SyntheticOptions { avg_write_blocks: f64::NAN, ..SyntheticOptions::default() },
+        SyntheticOptions { rewrite_fraction: 1.0, ..SyntheticOptions::default() },
+        SyntheticOptions { rewrite_fraction: -0.1, ..SyntheticOptions::default() },
     ];
     for opts in bad {
         assert!(SyntheticTrace::new(opts.clone()).is_err(), "{opts:?}");

@@ -27,8 +27,10 @@
 //! Settings: `--set ops=N` (operations per workload), `--set space=N` (working set in blocks), `--set reps=N`
 //! (replays per system, best kept; default 3),
 //! `--set systems=a,b` and `--set workloads=prefix,...` to run a subset; `--set breakdown=1` adds a note per
-//! workload with RASK's latency by operation class (get, append, lightweight GC, normal GC, split, merge/resplit).
-//! The concurrent workloads note every run's RASK throughput and its median.
+//! workload with RASK's latency by operation class (get, append, lightweight GC, normal GC, split, merge/resplit);
+//! `--set rewrite=F` makes that fraction of the synthetic traces' single writes rewrite an earlier one in place
+//! (`SyntheticOptions::rewrite_fraction`, default 0; 0.8 gives the paper's lightweight-GC effectiveness) in the
+//! `ebs-*` and `wr-*` workloads. The concurrent workloads note every run's RASK throughput and its median.
 
 mod peers;
 
@@ -372,13 +374,13 @@ impl Experiment for RaskBench {
     }
 
     fn settings(&self) -> &'static [&'static str] {
-        &["breakdown", "ops", "reps", "space", "systems", "workloads"]
+        &["breakdown", "ops", "reps", "rewrite", "space", "systems", "workloads"]
     }
 
     fn about(&self) -> &'static str {
         "RASK vs btreemap-per-block, btreemap-eager/lazy, rangemap, interval-tree: synthetic EBS write/read-heavy, \
          range-length and read/write sweeps, 1-2 threads; throughput, P99-P99.99, memory; --set ops=N space=N \
-         reps=N systems=a,b workloads=prefix,..."
+         reps=N rewrite=F systems=a,b workloads=prefix,..."
     }
 
     fn run(&self, ctx: &Ctx) -> Result<Report> {
@@ -387,6 +389,9 @@ impl Experiment for RaskBench {
         let space: u64 = ctx.setting_min("space", 1u64 << 20, 1)?;
         let reps: usize = ctx.setting_min("reps", 3, 1)?;
         let breakdown: bool = ctx.setting::<u8>("breakdown", 0)? != 0;
+        let rewrite: f64 =
+            ctx.setting("rewrite", workloads::traces::SyntheticOptions::default().rewrite_fraction)?;
+        workloads::traces::SyntheticOptions { rewrite_fraction: rewrite, ..Default::default() }.validate()?;
         let systems: Vec<&str> = ["rask", "rask-btree-internal"].into_iter().chain(PEERS).collect();
         let only = ctx.list("systems", &systems, &systems, false)?;
         // Workload names: the two synthetic traces (and their `/Nt` concurrent runs), the sweeps `len-N` and
@@ -408,12 +413,14 @@ impl Experiment for RaskBench {
             if !run_wl(name) {
                 continue;
             }
+            let syn = workloads::traces::SyntheticOptions { rewrite_fraction: rewrite, ..syn };
             report.workload(
                 name,
                 json!({"generator": "workloads SyntheticTrace, 1 volume, I/O compaction 128 blocks",
                        "write_ratio": syn.write_ratio, "avg_write_blocks": syn.avg_write_blocks,
                        "long_cw_ratio": syn.long_cw_ratio, "read_at_cw_start": syn.read_at_cw_start,
-                       "working_set_blocks": syn.working_set_blocks, "ops": n, "seed": ctx.seed}),
+                       "working_set_blocks": syn.working_set_blocks, "rewrite_fraction": syn.rewrite_fraction,
+                       "ops": n, "seed": ctx.seed}),
             );
             let ops = synthetic_ebs(ctx.seed, n, syn, true)?;
             run_workload(&mut report, name, &ops, &only, reps, breakdown)?;
@@ -468,9 +475,14 @@ impl Experiment for RaskBench {
             let syn = workloads::traces::SyntheticOptions {
                 write_ratio: f64::from(wp) / 100.0,
                 working_set_blocks: space,
+                rewrite_fraction: rewrite,
                 ..workloads::traces::SyntheticOptions::write_heavy()
             };
-            report.workload(&name, json!({"write_ratio": syn.write_ratio, "ops": n, "working_set_blocks": space, "io_compaction_blocks": 128}));
+            report.workload(
+                &name,
+                json!({"write_ratio": syn.write_ratio, "ops": n, "working_set_blocks": space,
+                       "rewrite_fraction": syn.rewrite_fraction, "io_compaction_blocks": 128}),
+            );
             let ops = synthetic_ebs(ctx.seed ^ u64::from(wp) << 8, n, syn, true)?;
             run_workload(&mut report, &name, &ops, &only, reps, breakdown)?;
             bar.inc(1);
@@ -480,6 +492,7 @@ impl Experiment for RaskBench {
             ("ebs-write-heavy", workloads::traces::SyntheticOptions::write_heavy(), 90),
             ("ebs-read-heavy", workloads::traces::SyntheticOptions::read_heavy(), 4),
         ] {
+            let syn = workloads::traces::SyntheticOptions { rewrite_fraction: rewrite, ..syn };
             let ops = synthetic_ebs(ctx.seed, n, syn, true)?;
             for t in threads.iter().copied().filter(|&t| t >= 1) {
                 let name = format!("{wl}/{t}t");
@@ -488,7 +501,8 @@ impl Experiment for RaskBench {
                 }
                 report.workload(
                     &name,
-                    json!({"threads": t, "write_pct": pct, "ops": n, "peers": "behind a Mutex", "reps": reps}),
+                    json!({"threads": t, "write_pct": pct, "ops": n, "peers": "behind a Mutex", "reps": reps,
+                           "rewrite_fraction": rewrite}),
                 );
                 run_parallel(&mut report, &name, &ops, &only, t, reps);
                 bar.inc(1);

@@ -27,6 +27,8 @@ atomic_stats!(
     deletes,
     gets,
     gc_lightweight,
+    gc_lightweight_freed,
+    gc_reclaimed_lightweight,
     gc_normal,
     gc_reclaimed,
     splits,

@@ -21,7 +21,10 @@ impl<V: RangeValue + Send + Sync> ConcurrentRask<V> {
             if freed == 0 {
                 return None;
             }
-            self.stats.local().gc_reclaimed.fetch_add(freed as u64, Ordering::Relaxed);
+            let local = self.stats.local();
+            local.gc_reclaimed.fetch_add(freed as u64, Ordering::Relaxed);
+            local.gc_lightweight_freed.fetch_add(1, Ordering::Relaxed);
+            local.gc_reclaimed_lightweight.fetch_add(freed as u64, Ordering::Relaxed);
             let kept = ranges
                 .iter()
                 .zip(values)

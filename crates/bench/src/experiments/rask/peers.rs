@@ -44,14 +44,17 @@ impl<I: InternalIndex<LeafHandle>> RangeIndex for Rask<WriteRef, I> {
     fn summary(&self) -> Option<String> {
         let s = self.stats();
         Some(format!(
-            "{} leaves, {} stored entries, {} live pieces; GC lightweight {} normal {} reclaimed {}; splits {} \
+            "{} leaves, {} stored entries, {} live pieces; GC lightweight {} (freed in {}) normal {} reclaimed {} \
+             (by lightweight {}); splits {} \
              (median {}, second {}); merges {} resplits {} joined {}; fragmented inserts {}",
             self.leaf_count(),
             self.entry_count(),
             self.len(),
             s.gc_lightweight,
+            s.gc_lightweight_freed,
             s.gc_normal,
             s.gc_reclaimed,
+            s.gc_reclaimed_lightweight,
             s.splits,
             s.median_splits,
             s.second_splits,
