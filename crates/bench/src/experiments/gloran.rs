@@ -355,7 +355,11 @@ fn mix_metrics(m: &MixResult) -> Vec<(&'static str, f64)> {
         ]);
     }
     if m.put.count() > 0 {
-        v.extend([("update_mean_ns", m.put.mean()), ("update_p99_ns", m.put.p(0.99) as f64)]);
+        v.extend([
+            ("update_mean_ns", m.put.mean()),
+            ("update_p50_ns", m.put.p(0.50) as f64),
+            ("update_p99_ns", m.put.p(0.99) as f64),
+        ]);
     }
     if m.rd.count() > 0 {
         v.extend([("range_delete_mean_ns", m.rd.mean()), ("range_delete_p99_ns", m.rd.p(0.99) as f64)]);
