@@ -329,15 +329,18 @@ impl<V: RangeValue, I: InternalIndex<LeafId>> Rask<V, I> {
             let l = self.leaf_mut(id);
             l.n_frag = l.n_frag.saturating_add(1);
         }
-        if self.leaf(id).len() >= cap && !self.lightweight_gc(id) {
+        if self.leaf(id).len() >= cap && !(self.opts.two_stage_gc && self.lightweight_gc(id)) {
             // Second stage, with the incoming entry included: its result either fits (append done) or is
             // exactly what the split needs, so the leaf is scanned once.
             self.stats.gc_normal += 1;
-            let ranges = std::mem::take(&mut self.ranges);
+            let mut ranges = std::mem::take(&mut self.ranges);
             let mut kept = std::mem::take(&mut self.kept);
             let mut gc = std::mem::take(&mut self.gc);
             let leaf = self.leaf(id);
             let anchor = leaf.anchor;
+            if !self.opts.two_stage_gc {
+                leaf.ranges_into(&mut ranges);
+            }
             // `lightweight_gc` freed nothing, so `ranges` still holds this leaf's decoded range array.
             debug_assert_eq!(ranges.len(), leaf.len());
             let dropped = normal_gc_in(&ranges, leaf.values(), Some((part, v)), cap, &mut gc, &mut kept);

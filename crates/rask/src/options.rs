@@ -13,18 +13,22 @@ pub struct Options {
     /// inserts (`N_frag`, which deletes also bump) exceeds this. Default `leaf_capacity / 4` = 4. Zero makes every
     /// fragmented insert or delete merge; `usize::MAX` disables merging.
     pub merge_threshold: usize,
+    /// Two-stage GC (§5.2): a full leaf first runs lightweight GC and runs normal GC only when that frees nothing.
+    /// Default `true`. `false` sends every full leaf straight to normal GC: the "+ Normal GC" step of the
+    /// paper's ablation (§7.3), against which two-stage GC gained 24.1 % throughput there.
+    pub two_stage_gc: bool,
 }
 
 impl Default for Options {
     fn default() -> Self {
-        Options { leaf_capacity: 16, merge_threshold: 4 }
+        Options { leaf_capacity: 16, merge_threshold: 4, two_stage_gc: true }
     }
 }
 
 impl Options {
     /// Options with `leaf_capacity` and the paper's merge threshold of a quarter of it.
     pub fn with_capacity(leaf_capacity: usize) -> Options {
-        Options { leaf_capacity, merge_threshold: leaf_capacity / 4 }
+        Options { leaf_capacity, merge_threshold: leaf_capacity / 4, ..Options::default() }
     }
 
     /// Checks every field against its documented bounds.
@@ -46,7 +50,7 @@ mod tests {
     #[test]
     fn defaults_are_the_papers_and_validate() {
         let o = Options::default();
-        assert_eq!((o.leaf_capacity, o.merge_threshold), (16, 4));
+        assert_eq!((o.leaf_capacity, o.merge_threshold, o.two_stage_gc), (16, 4, true));
         assert_eq!(Options::with_capacity(16), o);
         o.validate().unwrap();
         assert!(Options::with_capacity(1).validate().is_err());

@@ -155,9 +155,9 @@ fn miri_or<T>(miri: T, native: T) -> T {
 fn threads_on_disjoint_blocks_sharing_leaves_match_their_models() {
     let seeds = miri_or(seeds()[..1].to_vec(), seeds());
     let configs = [
-        Options { leaf_capacity: 3, merge_threshold: 1 },
-        Options { leaf_capacity: 2, merge_threshold: 0 },
-        Options { leaf_capacity: 4, merge_threshold: 0 },
+        Options { leaf_capacity: 3, merge_threshold: 1, ..Options::default() },
+        Options { leaf_capacity: 2, merge_threshold: 0, ..Options::default() },
+        Options { leaf_capacity: 4, merge_threshold: 0, ..Options::default() },
         Options::default(),
     ];
     for seed in seeds {
@@ -172,7 +172,7 @@ fn concurrent_index_matches_single_threaded_semantics() {
     // One thread: the concurrent index must behave exactly like the per-block model.
     let mut ops_gen = common::OpGen::new(seeds()[0], 500);
     let rask: ConcurrentRask<WriteRef> =
-        ConcurrentRask::new(Options { leaf_capacity: 3, merge_threshold: 0 }).unwrap();
+        ConcurrentRask::new(Options { leaf_capacity: 3, merge_threshold: 0, ..Options::default() }).unwrap();
     let mut model = Model::default();
     for i in 0..miri_or(600, 5000) {
         match ops_gen.next_op(20, 10) {

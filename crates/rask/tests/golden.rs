@@ -111,7 +111,7 @@ fn fig10b_lightweight_gc() {
 /// (what the benchmark reports as lightweight GC's effectiveness, §7.3).
 #[test]
 fn fig10b_lightweight_gc_counters() {
-    let opts = Options { leaf_capacity: 4, merge_threshold: 4 };
+    let opts = Options { leaf_capacity: 4, merge_threshold: 4, ..Options::default() };
     let fig = [r(2, 6), r(2, 8), r(1, 3), r(2, 5), r(20, 21)];
     let other = [r(1, 1), r(3, 3), r(5, 5), r(7, 7), r(9, 9)];
     let check = |s: rask::Stats, freed: u64| {
@@ -134,6 +134,18 @@ fn fig10b_lightweight_gc_counters() {
     }
     check(single.stats(), 0);
     check(shared.stats(), 0);
+    // Without two-stage GC (the ablation) the same covered entry goes to normal GC, which reclaims it.
+    let opts = Options { leaf_capacity: 4, merge_threshold: 4, two_stage_gc: false };
+    let mut single: Rask<WriteRef> = Rask::new(opts.clone()).unwrap();
+    let shared: rask::ConcurrentRask<WriteRef> = rask::ConcurrentRask::new(opts).unwrap();
+    for (i, x) in fig.into_iter().enumerate() {
+        single.put(x, w(i as u64));
+        shared.put(x, w(i as u64));
+    }
+    for s in [single.stats(), shared.stats()] {
+        assert_eq!((s.gc_lightweight, s.gc_normal, s.gc_reclaimed, s.splits), (0, 1, 1, 0));
+    }
+    assert_eq!(single.get(r(2, 8)), shared.get(r(2, 8)));
 }
 
 /// The Fig. 11 leaf: NonOverlap segments start at 1, 3, 7 and 12; boundaries are 1, 2, ..., 10, 12, 13; split
@@ -179,7 +191,8 @@ fn fig11_median_fallback_never_picks_extreme_bounds() {
 /// Fig. 11 through the index: a full six-entry leaf splits at 7 when the next write arrives, dividing nothing.
 #[test]
 fn fig11_split_through_the_index() {
-    let mut rask: Rask<WriteRef> = Rask::new(Options { leaf_capacity: 6, merge_threshold: 1 }).unwrap();
+    let mut rask: Rask<WriteRef> =
+        Rask::new(Options { leaf_capacity: 6, merge_threshold: 1, ..Options::default() }).unwrap();
     for (x, v) in fig11_leaf() {
         rask.put(x, v);
     }
@@ -216,7 +229,8 @@ fn fig13_merge_joins_pieces_of_one_write_in_order() {
 /// moves the boundary to 6 so the write is whole again.
 #[test]
 fn fig13_resplit_through_the_index() {
-    let mut rask: Rask<WriteRef> = Rask::new(Options { leaf_capacity: 6, merge_threshold: 0 }).unwrap();
+    let mut rask: Rask<WriteRef> =
+        Rask::new(Options { leaf_capacity: 6, merge_threshold: 0, ..Options::default() }).unwrap();
     for (x, v) in fig11_leaf() {
         rask.put(x, v);
     }
@@ -238,7 +252,8 @@ fn fig13_resplit_through_the_index() {
 /// Fig. 13 with room to spare: the merged array fits one leaf, so the right leaf is removed.
 #[test]
 fn fig13_merge_through_the_index() {
-    let mut rask: Rask<WriteRef> = Rask::new(Options { leaf_capacity: 6, merge_threshold: 0 }).unwrap();
+    let mut rask: Rask<WriteRef> =
+        Rask::new(Options { leaf_capacity: 6, merge_threshold: 0, ..Options::default() }).unwrap();
     for (x, v) in fig11_leaf() {
         rask.put(x, v);
     }

@@ -50,8 +50,10 @@ fn configs() -> Vec<Options> {
     let mut v = Vec::new();
     for cap in [2usize, 3, 4, 5, 8, 16, 32, 128] {
         for thr in [0usize, 1, cap / 4, usize::MAX] {
-            v.push(Options { leaf_capacity: cap, merge_threshold: thr });
+            v.push(Options { leaf_capacity: cap, merge_threshold: thr, ..Options::default() });
         }
+        // The ablation without the first GC stage: every full leaf goes to normal GC.
+        v.push(Options { leaf_capacity: cap, merge_threshold: cap / 4, two_stage_gc: false });
     }
     v.dedup();
     v
@@ -84,7 +86,8 @@ fn write_heavy_long_run_paper_defaults() {
 
 #[test]
 fn structural_operations_all_happen() {
-    let mut rask: Rask<WriteRef> = Rask::new(Options { leaf_capacity: 4, merge_threshold: 0 }).unwrap();
+    let mut rask: Rask<WriteRef> =
+        Rask::new(Options { leaf_capacity: 4, merge_threshold: 0, ..Options::default() }).unwrap();
     let mut ops_gen = OpGen::new(7, 400);
     for _ in 0..3000 {
         match ops_gen.next_op(0, 10) {

@@ -24,7 +24,12 @@ fn r(a: u64, b: u64) -> BlockRange {
 /// a correct piece of a known write, and the end state equals the union of the writers' models.
 fn scenario(cap: usize) {
     let rask = Arc::new(
-        ConcurrentRask::<WriteRef>::new(Options { leaf_capacity: cap, merge_threshold: 0 }).unwrap(),
+        ConcurrentRask::<WriteRef>::new(Options {
+            leaf_capacity: cap,
+            merge_threshold: 0,
+            ..Options::default()
+        })
+        .unwrap(),
     );
     // Writer t owns blocks whose (b / 2) % 2 == t.
     let plans: Vec<Vec<(BlockRange, u64)>> = vec![
@@ -102,7 +107,12 @@ fn shuttle_overlapping_cross_leaf_puts() {
     shuttle::check_random(
         || {
             let rask = Arc::new(
-                ConcurrentRask::<WriteRef>::new(Options { leaf_capacity: 2, merge_threshold: 0 }).unwrap(),
+                ConcurrentRask::<WriteRef>::new(Options {
+                    leaf_capacity: 2,
+                    merge_threshold: 0,
+                    ..Options::default()
+                })
+                .unwrap(),
             );
             for (i, a) in [0u64, 3, 6, 9].into_iter().enumerate() {
                 rask.put(r(a, a + 1), WriteRef::new(100 + i as u64, 0));

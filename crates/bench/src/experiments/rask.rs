@@ -1,6 +1,7 @@
 //! `rangedb bench rask`: RASK against per-block and range-map indexes on the same block I/O operations.
 //!
-//! Systems (ids are stable): `rask` (ART internal nodes), `rask-btree-internal` (the §7.5 ablation), and the peers
+//! Systems (ids are stable): `rask` (ART internal nodes), `rask-btree-internal` (the §7.5 ablation),
+//! `rask-normal-gc` (no lightweight GC stage: the "+ Normal GC" step of the §7.3 ablation), and the peers
 //! of [`peers`]: `btreemap-per-block`, `btreemap-eager`, `btreemap-lazy`, `rangemap`, `interval-tree`. Every
 //! system replays the same pre-generated operations from empty; writes store `WriteRef { write, offset }`, reads
 //! return the pieces covering their range.
@@ -263,6 +264,14 @@ fn run_workload(
         };
         record("rask-btree-internal", run_one(make, ops, reps));
     }
+    let o = opts.clone();
+    if want("rask-normal-gc") {
+        let make = move || {
+            Rask::<WriteRef>::new(Options { two_stage_gc: false, ..o.clone() })
+                .unwrap_or_else(|_| unreachable_opts())
+        };
+        record("rask-normal-gc", run_one(make, ops, reps));
+    }
     for peer in PEERS {
         if !want(peer) {
             continue;
@@ -392,7 +401,8 @@ impl Experiment for RaskBench {
         let rewrite: f64 =
             ctx.setting("rewrite", workloads::traces::SyntheticOptions::default().rewrite_fraction)?;
         workloads::traces::SyntheticOptions { rewrite_fraction: rewrite, ..Default::default() }.validate()?;
-        let systems: Vec<&str> = ["rask", "rask-btree-internal"].into_iter().chain(PEERS).collect();
+        let systems: Vec<&str> =
+            ["rask", "rask-btree-internal", "rask-normal-gc"].into_iter().chain(PEERS).collect();
         let only = ctx.list("systems", &systems, &systems, false)?;
         // Workload names: the two synthetic traces (and their `/Nt` concurrent runs), the sweeps `len-N` and
         // `wr-N`, and `trace:FILE`; a filter is a prefix of names.

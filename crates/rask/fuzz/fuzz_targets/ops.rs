@@ -1,8 +1,9 @@
 //! Fuzzes sequences of put/delete/get on the single-threaded index (ART and BTreeMap internal nodes) against a
-//! per-block model, with leaf capacity and merge threshold taken from the input. Every operation runs the
-//! structure's invariant checks (the `invariants` feature).
+//! per-block model, with leaf capacity, merge threshold and GC stages taken from the input. Every operation runs
+//! the structure's invariant checks (the `invariants` feature).
 //!
-//! Input: byte 0 = leaf capacity (2 + b % 15), byte 1 = merge threshold (b % 6, 5 = never); then 5-byte
+//! Input: byte 0 = leaf capacity (2 + b % 15), byte 1 = merge threshold (b % 6, 5 = never) and, in its top bit,
+//! lightweight GC off (`Options::two_stage_gc`); then 5-byte
 //! records: kind (put / delete / get), first block (u16 LE, near 0 or near u64::MAX), length (1 + b % 64).
 //!
 //! `cargo +nightly fuzz run ops` from crates/rask.
@@ -23,7 +24,7 @@ fuzz_target!(|data: &[u8]| {
         5 => usize::MAX,
         t => t as usize,
     };
-    let opts = Options { leaf_capacity: cap, merge_threshold: thr };
+    let opts = Options { leaf_capacity: cap, merge_threshold: thr, two_stage_gc: data[1] & 0x80 == 0 };
     let Ok(mut art) = Rask::<WriteRef>::new(opts.clone()) else { return };
     let Ok(mut bt) = Rask::<WriteRef, BTreeIndex<LeafHandle>>::new(opts) else { return };
     let mut model: BTreeMap<u64, (u64, u64)> = BTreeMap::new();

@@ -419,7 +419,7 @@ impl<V: RangeValue + Send + Sync> ConcurrentRask<V> {
         if fragmented || tomb {
             l.set_n_frag(l.n_frag().saturating_add(1));
         }
-        if self.body(l).len() >= cap && !self.lightweight_gc(l) {
+        if self.body(l).len() >= cap && !(self.opts.two_stage_gc && self.lightweight_gc(l)) {
             // Second stage with the incoming entry included; its result fits or feeds the split directly.
             self.stats.local().gc_normal.fetch_add(1, Ordering::Relaxed);
             let (ranges, values) = self.body(l).entries();
