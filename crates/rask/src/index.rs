@@ -338,10 +338,11 @@ impl<V: RangeValue, I: InternalIndex<LeafId>> Rask<V, I> {
             let mut gc = std::mem::take(&mut self.gc);
             let leaf = self.leaf(id);
             let anchor = leaf.anchor;
+            // With two stages, `lightweight_gc` freed nothing, so `ranges` still holds this leaf's decoded range
+            // array; without, it is decoded here.
             if !self.opts.two_stage_gc {
                 leaf.ranges_into(&mut ranges);
             }
-            // `lightweight_gc` freed nothing, so `ranges` still holds this leaf's decoded range array.
             debug_assert_eq!(ranges.len(), leaf.len());
             let dropped = normal_gc_in(&ranges, leaf.values(), Some((part, v)), cap, &mut gc, &mut kept);
             self.ranges = ranges;

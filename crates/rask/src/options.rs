@@ -15,7 +15,7 @@ pub struct Options {
     pub merge_threshold: usize,
     /// Two-stage GC (§5.2): a full leaf first runs lightweight GC and runs normal GC only when that frees nothing.
     /// Default `true`. `false` sends every full leaf straight to normal GC: the "+ Normal GC" step of the
-    /// paper's ablation (§7.3), against which two-stage GC gained 24.1 % throughput there.
+    /// paper's ablation (§7.5), against which two-stage GC gained 24.1 % throughput there.
     pub two_stage_gc: bool,
 }
 

@@ -13,7 +13,7 @@ pub struct Stats {
     /// Lightweight GC runs (§5.2, first stage).
     pub gc_lightweight: u64,
     /// Lightweight GC runs that freed at least one entry (the paper's "effectiveness": 59.1 % of runs on the
-    /// Alibaba traces, §7.3).
+    /// paper's traces, §7.5).
     pub gc_lightweight_freed: u64,
     /// Entries removed by lightweight GC (included in `gc_reclaimed`).
     pub gc_reclaimed_lightweight: u64,

@@ -108,7 +108,7 @@ fn fig10b_lightweight_gc() {
 /// Fig. 10(b) through both indexes: the leaf of capacity 4 is full when a fifth write arrives, lightweight GC
 /// drops [2, 6] (covered by the newer [2, 8]) and the write is appended; no normal GC runs. A leaf whose entries
 /// share no left bound makes lightweight GC free nothing, and normal GC follows. The counters tell the two apart
-/// (what the benchmark reports as lightweight GC's effectiveness, §7.3).
+/// (what the benchmark reports as lightweight GC's effectiveness, §7.5).
 #[test]
 fn fig10b_lightweight_gc_counters() {
     let opts = Options { leaf_capacity: 4, merge_threshold: 4, ..Options::default() };

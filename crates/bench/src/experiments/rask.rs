@@ -1,7 +1,7 @@
 //! `rangedb bench rask`: RASK against per-block and range-map indexes on the same block I/O operations.
 //!
 //! Systems (ids are stable): `rask` (ART internal nodes), `rask-btree-internal` (the §7.5 ablation),
-//! `rask-normal-gc` (no lightweight GC stage: the "+ Normal GC" step of the §7.3 ablation), and the peers
+//! `rask-normal-gc` (no lightweight GC stage: the "+ Normal GC" step of the §7.5 ablation), and the peers
 //! of [`peers`]: `btreemap-per-block`, `btreemap-eager`, `btreemap-lazy`, `rangemap`, `interval-tree`. Every
 //! system replays the same pre-generated operations from empty; writes store `WriteRef { write, offset }`, reads
 //! return the pieces covering their range.
