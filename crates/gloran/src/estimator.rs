@@ -4,8 +4,9 @@
 //! universe (keys projected to their first 8 bytes past the keys' common prefix, big-endian, see
 //! `area::project_after`) onto a *virtual bit array* of `virtual_bits` positions; a record `[start, end)`
 //! occupies the positions from `scale(start)` to `scale(end)` inclusive, and those positions (not keys) are
-//! inserted into a Bloom filter. A lookup scales its key and probes one position. Because the projection and the scaling are monotone, every key of a record maps into
-//! the record's positions: no false negatives, by construction (and by property test).
+//! inserted into a Bloom filter. A lookup scales its key and probes one position. Because the projection and the
+//! scaling are monotone, every key of a record maps into the record's positions: no false negatives, by
+//! construction (and by property test).
 //!
 //! Records so wide that they would occupy more than `max_positions_per_range` positions are not spread into the
 //! Bloom filter; the RAE keeps them as exact position intervals in a small sorted side list instead (checked by

@@ -390,12 +390,13 @@ impl SyntheticTrace {
             } else {
                 let len = self.write_len(&mut rng);
                 let start = self.random_start(&mut rng, len);
+                let w = (start, start + len - 1);
                 let placed = &mut self.vols[v].singles;
                 if placed.len() == self.opts.read_history {
                     placed.pop_front();
                 }
-                placed.push_back((start, start + len - 1));
-                (start, start + len - 1)
+                placed.push_back(w);
+                w
             };
             units.push(vec![w]);
         }
