@@ -26,6 +26,7 @@ mod fault;
 mod mem;
 mod os;
 mod os_log;
+mod os_prefault;
 mod overlay;
 mod rng;
 mod sync_watch;
