@@ -14,9 +14,10 @@
 //! already reads. A page the log's owner cuts away meanwhile makes the call fail with `EFAULT` instead of a
 //! `SIGBUS`; failures are ignored, since the appender takes any fault the helper did not. A kernel without
 //! `MADV_POPULATE_WRITE` (before Linux 5.14) answers `EINVAL`, and the helper is then switched off for the
-//! process, as it is if its thread cannot be started.
+//! process, as it is if its thread cannot be started, and in a child forked after it started (the child has the
+//! channel but not the thread, so its windows would never be unmapped).
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::mpsc::{self, Sender};
 use std::sync::{Arc, OnceLock};
 
@@ -39,10 +40,14 @@ enum Request {
 /// Set once populating is known not to work here; requests are then dropped at the caller.
 static OFF: AtomicBool = AtomicBool::new(false);
 
+/// The process that started the helper thread.
+static PID: AtomicU32 = AtomicU32::new(0);
+
 fn helper() -> Option<&'static Sender<Request>> {
     static HELPER: OnceLock<Option<Sender<Request>>> = OnceLock::new();
     HELPER
         .get_or_init(|| {
+            PID.store(std::process::id(), Ordering::Relaxed);
             let (tx, rx) = mpsc::channel::<Request>();
             let spawned = std::thread::Builder::new().name("vfs-prefault".into()).spawn(move || {
                 for req in rx {
@@ -68,7 +73,7 @@ fn helper() -> Option<&'static Sender<Request>> {
 }
 
 fn send(req: Request) -> bool {
-    let Some(tx) = helper() else {
+    let Some(tx) = helper().filter(|_| PID.load(Ordering::Relaxed) == std::process::id()) else {
         OFF.store(true, Ordering::Relaxed);
         return false;
     };
