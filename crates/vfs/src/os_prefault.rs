@@ -1,10 +1,10 @@
 //! A helper thread that takes the write faults of mapped log windows ahead of the appender (`os_log.rs`).
 //!
 //! Why: the first store into each 4 KiB page of a mapped log faults, and on ext4 that fault reads the page in
-//! (zeros, for the reserved blocks), marks it writable and journals the page's block state: about 10 us, once per
-//! 30 or so LSM puts, on the appender's thread. A profile of the GLORAN balanced mix put 11 % of an update's
-//! samples there, and every such put lands in the update latency's tail (P99 18-25 us against a median under
-//! 2 us). `madvise(MADV_POPULATE_WRITE)` takes the same faults without storing anything, so a thread that runs
+//! (zeros, for the reserved blocks), marks it writable and journals the page's block state: several
+//! microseconds, once per 30 or so LSM puts, on the appender's thread. A profile of the GLORAN balanced mix put
+//! 11 % of an update's samples there, and every such put lands in the update latency's tail (P99 18-25 us
+//! against a median under 2 us). `madvise(MADV_POPULATE_WRITE)` takes the same faults without storing anything, so a thread that runs
 //! it a little ahead of the appender moves that work to another core; the appender then finds its pages mapped
 //! and writable.
 //!
