@@ -85,13 +85,12 @@ fn send(req: Request) -> bool {
     sent
 }
 
-/// Asks the helper to populate `len` bytes of `window` from `at`. Returns whether the request was queued; a
-/// caller need not care, as every store still faults in what the helper did not populate.
-pub(crate) fn populate(window: &Arc<Window>, at: usize, len: usize) -> bool {
-    if OFF.load(Ordering::Relaxed) || len == 0 {
-        return false;
+/// Asks the helper to populate `len` bytes of `window` from `at`. Nothing is reported back: every store still
+/// faults in whatever the helper did not populate.
+pub(crate) fn populate(window: &Arc<Window>, at: usize, len: usize) {
+    if !OFF.load(Ordering::Relaxed) && len > 0 {
+        send(Request::Populate { window: Arc::clone(window), at, len });
     }
-    send(Request::Populate { window: Arc::clone(window), at, len })
 }
 
 /// Lets go of `window` on the helper thread, where unmapping it costs the appender nothing (`munmap` of a
