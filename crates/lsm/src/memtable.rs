@@ -46,7 +46,7 @@ const TOMBSTONE_SLOTS: usize = 2 * std::mem::size_of::<Tombstone>();
 ///
 /// Why segments: that copy grew with the list, so a key updated `n` times in one memtable cost `O(n^2)` bytes
 /// copied: 32,000 updates of one key took 37 s (1.2 ms each, against 1 µs for new keys). A segment is copied
-/// only while it holds at most [`SEGMENT_MAX`] bytes; past that the new version starts a new segment in front of
+/// only while it holds at most `SEGMENT_MAX` (512) bytes; past that the new version starts a new segment in front of
 /// the old list (`Chain`), so an update copies a bounded number of bytes whatever the key's history.
 #[derive(Debug)]
 pub enum Versions {
