@@ -1,7 +1,7 @@
 //! The memtable: recent writes in memory, ordered, readable while being written.
 //!
 //! The engine sees only this module's API (`add`, `add_range_delete`, `get`, `iter`, `tombstones`, `freeze`). The
-//! map is the BP-tree (`crates/bptree`): user key ([`ByteKey`]) -> its versions ([`Versions`], newest first;
+//! map is the BP-tree (`crates/bptree`): user key ([`ByteKey`]) -> its versions (`Versions`, newest first;
 //! writes arrive in sequence order). That is exactly a byte-string-keyed ordered map: no
 //! internal-key escaping is needed and one lookup finds every version of a key. The map is the concurrent BP-tree
 //! ([`ConcurrentBpTree`], per-node reader-writer locks): the one writer (the write-group leader) locks only the
@@ -49,7 +49,7 @@ const TOMBSTONE_SLOTS: usize = 2 * std::mem::size_of::<Tombstone>();
 /// only while it holds at most `SEGMENT_MAX` (512) bytes; past that the new version starts a new segment in front of
 /// the old list (`Chain`), so an update copies a bounded number of bytes whatever the key's history.
 #[derive(Debug)]
-pub enum Versions {
+pub(crate) enum Versions {
     /// One segment: every version of the key.
     Flat(Box<[u8]>),
     /// A newest segment in front of the older versions.
@@ -58,7 +58,7 @@ pub enum Versions {
 
 /// A segment of a key's newest versions and the older ones behind it.
 #[derive(Debug)]
-pub struct Chain {
+pub(crate) struct Chain {
     newest: Box<[u8]>,
     older: Versions,
     /// `older.heap_size()`, kept so that a list's size is found in constant time (the tree asks on every write).
@@ -330,7 +330,15 @@ impl MemTable {
 
     /// A cursor over the point entries in internal-key order.
     pub fn iter(self: &Arc<Self>) -> MemIter {
-        MemIter { mem: self.clone(), buf: Vec::new(), pos: 0 }
+        MemIter { mem: self.clone(), visible: None, buf: Vec::new(), pos: 0 }
+    }
+
+    /// A cursor over, for each user key, only its newest entry at or below sequence `snapshot`, in internal-key
+    /// order: what a reader at `snapshot` can see of this memtable. Every older entry of the key is hidden by
+    /// that one (tables and older memtables hold only older entries of it), and newer ones are invisible, so a
+    /// user iterator loses nothing; a key with thousands of versions here costs its scans one entry, not all.
+    pub fn iter_visible(self: &Arc<Self>, snapshot: u64) -> MemIter {
+        MemIter { mem: self.clone(), visible: Some(snapshot), buf: Vec::new(), pos: 0 }
     }
 }
 
@@ -338,6 +346,8 @@ impl MemTable {
 #[derive(Debug)]
 pub struct MemIter {
     mem: Arc<MemTable>,
+    /// `Some(s)`: only each key's newest entry at or below sequence `s` ([`MemTable::iter_visible`]).
+    visible: Option<u64>,
     /// Encoded internal keys and values, ascending; current = `buf[pos]`.
     buf: Vec<(Vec<u8>, Box<[u8]>)>,
     pos: usize,
@@ -350,54 +360,85 @@ fn ik(uk: &[u8], t: u64) -> Vec<u8> {
     k
 }
 
+/// The entries of a key a cursor shows, newest first: all, or the newest at or below the snapshot.
+fn shown(vs: &Versions, visible: Option<u64>) -> impl Iterator<Item = (u64, &[u8])> {
+    let (s, n) = visible.map_or((u64::MAX, usize::MAX), |s| (s, 1));
+    vs.iter().filter(move |(t, _)| t >> 8 <= s).take(n)
+}
+
 impl MemIter {
     /// Fills with the entries at or after (`after` = strictly after) `(uk, t)`; `None` = from the start.
     fn fill_forward(&mut self, from: Option<(&[u8], u64)>, after: bool) {
         self.buf.clear();
         self.pos = 0;
         let mem = self.mem.clone();
-        let lo = match from {
-            Some((uk, _)) => Bound::Included(uk),
-            None => Bound::Unbounded,
-        };
-        let buf = &mut self.buf;
-        mem.map.iterate_range(lo, ITER_BATCH, |k, vs| {
-            let kb = k.as_bytes();
-            for (vt, v) in vs.iter() {
-                if let Some((uk, t)) = from
-                    && kb == uk
-                    && (if after { vt >= t } else { vt > t })
-                {
-                    continue;
+        let (buf, visible) = (&mut self.buf, self.visible);
+        // A batch of keys may show nothing at the snapshot: then the next batch, until an entry or the end.
+        let mut last: Vec<u8> = Vec::new();
+        let mut first_batch = true;
+        loop {
+            let lo = match from {
+                _ if !first_batch => Bound::Excluded(last.as_slice()),
+                Some((uk, _)) => Bound::Included(uk),
+                None => Bound::Unbounded,
+            };
+            let mut seen = Vec::new();
+            let n = mem.map.iterate_range(lo, ITER_BATCH, |k, vs| {
+                let kb = k.as_bytes();
+                seen.clear();
+                seen.extend_from_slice(kb);
+                for (vt, v) in shown(vs, visible) {
+                    if let Some((uk, t)) = from
+                        && kb == uk
+                        && (if after { vt >= t } else { vt > t })
+                    {
+                        continue;
+                    }
+                    buf.push((ik(kb, vt), Box::from(v)));
                 }
-                buf.push((ik(kb, vt), Box::from(v)));
+            });
+            if !buf.is_empty() || n < ITER_BATCH {
+                return;
             }
-        });
+            last = seen;
+            first_batch = false;
+        }
     }
 
     /// Fills with the entries strictly before `(uk, t)` (`None` = from the end); positions at the last.
     fn fill_backward(&mut self, before: Option<(&[u8], u64)>) {
         self.buf.clear();
         let mem = self.mem.clone();
-        let hi = match before {
+        let mut hi = match before {
             Some((uk, _)) => Bound::Included(ByteKey::new(uk)),
             None => Bound::Unbounded,
         };
-        // Collected in descending internal order, reversed at the end.
-        for (k, vs) in mem.map.range((Bound::Unbounded, hi)).rev().take(ITER_BATCH) {
-            let kb = k.as_bytes();
-            // Oldest first: the whole buffer is reversed at the end.
-            let start = self.buf.len();
-            for (vt, v) in vs.iter() {
-                if let Some((uk, t)) = before
-                    && kb == uk
-                    && vt <= t
-                {
-                    continue;
+        // Collected in descending internal order, reversed at the end. A batch of keys may show nothing at the
+        // snapshot: then the batch before it, until an entry or the start.
+        loop {
+            let mut n = 0;
+            let mut lowest = None;
+            for (k, vs) in mem.map.range((Bound::Unbounded, hi.clone())).rev().take(ITER_BATCH) {
+                n += 1;
+                let kb = k.as_bytes();
+                // Oldest first: the whole buffer is reversed at the end.
+                let start = self.buf.len();
+                for (vt, v) in shown(&vs, self.visible) {
+                    if let Some((uk, t)) = before
+                        && kb == uk
+                        && vt <= t
+                    {
+                        continue;
+                    }
+                    self.buf.push((ik(kb, vt), Box::from(v)));
                 }
-                self.buf.push((ik(kb, vt), Box::from(v)));
+                self.buf[start..].reverse();
+                lowest = Some(k);
             }
-            self.buf[start..].reverse();
+            match lowest {
+                Some(k) if self.buf.is_empty() && n == ITER_BATCH => hi = Bound::Excluded(k),
+                _ => break,
+            }
         }
         self.buf.reverse();
         self.pos = self.buf.len().saturating_sub(1);
@@ -581,6 +622,69 @@ mod tests {
             drop(vs);
         });
         t.unwrap().join().unwrap();
+    }
+
+    #[test]
+    fn visible_cursor_shows_each_keys_newest_entry_at_its_snapshot() {
+        use rand::{Rng, SeedableRng};
+        let m = Arc::new(MemTable::new(1));
+        let mut rng = rand::rngs::SmallRng::seed_from_u64(8);
+        let mut all = Vec::new();
+        for seq in 1..4000u64 {
+            // A few hot keys among many cold ones: lists long enough to be chained, and keys with one version.
+            let k = if rng.random_bool(0.3) {
+                format!("k{:04}", 10 * rng.random_range(0..5)).into_bytes()
+            } else {
+                format!("k{:04}", rng.random_range(0..300)).into_bytes()
+            };
+            let kind = if seq % 7 == 0 { Kind::Delete } else { Kind::Value };
+            m.add(seq, kind, &k, &seq.to_be_bytes().repeat(8));
+            all.push(ikey::make(&k, seq, kind));
+        }
+        all.sort_by(|a, b| ikey::cmp(a, b));
+        for snapshot in [0, 1, 700, 2500, 3999, u64::MAX >> 8] {
+            // Per user key, its first (newest) entry at or below the snapshot.
+            let mut want: Vec<Vec<u8>> = Vec::new();
+            for e in all.iter().filter(|e| ikey::parse(e).is_some_and(|p| p.seq <= snapshot)) {
+                if want.last().is_none_or(|w| ikey::user_key(w) != ikey::user_key(e)) {
+                    want.push(e.clone());
+                }
+            }
+            let mut it = m.iter_visible(snapshot);
+            it.seek_to_first();
+            let mut got = Vec::new();
+            while it.valid() {
+                got.push(it.key().to_vec());
+                it.next();
+            }
+            assert!(got == want, "forward at {snapshot}: {} entries, {} wanted", got.len(), want.len());
+            if want.is_empty() {
+                continue;
+            }
+            // Seeks to any internal key land on the first shown entry at or after it; then a random walk.
+            for _ in 0..200 {
+                let target = &all[rng.random_range(0..all.len())];
+                let pos = want.partition_point(|w| ikey::cmp(w, target) == std::cmp::Ordering::Less);
+                it.seek(target);
+                if pos == want.len() {
+                    assert!(!it.valid());
+                    continue;
+                }
+                let mut pos = pos;
+                for _ in 0..20 {
+                    assert_eq!(it.key(), &want[pos][..], "at {snapshot}");
+                    if rng.random_bool(0.5) && pos + 1 < want.len() {
+                        it.next();
+                        pos += 1;
+                    } else if pos > 0 {
+                        it.prev();
+                        pos -= 1;
+                    }
+                }
+            }
+            it.seek_to_last();
+            assert_eq!(it.key(), &want[want.len() - 1][..]);
+        }
     }
 
     #[test]

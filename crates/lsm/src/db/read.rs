@@ -173,7 +173,7 @@ impl Inner {
         let mut children: Vec<Box<dyn InternalIter>> = Vec::new();
         let mut frags: Vec<Arc<Fragments>> = Vec::new();
         for m in std::iter::once(&mem).chain(imm.iter().rev()) {
-            children.push(Box::new(m.iter()));
+            children.push(Box::new(m.iter_visible(snapshot)));
             frags.push(m.tombstones());
         }
         for f in &v.levels[0] {
