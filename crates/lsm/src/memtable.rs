@@ -385,8 +385,11 @@ impl MemIter {
             let mut seen = Vec::new();
             let n = mem.map.iterate_range(lo, ITER_BATCH, |k, vs| {
                 let kb = k.as_bytes();
-                seen.clear();
-                seen.extend_from_slice(kb);
+                if visible.is_some() {
+                    // Only a filtered batch can come back empty and need its last key (a flush's never does).
+                    seen.clear();
+                    seen.extend_from_slice(kb);
+                }
                 for (vt, v) in shown(vs, visible) {
                     if let Some((uk, t)) = from
                         && kb == uk
@@ -397,7 +400,7 @@ impl MemIter {
                     buf.push((ik(kb, vt), Box::from(v)));
                 }
             });
-            if !buf.is_empty() || n < ITER_BATCH {
+            if !buf.is_empty() || n < ITER_BATCH || visible.is_none() {
                 return;
             }
             last = seen;
