@@ -509,6 +509,32 @@ impl InternalIter for MemIter {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use rand::Rng;
+
+    /// Every key from the first on.
+    fn collect_forward(it: &mut MemIter) -> Vec<Vec<u8>> {
+        it.seek_to_first();
+        let mut got = Vec::new();
+        while it.valid() {
+            got.push(it.key().to_vec());
+            it.next();
+        }
+        got
+    }
+
+    /// `steps` random `next`/`prev` steps from `want[pos]`, checking the key at each.
+    fn random_walk(it: &mut MemIter, want: &[Vec<u8>], mut pos: usize, steps: usize, rng: &mut impl Rng) {
+        for _ in 0..steps {
+            assert_eq!(it.key(), &want[pos][..]);
+            if rng.random_bool(0.5) && pos + 1 < want.len() {
+                it.next();
+                pos += 1;
+            } else if pos > 0 {
+                it.prev();
+                pos -= 1;
+            }
+        }
+    }
 
     #[test]
     fn versions_iterate_in_internal_order_both_ways() {
@@ -629,7 +655,7 @@ mod tests {
 
     #[test]
     fn visible_cursor_shows_each_keys_newest_entry_at_its_snapshot() {
-        use rand::{Rng, SeedableRng};
+        use rand::SeedableRng;
         let m = Arc::new(MemTable::new(1));
         let mut rng = rand::rngs::SmallRng::seed_from_u64(8);
         let mut all = Vec::new();
@@ -654,12 +680,7 @@ mod tests {
                 }
             }
             let mut it = m.iter_visible(snapshot);
-            it.seek_to_first();
-            let mut got = Vec::new();
-            while it.valid() {
-                got.push(it.key().to_vec());
-                it.next();
-            }
+            let got = collect_forward(&mut it);
             assert!(got == want, "forward at {snapshot}: {} entries, {} wanted", got.len(), want.len());
             if want.is_empty() {
                 continue;
@@ -673,17 +694,7 @@ mod tests {
                     assert!(!it.valid());
                     continue;
                 }
-                let mut pos = pos;
-                for _ in 0..20 {
-                    assert_eq!(it.key(), &want[pos][..], "at {snapshot}");
-                    if rng.random_bool(0.5) && pos + 1 < want.len() {
-                        it.next();
-                        pos += 1;
-                    } else if pos > 0 {
-                        it.prev();
-                        pos -= 1;
-                    }
-                }
+                random_walk(&mut it, &want, pos, 20, &mut rng);
             }
             it.seek_to_last();
             assert_eq!(it.key(), &want[want.len() - 1][..]);
@@ -692,7 +703,7 @@ mod tests {
 
     #[test]
     fn buffered_cursor_matches_sorted_reference_across_refills() {
-        use rand::{Rng, SeedableRng};
+        use rand::SeedableRng;
         let m = Arc::new(MemTable::new(1));
         let mut rng = rand::rngs::SmallRng::seed_from_u64(7);
         let mut all = Vec::new();
@@ -708,25 +719,9 @@ mod tests {
                 m.freeze();
             }
             let mut it = m.iter();
-            it.seek_to_first();
-            let mut got = Vec::new();
-            while it.valid() {
-                got.push(it.key().to_vec());
-                it.next();
-            }
-            assert_eq!(got, all);
-            let mut pos = 1234usize;
-            it.seek(&all[pos]);
-            for _ in 0..5000 {
-                assert_eq!(it.key(), &all[pos][..]);
-                if rng.random_bool(0.5) && pos + 1 < all.len() {
-                    it.next();
-                    pos += 1;
-                } else if pos > 0 {
-                    it.prev();
-                    pos -= 1;
-                }
-            }
+            assert_eq!(collect_forward(&mut it), all);
+            it.seek(&all[1234]);
+            random_walk(&mut it, &all, 1234, 5000, &mut rng);
             it.seek_to_last();
             assert_eq!(it.key(), &all[all.len() - 1][..]);
             it.seek_to_first();
