@@ -167,30 +167,59 @@ enum Node {
     Inner(Inner),
 }
 
-/// An inner node's entries, with their projected rectangles apart.
+/// An inner node's entries in three parallel arrays: projected rectangles, children and exact bounds.
 ///
 /// An insert chooses among every child of each node on its path by their projected rectangles. Projected from
 /// the entries themselves, each choice loaded all sixteen entries' bounds (80 bytes each) and stalled on those
 /// loads; the rectangles side by side take eight cache lines and no key decoding. Inserting 33 K areas of
-/// 16-byte keys took 0.8 µs an area after this, 1.5 µs before.
+/// 16-byte keys took 0.8 µs an area after this, 1.5 µs before. The child pointers sit apart from the bounds for
+/// the same reason: the descent asks for the rectangles' and the pointers' lines together, so the chosen child's
+/// address is at hand when the choice is made (with `(bounds, child)` pairs, loading the chosen pair was one more
+/// miss per level, on the critical path), and the chosen bounds, updated only after the child returns, are asked
+/// for on the way down.
 ///
-/// INVARIANT: `rects[i] == children[i].0.rect(skip)` for the tree's `skip`.
+/// INVARIANT: the three arrays have one length, and `rects[i] == mbrs[i].rect(skip)` for the tree's `skip`.
 #[derive(Debug, Default)]
 struct Inner {
     rects: Vec<Rect>,
-    children: Vec<(Mbr, Box<Node>)>,
+    // Boxed: a child is a pointer in this array, which the descent reads with the rectangles. Nodes by value
+    // (an inner node is three vectors) would make the array ten times as long and its lines no longer fit the
+    // descent's prefetches.
+    #[allow(clippy::vec_box)]
+    kids: Vec<Box<Node>>,
+    mbrs: Vec<Mbr>,
 }
 
 impl Inner {
-    fn with(entries: Vec<(Mbr, Box<Node>)>, skip: usize) -> Inner {
-        let mut rects = Vec::with_capacity(MAX_ENTRIES + 1);
-        rects.extend(entries.iter().map(|(m, _)| m.rect(skip)));
-        Inner { rects, children: entries }
+    fn with(entries: [(Mbr, Box<Node>); 2], skip: usize) -> Inner {
+        let mut inner = Inner {
+            rects: Vec::with_capacity(MAX_ENTRIES + 1),
+            kids: Vec::with_capacity(MAX_ENTRIES + 1),
+            mbrs: Vec::with_capacity(MAX_ENTRIES + 1),
+        };
+        for (m, c) in entries {
+            inner.push(m, c, skip);
+        }
+        inner
     }
 
     fn push(&mut self, m: Mbr, node: Box<Node>, skip: usize) {
         self.rects.push(m.rect(skip));
-        self.children.push((m, node));
+        self.kids.push(node);
+        self.mbrs.push(m);
+    }
+
+    fn len(&self) -> usize {
+        self.kids.len()
+    }
+
+    /// Moves the entries `second` marks into a new node, keeping the others (in some order).
+    fn split_off(&mut self, second: &Marks) -> Inner {
+        Inner {
+            rects: split_off_marked(&mut self.rects, second),
+            kids: split_off_marked(&mut self.kids, second),
+            mbrs: split_off_marked(&mut self.mbrs, second),
+        }
     }
 }
 
@@ -213,9 +242,9 @@ impl Node {
                 fold(v.iter().map(|a| (a.start.as_slice(), a.end.as_slice(), a.min_seq, a.max_seq, a.seq)))
             }
             Node::Inner(v) => fold(
-                v.children
+                v.mbrs
                     .iter()
-                    .map(|(m, _)| (m.start.as_slice(), m.end.as_slice(), m.min_seq, m.max_seq, m.min_vis)),
+                    .map(|m| (m.start.as_slice(), m.end.as_slice(), m.min_seq, m.max_seq, m.min_vis)),
             ),
         }
     }
@@ -242,13 +271,14 @@ impl Default for RTree {
     }
 }
 
-/// One side of a split: entries and their projected rectangles.
-type Group<T> = (Vec<T>, Vec<Rect>);
+/// Which entries of an overflowing node go to the second group of a split.
+type Marks = [bool; MAX_ENTRIES + 1];
 
-/// Quadratic split of `items`, whose projected rectangles are `rects`, into two groups, each of at least
-/// `MIN_ENTRIES`; each group comes with its rectangles. Both groups have room for a node's overflow entry.
-fn quadratic_split<T>(mut items: Vec<T>, rects: Vec<Rect>) -> (Group<T>, Group<T>) {
-    debug_assert_eq!(items.len(), rects.len());
+/// Quadratic split of the entries whose projected rectangles are `rects` into two groups, each of at least
+/// `MIN_ENTRIES`: marks the entries of the second group.
+///
+/// REQUIRES: `2 <= rects.len() <= MAX_ENTRIES + 1`.
+fn quadratic_split(rects: &[Rect]) -> Marks {
     let (mut s1, mut s2, mut worst) = (0, 1, f64::NEG_INFINITY);
     for i in 0..rects.len() {
         for j in i + 1..rects.len() {
@@ -258,12 +288,13 @@ fn quadratic_split<T>(mut items: Vec<T>, rects: Vec<Rect>) -> (Group<T>, Group<T
             }
         }
     }
-    let mut assigned: Vec<Option<bool>> = vec![None; items.len()];
+    let mut assigned: [Option<bool>; MAX_ENTRIES + 1] = [None; MAX_ENTRIES + 1];
+    let assigned = &mut assigned[..rects.len()];
     assigned[s1] = Some(false);
     assigned[s2] = Some(true);
     let (mut r1, mut r2) = (rects[s1], rects[s2]);
     let (mut n1, mut n2) = (1usize, 1usize);
-    let total = items.len();
+    let total = rects.len();
     let min_fill = MIN_ENTRIES.min(total / 2);
     let mut left = total - 2;
     while left > 0 {
@@ -308,15 +339,29 @@ fn quadratic_split<T>(mut items: Vec<T>, rects: Vec<Rect>) -> (Group<T>, Group<T
         }
         left -= 1;
     }
-    // Each group will take inserts up to the overflow entry: sized for it now, so they never reallocate.
-    let group = || (Vec::with_capacity(MAX_ENTRIES + 1), Vec::with_capacity(MAX_ENTRIES + 1));
-    let (mut g1, mut g2) = (group(), group());
-    for ((item, r), side) in items.drain(..).zip(rects).zip(assigned) {
-        let g = if side == Some(true) { &mut g2 } else { &mut g1 };
-        g.0.push(item);
-        g.1.push(r);
+    let mut second = [false; MAX_ENTRIES + 1];
+    for (m, a) in second.iter_mut().zip(assigned.iter()) {
+        *m = *a == Some(true);
     }
-    (g1, g2)
+    second
+}
+
+/// Moves the elements `second` marks out of `v` into a new vector, which like `v` has room for a node's overflow
+/// entry. What stays keeps its elements but not their order: a node's entries are a set, and removing by swaps
+/// moves nothing twice. Parallel arrays split with the same marks stay parallel (the swaps depend on the marks
+/// and the length only).
+///
+/// Split used to build both groups afresh and free the overflowing node's vectors: six allocations and five
+/// frees per leaf split, where one allocation (the new node's) is all a split needs.
+fn split_off_marked<T>(v: &mut Vec<T>, second: &Marks) -> Vec<T> {
+    let mut out = Vec::with_capacity(MAX_ENTRIES + 1);
+    // From the back, so each swap brings in an element already looked at (and kept).
+    for i in (0..v.len()).rev() {
+        if second[i] {
+            out.push(v.swap_remove(i));
+        }
+    }
+    out
 }
 
 /// Inserts into `node`; returns the new sibling when `node` split.
@@ -327,14 +372,24 @@ fn insert_into(node: &mut Node, area: Area, mbr: &Mbr, skip: usize) -> Option<(M
             if items.len() <= MAX_ENTRIES {
                 return None;
             }
-            let rects = items.iter().map(|a| a.rect(skip)).collect();
-            let ((a, _), (b, _)) = quadratic_split(std::mem::take(items), rects);
-            *items = a;
-            let sib = Node::Leaf(b);
+            prefetch::slice(items);
+            let mut rects = [Rect { x0: 0.0, x1: 0.0, y0: 0.0, y1: 0.0 }; MAX_ENTRIES + 1];
+            for (r, a) in rects.iter_mut().zip(items.iter()) {
+                *r = a.rect(skip);
+            }
+            let second = quadratic_split(&rects[..items.len()]);
+            let sib = Node::Leaf(split_off_marked(items, &second));
             let m = sib.mbr()?;
             Some((m, Box::new(sib)))
         }
         Node::Inner(inner) => {
+            prefetch::slice(&inner.rects);
+            prefetch::slice(&inner.kids);
+            // Every child's node, so the chosen one's is at hand when the choice is made (sixteen lines asked for
+            // at once cost about as much as one).
+            for k in &inner.kids {
+                prefetch::line(&**k);
+            }
             let r = mbr.rect(skip);
             let mut best = 0;
             let mut best_cost = (f64::INFINITY, f64::INFINITY);
@@ -344,14 +399,17 @@ fn insert_into(node: &mut Node, area: Area, mbr: &Mbr, skip: usize) -> Option<(M
                     (best, best_cost) = (i, cost);
                 }
             }
-            let (child_mbr, child) = &mut inner.children[best];
+            // Updated when the child returns; asked for now so the load overlaps the descent.
+            prefetch::line(&inner.mbrs[best]);
+            let child = &mut inner.kids[best];
             let split = insert_into(child, area, mbr, skip);
             // Without a split the child's bounds grow by exactly the new area's; a split moved entries out, so
             // they are recomputed.
+            let child_mbr = &mut inner.mbrs[best];
             match &split {
                 None => child_mbr.extend(mbr),
                 Some(_) => {
-                    if let Some(m) = child.mbr() {
+                    if let Some(m) = inner.kids[best].mbr() {
                         *child_mbr = m;
                     }
                 }
@@ -360,13 +418,11 @@ fn insert_into(node: &mut Node, area: Area, mbr: &Mbr, skip: usize) -> Option<(M
             if let Some((m, node)) = split {
                 inner.push(m, node, skip);
             }
-            if inner.children.len() <= MAX_ENTRIES {
+            if inner.len() <= MAX_ENTRIES {
                 return None;
             }
-            let ((a, ra), (b, rb)) =
-                quadratic_split(std::mem::take(&mut inner.children), std::mem::take(&mut inner.rects));
-            *inner = Inner { rects: ra, children: a };
-            let sib = Node::Inner(Inner { rects: rb, children: b });
+            let second = quadratic_split(&inner.rects);
+            let sib = Node::Inner(inner.split_off(&second));
             let m = sib.mbr()?;
             Some((m, Box::new(sib)))
         }
@@ -414,9 +470,7 @@ impl RTree {
         if let Some((sib_mbr, sib)) = insert_into(&mut self.root, area, &mbr, self.skip) {
             let old = std::mem::replace(&mut self.root, Node::Leaf(Vec::new()));
             if let Some(old_mbr) = old.mbr() {
-                let mut entries = Vec::with_capacity(MAX_ENTRIES + 1);
-                entries.extend([(old_mbr, Box::new(old)), (sib_mbr, sib)]);
-                self.root = Node::Inner(Inner::with(entries, self.skip));
+                self.root = Node::Inner(Inner::with([(old_mbr, Box::new(old)), (sib_mbr, sib)], self.skip));
             } else {
                 self.root = *sib;
             }
@@ -473,11 +527,17 @@ impl RTree {
                     let mut next: [Option<&Node>; MAX_ENTRIES + 1] = [None; MAX_ENTRIES + 1];
                     let mut n = 0;
                     prefetch::slice(&inner.rects);
-                    for ((m, c), r) in inner.children.iter().zip(&inner.rects) {
-                        if p.is_none_or(|p| r.may_hold(p))
-                            && m.may_cover(key, lo, snap)
-                            && m.may_cover(key, hi, snap)
-                        {
+                    prefetch::slice(&inner.kids);
+                    // Where the projection is sound it alone chooses: the exact bounds would load one more
+                    // line per chosen child (on the path's critical chain) to reject, at most, children whose
+                    // bounds the projection rounds together with the key, or whose records the snapshot cannot
+                    // see; the leaves' exact test decides either way.
+                    for ((m, c), r) in inner.mbrs.iter().zip(&inner.kids).zip(&inner.rects) {
+                        let chosen = match p {
+                            Some(p) => r.may_hold(p),
+                            None => m.may_cover(key, lo, snap) && m.may_cover(key, hi, snap),
+                        };
+                        if chosen {
                             prefetch::line(&**c);
                             next[n] = Some(c);
                             n += 1;
@@ -503,7 +563,7 @@ impl RTree {
                     items.iter().filter(|a| meets(a.start.as_slice(), a.end.as_slice())).map(Item::to_area),
                 ),
                 Node::Inner(inner) => {
-                    for (m, c) in &inner.children {
+                    for (m, c) in inner.mbrs.iter().zip(&inner.kids) {
                         if meets(m.start.as_slice(), m.end.as_slice()) {
                             walk(c, lo, hi, out);
                         }
@@ -549,8 +609,8 @@ impl RTree {
         let mut n = &self.root;
         while let Node::Inner(c) = n {
             h += 1;
-            match c.children.first() {
-                Some((_, child)) => n = child,
+            match c.kids.first() {
+                Some(child) => n = child,
                 None => break,
             }
         }
@@ -569,7 +629,7 @@ impl RTree {
         ) -> Result<usize, String> {
             let count = match n {
                 Node::Leaf(v) => v.len(),
-                Node::Inner(v) => v.children.len(),
+                Node::Inner(v) => v.len(),
             };
             if count > MAX_ENTRIES || (!root && count < MIN_ENTRIES.min(MAX_ENTRIES / 2)) {
                 return Err(format!("node with {count} entries at depth {depth}"));
@@ -582,14 +642,15 @@ impl RTree {
                     Ok(v.len())
                 }
                 Node::Inner(inner) => {
-                    if inner.rects.len() != count {
+                    if inner.rects.len() != count || inner.mbrs.len() != count {
                         return Err(format!(
-                            "{} rectangles for {count} children at depth {depth}",
-                            inner.rects.len()
+                            "{} rectangles and {} bounds for {count} children at depth {depth}",
+                            inner.rects.len(),
+                            inner.mbrs.len()
                         ));
                     }
                     let mut total = 0;
-                    for ((m, c), r) in inner.children.iter().zip(&inner.rects) {
+                    for ((m, c), r) in inner.mbrs.iter().zip(&inner.kids).zip(&inner.rects) {
                         if c.mbr().as_ref() != Some(m) {
                             return Err(format!("stale MBR at depth {depth}"));
                         }

@@ -103,3 +103,32 @@ fn kept_rectangles_follow_inserts_splits_and_a_new_skip() {
     t.check().unwrap();
     check_probes(&t, &all, &mut rng);
 }
+
+#[test]
+fn split_keeps_parallel_arrays_parallel_and_both_groups_filled() {
+    let mut rng = SmallRng::seed_from_u64(11);
+    for _ in 0..200 {
+        let n = MAX_ENTRIES + 1;
+        let rects: Vec<Rect> = (0..n)
+            .map(|_| {
+                let x0 = rng.random_range(0.0..1e6);
+                let y0 = rng.random_range(0.0..1e3);
+                Rect { x0, x1: x0 + rng.random_range(1.0..1e4), y0, y1: y0 + rng.random_range(1.0..1e2) }
+            })
+            .collect();
+        let second = quadratic_split(&rects);
+        let moved = second[..n].iter().filter(|m| **m).count();
+        assert!(moved >= MIN_ENTRIES && n - moved >= MIN_ENTRIES, "{moved} of {n} moved");
+        assert!(second[n..].iter().all(|m| !m));
+        // Element i of every array is (i, rects[i]): after the split each array must hold the same pairs.
+        let mut ids: Vec<usize> = (0..n).collect();
+        let mut rs = rects.clone();
+        let (ids2, rs2) = (split_off_marked(&mut ids, &second), split_off_marked(&mut rs, &second));
+        for (id, r) in ids.iter().zip(&rs).chain(ids2.iter().zip(&rs2)) {
+            assert_eq!(rects[*id], *r);
+        }
+        assert!(ids2.iter().all(|i| second[*i]) && ids.iter().all(|i| !second[*i]));
+        assert_eq!(ids.len() + ids2.len(), n);
+        assert!(ids2.capacity() > MAX_ENTRIES, "the new node has room for its overflow entry");
+    }
+}
