@@ -347,9 +347,8 @@ fn quadratic_split(rects: &[Rect]) -> Marks {
 }
 
 /// Moves the elements `second` marks out of `v` into a new vector, which like `v` has room for a node's overflow
-/// entry. What stays keeps its elements but not their order: a node's entries are a set, and removing by swaps
-/// moves nothing twice. Parallel arrays split with the same marks stay parallel (the swaps depend on the marks
-/// and the length only).
+/// entry. What stays keeps its elements but not their order: a node's entries are a set. Parallel arrays split
+/// with the same marks stay parallel (the swaps depend on the marks and the length only).
 ///
 /// Split used to build both groups afresh and free the overflowing node's vectors: six allocations and five
 /// frees per leaf split, where one allocation (the new node's) is all a split needs.
@@ -385,8 +384,8 @@ fn insert_into(node: &mut Node, area: Area, mbr: &Mbr, skip: usize) -> Option<(M
         Node::Inner(inner) => {
             prefetch::slice(&inner.rects);
             prefetch::slice(&inner.kids);
-            // Every child's node, so the chosen one's is at hand when the choice is made (sixteen lines asked for
-            // at once cost about as much as one).
+            // Every child's node, so the chosen one's is on its way when the choice is made: the lines are
+            // independent, so their misses overlap instead of adding up.
             for k in &inner.kids {
                 prefetch::line(&**k);
             }
